@@ -1,0 +1,14 @@
+//! vapcheck: type-checks the CEL expressions of Kubernetes ValidatingAdmissionPolicies.
+//!
+//! The crate is a functional core with no I/O ([`cel`], [`k8s_env`], [`schema`] conversion,
+//! [`policy`]) and a thin shell around it (the controller, metrics, configuration and the
+//! binary in `main.rs`).
+
+pub mod cel;
+pub mod k8s_env;
+pub mod policy;
+pub mod schema;
+
+/// The Kubernetes release vapcheck is pinned to (major.minor.patch), read from
+/// `e2e/cluster/kubernetes.version`, the single place that records it.
+pub const KUBERNETES_VERSION: &str = include_str!("../e2e/cluster/kubernetes.version").trim_ascii();

@@ -1,0 +1,1 @@
+//! Which expressions and kinds of a policy are checked, and the text of the warnings.
