@@ -1,0 +1,380 @@
+//! Helpers shared by the cluster (e2e) tests.
+//!
+//! Each test binary gets one fresh control plane from `e2e/cluster/up --with-upstream-controller`
+//! ([`shared_cluster`]), started on first use and stopped when the binary exits: by an `atexit`
+//! hook after the last test, and by `up`'s owner watchdog if the process dies without running it
+//! (a kill, an abort). Setting `VAPCHECK_E2E_KUBECONFIG` to a kubeconfig path runs the tests
+//! against that cluster instead and starts nothing (see docs/cluster.md).
+//!
+//! Tests in one binary run in parallel against the same cluster, so every test names its own
+//! objects.
+
+use std::future::Future;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Mutex;
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, anyhow, bail};
+use k8s_openapi::api::admissionregistration::v1::{
+    ValidatingAdmissionPolicy, ValidatingAdmissionPolicyStatus,
+};
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::core::GroupVersionKind;
+use kube::discovery::Scope;
+use kube::{Client, Config};
+
+/// The environment variable that points the tests at an existing cluster's kubeconfig.
+pub const KUBECONFIG_ENV: &str = "VAPCHECK_E2E_KUBECONFIG";
+
+/// The field manager used for server-side apply by the tests.
+pub const FIELD_MANAGER: &str = "vapcheck-e2e";
+
+/// The repository root (where `Cargo.toml` is).
+pub fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The read-only `shared/` folder that sits beside the repository: `$VAPCHECK_SHARED`, else
+/// `<repo>/../shared`, else `/work/shared` (for worktrees that are not next to it).
+pub fn shared_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("VAPCHECK_SHARED") {
+        return PathBuf::from(dir);
+    }
+    let beside = repo_root().join("../shared");
+    if beside.is_dir() {
+        return beside;
+    }
+    PathBuf::from("/work/shared")
+}
+
+/// A control plane the tests talk to.
+#[derive(Debug)]
+pub struct Cluster {
+    kubeconfig: PathBuf,
+    /// Started by this process (and so stopped by it), as opposed to given by the environment.
+    owned: bool,
+    stopped: AtomicBool,
+}
+
+/// How to start a private cluster with [`Cluster::start`].
+#[derive(Debug, Clone, Copy, Default)]
+pub struct UpOptions {
+    /// Run kube-controller-manager with the upstream ValidatingAdmissionPolicy status controller.
+    pub with_upstream_controller: bool,
+}
+
+impl Cluster {
+    /// Starts a new control plane with `e2e/cluster/up` and waits until it is ready. Its output
+    /// is passed through to stderr (a cold build of the binaries takes a while); on failure the
+    /// error carries the last lines of it, which include the failing component's log.
+    ///
+    /// The cluster is stopped when the value is dropped, or by `up`'s watchdog once this process
+    /// has exited.
+    pub fn start(options: UpOptions) -> anyhow::Result<Cluster> {
+        let script = repo_root().join("e2e/cluster/up");
+        let mut command = Command::new(&script);
+        if options.with_upstream_controller {
+            command.arg("--with-upstream-controller");
+        }
+        command
+            .arg("--owner-pid")
+            .arg(std::process::id().to_string())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let started = Instant::now();
+        let mut child = command
+            .spawn()
+            .with_context(|| format!("running {}", script.display()))?;
+
+        // Pass stderr through while keeping its tail for the error message.
+        let stderr = child.stderr.take().context("stderr of up was not captured")?;
+        let tail = std::thread::spawn(move || {
+            let mut tail: Vec<String> = Vec::new();
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                eprintln!("{line}");
+                tail.push(line);
+                if tail.len() > 60 {
+                    tail.remove(0);
+                }
+            }
+            tail
+        });
+        let output = child.wait_with_output().context("waiting for e2e/cluster/up")?;
+        let tail = tail.join().unwrap_or_default();
+        if !output.status.success() {
+            bail!(
+                "e2e/cluster/up failed ({}) after {:.0?}; its last output:\n{}",
+                output.status,
+                started.elapsed(),
+                tail.join("\n")
+            );
+        }
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        let kubeconfig = stdout
+            .lines()
+            .last()
+            .map(str::trim)
+            .filter(|line| !line.is_empty())
+            .context("e2e/cluster/up printed no kubeconfig path")?;
+        eprintln!(
+            "e2e: control plane ready in {:.1?}: {kubeconfig}",
+            started.elapsed()
+        );
+        Ok(Cluster {
+            kubeconfig: PathBuf::from(kubeconfig),
+            owned: true,
+            stopped: AtomicBool::new(false),
+        })
+    }
+
+    /// A cluster that already runs, reached through `kubeconfig`; [`Cluster::stop`] leaves it alone.
+    pub fn existing(kubeconfig: impl Into<PathBuf>) -> Cluster {
+        Cluster {
+            kubeconfig: kubeconfig.into(),
+            owned: false,
+            stopped: AtomicBool::new(false),
+        }
+    }
+
+    /// Path of the admin kubeconfig.
+    pub fn kubeconfig(&self) -> &Path {
+        &self.kubeconfig
+    }
+
+    /// Whether this process started the cluster (rather than being pointed at one).
+    pub fn is_owned(&self) -> bool {
+        self.owned
+    }
+
+    /// A client with the admin credentials of the kubeconfig (its current context).
+    pub async fn client(&self) -> anyhow::Result<Client> {
+        let kubeconfig = Kubeconfig::read_from(&self.kubeconfig)
+            .with_context(|| format!("reading {}", self.kubeconfig.display()))?;
+        let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+            .await
+            .with_context(|| format!("loading {}", self.kubeconfig.display()))?;
+        Client::try_from(config).context("building a Kubernetes client")
+    }
+
+    /// Stops the cluster with `e2e/cluster/down` if this process started it; does nothing the
+    /// second time. Returns once none of its processes runs.
+    pub fn stop(&self) {
+        if !self.owned || self.stopped.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let script = repo_root().join("e2e/cluster/down");
+        match Command::new(&script)
+            .arg(&self.kubeconfig)
+            .stdin(Stdio::null())
+            .status()
+        {
+            Ok(status) if status.success() => {}
+            Ok(status) => eprintln!("e2e: {} exited with {status}", script.display()),
+            Err(err) => eprintln!("e2e: could not run {}: {err}", script.display()),
+        }
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+static SHARED: OnceLock<Result<Cluster, String>> = OnceLock::new();
+static SHARED_INIT: Mutex<()> = Mutex::new(());
+
+unsafe extern "C" {
+    /// C's `atexit` (libc is always linked by std): runs the callback when the process exits
+    /// normally, which is how the test harness ends, passing or failing.
+    fn atexit(callback: extern "C" fn()) -> std::ffi::c_int;
+}
+
+extern "C" fn stop_shared_cluster() {
+    if let Some(Ok(cluster)) = SHARED.get() {
+        cluster.stop();
+    }
+}
+
+/// The cluster of this test binary, with the upstream status controller running: the one named by
+/// `VAPCHECK_E2E_KUBECONFIG`, or else one started on first use and stopped at exit.
+pub fn shared_cluster() -> anyhow::Result<&'static Cluster> {
+    // The lock makes concurrent first calls wait for one start instead of starting several.
+    let _guard = SHARED_INIT.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let result = SHARED.get_or_init(|| {
+        if let Some(path) = std::env::var_os(KUBECONFIG_ENV).filter(|p| !p.is_empty()) {
+            return Ok(Cluster::existing(path));
+        }
+        let cluster = Cluster::start(UpOptions {
+            with_upstream_controller: true,
+        })
+        .map_err(|err| format!("{err:#}"))?;
+        // SAFETY: registers a plain `extern "C" fn` without arguments, as atexit expects.
+        if unsafe { atexit(stop_shared_cluster) } != 0 {
+            eprintln!("e2e: atexit failed; the watchdog of e2e/cluster/up will stop the cluster");
+        }
+        Ok(cluster)
+    });
+    result.as_ref().map_err(|err| anyhow!("{err}"))
+}
+
+/// Polls `check` until it returns `Ok(Some(value))` or `timeout` has passed. `Ok(None)` means
+/// "not yet"; an `Err` is remembered and reported if the deadline passes (API errors are often
+/// transient right after a change). The error names `what` and the last observation.
+pub async fn wait_for<T, F, Fut>(what: &str, timeout: Duration, mut check: F) -> anyhow::Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = anyhow::Result<Option<T>>>,
+{
+    let deadline = Instant::now() + timeout;
+    let mut last_error: Option<anyhow::Error> = None;
+    loop {
+        match check().await {
+            Ok(Some(value)) => return Ok(value),
+            Ok(None) => last_error = None,
+            Err(err) => last_error = Some(err),
+        }
+        if Instant::now() >= deadline {
+            return Err(match last_error {
+                Some(err) => err.context(format!("timed out after {timeout:?} waiting for {what}")),
+                None => anyhow!("timed out after {timeout:?} waiting for {what}"),
+            });
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// Splits a multi-document YAML text into its non-empty documents, as JSON values.
+pub fn parse_yaml_documents(yaml: &str) -> anyhow::Result<Vec<serde_json::Value>> {
+    let documents: Vec<serde_json::Value> =
+        serde_saphyr::from_multiple(yaml).context("parsing YAML")?;
+    Ok(documents.into_iter().filter(|doc| !doc.is_null()).collect())
+}
+
+/// Applies every document of `yaml` with server-side apply (field manager [`FIELD_MANAGER`],
+/// conflicts forced), like `kubectl apply --server-side -f`. Kinds are resolved by discovery, so
+/// custom resources work once their CRD is established. Namespaced objects without a namespace
+/// go to `default`. Returns the objects as the server stored them.
+pub async fn apply_yaml(client: &Client, yaml: &str) -> anyhow::Result<Vec<DynamicObject>> {
+    let mut applied = Vec::new();
+    for document in parse_yaml_documents(yaml)? {
+        let object: DynamicObject =
+            serde_json::from_value(document).context("a YAML document is not an object")?;
+        let types = object
+            .types
+            .as_ref()
+            .context("a YAML document has no apiVersion/kind")?;
+        let gvk = GroupVersionKind::try_from(types)
+            .with_context(|| format!("bad apiVersion {:?}", types.api_version))?;
+        let name = object
+            .metadata
+            .name
+            .clone()
+            .with_context(|| format!("a {} has no metadata.name", types.kind))?;
+        let (resource, capabilities) = kube::discovery::pinned_kind(client, &gvk)
+            .await
+            .with_context(|| format!("discovering {}/{}", types.api_version, types.kind))?;
+        let api: Api<DynamicObject> = match capabilities.scope {
+            Scope::Cluster => Api::all_with(client.clone(), &resource),
+            Scope::Namespaced => {
+                let namespace = object.metadata.namespace.as_deref().unwrap_or("default");
+                Api::namespaced_with(client.clone(), namespace, &resource)
+            }
+        };
+        let stored = api
+            .patch(
+                &name,
+                &PatchParams::apply(FIELD_MANAGER).force(),
+                &Patch::Apply(&object),
+            )
+            .await
+            .with_context(|| format!("applying {} {name}", types.kind))?;
+        applied.push(stored);
+    }
+    Ok(applied)
+}
+
+/// The status of the ValidatingAdmissionPolicy `name`, if it has one yet.
+pub async fn vap_status(
+    client: &Client,
+    name: &str,
+) -> anyhow::Result<Option<ValidatingAdmissionPolicyStatus>> {
+    let api: Api<ValidatingAdmissionPolicy> = Api::all(client.clone());
+    let policy = api
+        .get(name)
+        .await
+        .with_context(|| format!("reading ValidatingAdmissionPolicy {name}"))?;
+    Ok(policy.status)
+}
+
+/// Waits until the policy `name` has a status with type checking results for its current
+/// generation (what both the upstream controller and vapcheck write), and returns it.
+pub async fn wait_for_type_checking(
+    client: &Client,
+    name: &str,
+    timeout: Duration,
+) -> anyhow::Result<ValidatingAdmissionPolicyStatus> {
+    let api: Api<ValidatingAdmissionPolicy> = Api::all(client.clone());
+    wait_for(
+        &format!("status.typeChecking of ValidatingAdmissionPolicy {name}"),
+        timeout,
+        || async {
+            let policy = api.get(name).await?;
+            let generation = policy.metadata.generation;
+            Ok(policy.status.filter(|status| {
+                status.type_checking.is_some() && status.observed_generation == generation
+            }))
+        },
+    )
+    .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn yaml_documents_are_split_and_empty_ones_dropped() {
+        let docs = parse_yaml_documents("a: 1\n---\n---\nb: [2]\n").expect("valid YAML");
+        assert_eq!(
+            docs,
+            vec![serde_json::json!({"a": 1}), serde_json::json!({"b": [2]})]
+        );
+    }
+
+    #[test]
+    fn bad_yaml_is_an_error() {
+        assert!(parse_yaml_documents("a: [1\n").is_err());
+    }
+
+    #[tokio::test]
+    async fn wait_for_returns_the_first_value() {
+        let mut calls = 0;
+        let value = wait_for("three calls", Duration::from_secs(5), || {
+            calls += 1;
+            let n = calls;
+            async move { Ok((n >= 3).then_some(n)) }
+        })
+        .await
+        .expect("ready on the third call");
+        assert_eq!(value, 3);
+    }
+
+    #[tokio::test]
+    async fn wait_for_times_out_with_the_last_error() {
+        let err = wait_for::<(), _, _>("never", Duration::from_millis(300), || async {
+            Err(anyhow!("still broken"))
+        })
+        .await
+        .expect_err("must time out");
+        let text = format!("{err:#}");
+        assert!(text.contains("waiting for never"), "{text}");
+        assert!(text.contains("still broken"), "{text}");
+    }
+}

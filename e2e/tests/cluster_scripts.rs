@@ -1,0 +1,218 @@
+//! Tests of `e2e/cluster/up` and `down` themselves: a bad set-up must fail within a deadline,
+//! with a message that says what is wrong, and leave no process behind.
+//!
+//! They use the cached binaries (building them first if needed, through `e2e/cluster/build`) and
+//! keep their instances in a temporary `VAPCHECK_CACHE`, so nothing of them can outlive the test
+//! unnoticed.
+
+#[allow(dead_code)]
+#[path = "../support/mod.rs"]
+mod support;
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+
+fn script(name: &str) -> PathBuf {
+    support::repo_root().join("e2e/cluster").join(name)
+}
+
+/// The folder with the control-plane binaries, built once per test binary.
+fn bin_dir() -> anyhow::Result<PathBuf> {
+    static BIN: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    BIN.get_or_init(|| {
+        let output = Command::new(script("build"))
+            .stdin(Stdio::null())
+            .stderr(Stdio::inherit())
+            .output()
+            .map_err(|err| format!("running e2e/cluster/build: {err}"))?;
+        if !output.status.success() {
+            return Err(format!("e2e/cluster/build failed: {}", output.status));
+        }
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        let dir = stdout.lines().last().unwrap_or_default().trim();
+        if dir.is_empty() {
+            return Err("e2e/cluster/build printed no folder".to_owned());
+        }
+        Ok(PathBuf::from(dir))
+    })
+    .clone()
+    .map_err(anyhow::Error::msg)
+}
+
+/// Runs `up` with `args` and `env`, instances in `cache`; fails if it takes longer than `limit`.
+fn run_up(cache: &Path, args: &[&str], env: &[(&str, &str)], limit: Duration) -> anyhow::Result<Output> {
+    let mut command = Command::new(script("up"));
+    command
+        .args(args)
+        // Stop the instance if this test binary dies before `down` ran.
+        .args(["--owner-pid", &std::process::id().to_string()])
+        .env("VAPCHECK_CACHE", cache)
+        .env("VAPCHECK_BIN_DIR", bin_dir()?)
+        .stdin(Stdio::null());
+    for (key, value) in env {
+        command.env(key, value);
+    }
+    let started = Instant::now();
+    let output = command.output().context("running e2e/cluster/up")?;
+    let took = started.elapsed();
+    eprintln!(
+        "up {args:?} took {took:.1?}, exit {}\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    if took > limit {
+        bail!("e2e/cluster/up took {took:?}, more than {limit:?}");
+    }
+    Ok(output)
+}
+
+/// Processes whose command line mentions `dir` (every component names its instance folder).
+fn processes_under(dir: &Path) -> anyhow::Result<Vec<String>> {
+    let needle = dir.to_string_lossy().into_owned();
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").context("reading /proc")? {
+        let Ok(entry) = entry else { continue };
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+        if cmdline.contains(&needle) {
+            found.push(format!("{}: {cmdline}", entry.file_name().to_string_lossy()));
+        }
+    }
+    Ok(found)
+}
+
+#[test]
+fn a_port_in_use_is_reported_before_anything_starts() -> anyhow::Result<()> {
+    let cache = tempfile::tempdir()?;
+    let busy = TcpListener::bind("127.0.0.1:0")?;
+    let port = busy.local_addr()?.port().to_string();
+
+    let output = run_up(
+        cache.path(),
+        &["--apiserver-port", &port],
+        &[],
+        Duration::from_secs(60),
+    )?;
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success());
+    assert!(
+        stderr.contains(&format!(
+            "port 127.0.0.1:{port} (wanted for apiserver) is already in use"
+        )),
+        "{stderr}"
+    );
+    assert!(output.stdout.is_empty(), "no kubeconfig may be printed");
+    assert_eq!(processes_under(cache.path())?, Vec::<String>::new());
+    Ok(())
+}
+
+#[test]
+fn a_missing_go_is_reported_when_a_build_is_needed() -> anyhow::Result<()> {
+    // An empty cache and no bin folder override force a build. PATH keeps its folders, but a
+    // folder that holds `go` is replaced by a copy made of symlinks to everything else in it.
+    let cache = tempfile::tempdir()?;
+    let shadows = tempfile::tempdir()?;
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let mut dirs = Vec::new();
+    for (i, dir) in std::env::split_paths(&path).enumerate() {
+        if !dir.join("go").exists() {
+            dirs.push(dir);
+            continue;
+        }
+        let shadow = shadows.path().join(i.to_string());
+        std::fs::create_dir(&shadow)?;
+        for entry in std::fs::read_dir(&dir)?.flatten() {
+            if entry.file_name() != "go" {
+                std::os::unix::fs::symlink(entry.path(), shadow.join(entry.file_name()))?;
+            }
+        }
+        dirs.push(shadow);
+    }
+    let without_go = std::env::join_paths(dirs)?;
+
+    let started = Instant::now();
+    let output = Command::new(script("up"))
+        .env("VAPCHECK_CACHE", cache.path())
+        .env_remove("VAPCHECK_BIN_DIR")
+        .env("PATH", &without_go)
+        .stdin(Stdio::null())
+        .output()?;
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("error: 'go' was not found on PATH"),
+        "{stderr}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(30));
+    Ok(())
+}
+
+#[test]
+fn an_api_server_that_never_gets_ready_is_stopped_and_its_log_shown() -> anyhow::Result<()> {
+    let cache = tempfile::tempdir()?;
+    // An etcd address where nothing listens: the API server starts but is never ready.
+    let closed = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+    let etcd = format!("--etcd-servers=http://127.0.0.1:{closed}");
+
+    let output = run_up(
+        cache.path(),
+        &["--timeout", "8"],
+        &[("VAPCHECK_APISERVER_EXTRA_ARGS", etcd.as_str())],
+        Duration::from_secs(90),
+    )?;
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success());
+    assert!(
+        stderr.contains("kube-apiserver not ready within 8s")
+            || stderr.contains("kube-apiserver exited before it was ready"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("kube-apiserver.log ----"),
+        "the log tail is missing: {stderr}"
+    );
+    assert!(output.stdout.is_empty(), "no kubeconfig may be printed");
+    assert_eq!(processes_under(cache.path())?, Vec::<String>::new());
+    Ok(())
+}
+
+#[test]
+fn two_instances_run_side_by_side_and_down_stops_each() -> anyhow::Result<()> {
+    let cache = tempfile::tempdir()?;
+    let mut kubeconfigs = Vec::new();
+    for _ in 0..2 {
+        let output = run_up(cache.path(), &[], &[], Duration::from_secs(150))?;
+        if !output.status.success() {
+            bail!("up failed: {}", String::from_utf8_lossy(&output.stderr));
+        }
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        let kubeconfig = stdout.lines().last().context("no kubeconfig path")?.trim().to_owned();
+        kubeconfigs.push(kubeconfig);
+    }
+    let servers: Vec<String> = kubeconfigs
+        .iter()
+        .map(|path| {
+            let text = std::fs::read_to_string(path).unwrap_or_default();
+            text.lines()
+                .find_map(|line| line.trim().strip_prefix("server: ").map(str::to_owned))
+                .unwrap_or_default()
+        })
+        .collect();
+    assert_ne!(servers[0], "");
+    assert_ne!(servers[0], servers[1], "both instances got the same address");
+    assert!(!processes_under(cache.path())?.is_empty());
+
+    for kubeconfig in &kubeconfigs {
+        let status = Command::new(script("down")).arg(kubeconfig).status()?;
+        assert!(status.success());
+    }
+    assert_eq!(processes_under(cache.path())?, Vec::<String>::new());
+    Ok(())
+}

@@ -1,0 +1,164 @@
+//! Cluster tests against the real kube-apiserver with the upstream ValidatingAdmissionPolicy
+//! status controller (kube-controller-manager) running: they prove that the harness and the
+//! reference work. The same expectations later hold for vapcheck.
+
+#[allow(dead_code)]
+#[path = "../support/mod.rs"]
+mod support;
+
+use std::time::Duration;
+
+use anyhow::Context;
+use k8s_openapi::api::admissionregistration::v1::ExpressionWarning;
+use support::{apply_yaml, shared_cluster, wait_for, wait_for_type_checking};
+
+/// How long the upstream controller may take to write a status (it usually takes well under a
+/// second once it runs; start-up of its informers is included here for the first policy).
+const STATUS_DEADLINE: Duration = Duration::from_secs(90);
+
+fn sample(name: &str) -> anyhow::Result<String> {
+    let path = support::repo_root().join("config/samples").join(name);
+    std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))
+}
+
+fn warnings_of(status: &k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicyStatus) -> Vec<ExpressionWarning> {
+    status
+        .type_checking
+        .as_ref()
+        .and_then(|tc| tc.expression_warnings.clone())
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn upstream_controller_reports_the_documentation_example() -> anyhow::Result<()> {
+    let client = shared_cluster()?.client().await?;
+    apply_yaml(&client, &sample("replica-typo.yaml")?).await?;
+
+    let status =
+        wait_for_type_checking(&client, "deploy-replica-policy.example.com", STATUS_DEADLINE)
+            .await?;
+    let warnings = warnings_of(&status);
+    let first = warnings.first().context("no expression warning at all")?;
+    assert_eq!(first.field_ref, "spec.validations[0].expression");
+    assert!(
+        first
+            .warning
+            .starts_with("apps/v1, Kind=Deployment: ERROR: <input>:1:7: undefined field 'replicas'"),
+        "unexpected warning: {:?}",
+        first.warning
+    );
+    assert_eq!(warnings.len(), 1, "{warnings:#?}");
+    Ok(())
+}
+
+#[tokio::test]
+async fn upstream_controller_finds_nothing_in_a_correct_policy() -> anyhow::Result<()> {
+    let client = shared_cluster()?.client().await?;
+    apply_yaml(&client, &sample("require-owner-label.yaml")?).await?;
+
+    let status =
+        wait_for_type_checking(&client, "require-owner-label.example.com", STATUS_DEADLINE).await?;
+    assert_eq!(warnings_of(&status), Vec::new());
+    Ok(())
+}
+
+#[tokio::test]
+async fn upstream_controller_checks_message_expressions() -> anyhow::Result<()> {
+    let client = shared_cluster()?.client().await?;
+    apply_yaml(&client, &sample("bad-message-expression.yaml")?).await?;
+
+    let status =
+        wait_for_type_checking(&client, "no-nodeport-services.example.com", STATUS_DEADLINE)
+            .await?;
+    let warnings = warnings_of(&status);
+    assert_eq!(warnings.len(), 1, "{warnings:#?}");
+    assert_eq!(warnings[0].field_ref, "spec.validations[0].messageExpression");
+    assert!(
+        warnings[0]
+            .warning
+            .starts_with("/v1, Kind=Service: ERROR: <input>:1:"),
+        "unexpected warning: {:?}",
+        warnings[0].warning
+    );
+    assert!(
+        warnings[0].warning.contains("undefined field 'port'"),
+        "unexpected warning: {:?}",
+        warnings[0].warning
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn crd_schema_is_published_under_openapi_v3() -> anyhow::Result<()> {
+    let client = shared_cluster()?.client().await?;
+    let crd = r#"
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: widgets.e2e.vapcheck.dev
+spec:
+  group: e2e.vapcheck.dev
+  scope: Namespaced
+  names:
+    plural: widgets
+    singular: widget
+    kind: Widget
+    listKind: WidgetList
+  versions:
+    - name: v1
+      served: true
+      storage: true
+      schema:
+        openAPIV3Schema:
+          type: object
+          properties:
+            spec:
+              type: object
+              properties:
+                size:
+                  type: integer
+                  minimum: 1
+                colour:
+                  type: string
+"#;
+    apply_yaml(&client, crd).await?;
+
+    // The CRD's OpenAPI is published asynchronously after it is established.
+    let path = "apis/e2e.vapcheck.dev/v1";
+    let url = wait_for(
+        &format!("{path} in /openapi/v3"),
+        Duration::from_secs(60),
+        || async {
+            let index: serde_json::Value = client
+                .request(http::Request::get("/openapi/v3").body(Vec::new())?)
+                .await?;
+            Ok(index["paths"][path]["serverRelativeURL"]
+                .as_str()
+                .map(str::to_owned))
+        },
+    )
+    .await?;
+
+    let document: serde_json::Value = client
+        .request(http::Request::get(url.as_str()).body(Vec::new())?)
+        .await?;
+    let schema = &document["components"]["schemas"]["dev.vapcheck.e2e.v1.Widget"];
+    assert_eq!(
+        schema["properties"]["spec"]["properties"]["size"]["type"],
+        "integer",
+        "schema of Widget: {schema:#}"
+    );
+    assert_eq!(
+        schema["properties"]["spec"]["properties"]["colour"]["type"],
+        "string"
+    );
+
+    // And a custom resource can be applied through discovery.
+    let widget = "apiVersion: e2e.vapcheck.dev/v1\nkind: Widget\nmetadata:\n  name: w1\nspec:\n  size: 2\n";
+    let stored = wait_for("Widget to be served", Duration::from_secs(30), || async {
+        apply_yaml(&client, widget).await.map(Some)
+    })
+    .await?;
+    assert_eq!(stored[0].data["spec"]["size"], 2);
+    Ok(())
+}
