@@ -93,7 +93,10 @@ impl Cluster {
             .with_context(|| format!("running {}", script.display()))?;
 
         // Pass stderr through while keeping its tail for the error message.
-        let stderr = child.stderr.take().context("stderr of up was not captured")?;
+        let stderr = child
+            .stderr
+            .take()
+            .context("stderr of up was not captured")?;
         let tail = std::thread::spawn(move || {
             let mut tail: Vec<String> = Vec::new();
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
@@ -105,7 +108,9 @@ impl Cluster {
             }
             tail
         });
-        let output = child.wait_with_output().context("waiting for e2e/cluster/up")?;
+        let output = child
+            .wait_with_output()
+            .context("waiting for e2e/cluster/up")?;
         let tail = tail.join().unwrap_or_default();
         if !output.status.success() {
             bail!(
@@ -206,7 +211,9 @@ extern "C" fn stop_shared_cluster() {
 /// `VAPCHECK_E2E_KUBECONFIG`, or else one started on first use and stopped at exit.
 pub fn shared_cluster() -> anyhow::Result<&'static Cluster> {
     // The lock makes concurrent first calls wait for one start instead of starting several.
-    let _guard = SHARED_INIT.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let _guard = SHARED_INIT
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
     let result = SHARED.get_or_init(|| {
         if let Some(path) = std::env::var_os(KUBECONFIG_ENV).filter(|p| !p.is_empty()) {
             return Ok(Cluster::existing(path));
@@ -233,13 +240,12 @@ where
     Fut: Future<Output = anyhow::Result<Option<T>>>,
 {
     let deadline = Instant::now() + timeout;
-    let mut last_error: Option<anyhow::Error> = None;
     loop {
-        match check().await {
+        let last_error = match check().await {
             Ok(Some(value)) => return Ok(value),
-            Ok(None) => last_error = None,
-            Err(err) => last_error = Some(err),
-        }
+            Ok(None) => None,
+            Err(err) => Some(err),
+        };
         if Instant::now() >= deadline {
             return Err(match last_error {
                 Some(err) => err.context(format!("timed out after {timeout:?} waiting for {what}")),

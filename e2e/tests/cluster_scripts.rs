@@ -45,7 +45,12 @@ fn bin_dir() -> anyhow::Result<PathBuf> {
 }
 
 /// Runs `up` with `args` and `env`, instances in `cache`; fails if it takes longer than `limit`.
-fn run_up(cache: &Path, args: &[&str], env: &[(&str, &str)], limit: Duration) -> anyhow::Result<Output> {
+fn run_up(
+    cache: &Path,
+    args: &[&str],
+    env: &[(&str, &str)],
+    limit: Duration,
+) -> anyhow::Result<Output> {
     let mut command = Command::new(script("up"));
     command
         .args(args)
@@ -82,7 +87,10 @@ fn processes_under(dir: &Path) -> anyhow::Result<Vec<String>> {
         };
         let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
         if cmdline.contains(&needle) {
-            found.push(format!("{}: {cmdline}", entry.file_name().to_string_lossy()));
+            found.push(format!(
+                "{}: {cmdline}",
+                entry.file_name().to_string_lossy()
+            ));
         }
     }
     Ok(found)
@@ -193,7 +201,12 @@ fn two_instances_run_side_by_side_and_down_stops_each() -> anyhow::Result<()> {
             bail!("up failed: {}", String::from_utf8_lossy(&output.stderr));
         }
         let stdout = String::from_utf8_lossy(&output.stdout);
-        let kubeconfig = stdout.lines().last().context("no kubeconfig path")?.trim().to_owned();
+        let kubeconfig = stdout
+            .lines()
+            .last()
+            .context("no kubeconfig path")?
+            .trim()
+            .to_owned();
         kubeconfigs.push(kubeconfig);
     }
     let servers: Vec<String> = kubeconfigs
@@ -206,7 +219,10 @@ fn two_instances_run_side_by_side_and_down_stops_each() -> anyhow::Result<()> {
         })
         .collect();
     assert_ne!(servers[0], "");
-    assert_ne!(servers[0], servers[1], "both instances got the same address");
+    assert_ne!(
+        servers[0], servers[1],
+        "both instances got the same address"
+    );
     assert!(!processes_under(cache.path())?.is_empty());
 
     for kubeconfig in &kubeconfigs {

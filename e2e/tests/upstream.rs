@@ -21,7 +21,9 @@ fn sample(name: &str) -> anyhow::Result<String> {
     std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))
 }
 
-fn warnings_of(status: &k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicyStatus) -> Vec<ExpressionWarning> {
+fn warnings_of(
+    status: &k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicyStatus,
+) -> Vec<ExpressionWarning> {
     status
         .type_checking
         .as_ref()
@@ -34,16 +36,19 @@ async fn upstream_controller_reports_the_documentation_example() -> anyhow::Resu
     let client = shared_cluster()?.client().await?;
     apply_yaml(&client, &sample("replica-typo.yaml")?).await?;
 
-    let status =
-        wait_for_type_checking(&client, "deploy-replica-policy.example.com", STATUS_DEADLINE)
-            .await?;
+    let status = wait_for_type_checking(
+        &client,
+        "deploy-replica-policy.example.com",
+        STATUS_DEADLINE,
+    )
+    .await?;
     let warnings = warnings_of(&status);
     let first = warnings.first().context("no expression warning at all")?;
     assert_eq!(first.field_ref, "spec.validations[0].expression");
     assert!(
-        first
-            .warning
-            .starts_with("apps/v1, Kind=Deployment: ERROR: <input>:1:7: undefined field 'replicas'"),
+        first.warning.starts_with(
+            "apps/v1, Kind=Deployment: ERROR: <input>:1:7: undefined field 'replicas'"
+        ),
         "unexpected warning: {:?}",
         first.warning
     );
@@ -72,7 +77,10 @@ async fn upstream_controller_checks_message_expressions() -> anyhow::Result<()> 
             .await?;
     let warnings = warnings_of(&status);
     assert_eq!(warnings.len(), 1, "{warnings:#?}");
-    assert_eq!(warnings[0].field_ref, "spec.validations[0].messageExpression");
+    assert_eq!(
+        warnings[0].field_ref,
+        "spec.validations[0].messageExpression"
+    );
     assert!(
         warnings[0]
             .warning
@@ -144,8 +152,7 @@ spec:
         .await?;
     let schema = &document["components"]["schemas"]["dev.vapcheck.e2e.v1.Widget"];
     assert_eq!(
-        schema["properties"]["spec"]["properties"]["size"]["type"],
-        "integer",
+        schema["properties"]["spec"]["properties"]["size"]["type"], "integer",
         "schema of Widget: {schema:#}"
     );
     assert_eq!(
@@ -154,7 +161,8 @@ spec:
     );
 
     // And a custom resource can be applied through discovery.
-    let widget = "apiVersion: e2e.vapcheck.dev/v1\nkind: Widget\nmetadata:\n  name: w1\nspec:\n  size: 2\n";
+    let widget =
+        "apiVersion: e2e.vapcheck.dev/v1\nkind: Widget\nmetadata:\n  name: w1\nspec:\n  size: 2\n";
     let stored = wait_for("Widget to be served", Duration::from_secs(30), || async {
         apply_yaml(&client, widget).await.map(Some)
     })
