@@ -8,6 +8,7 @@ SHELL := /bin/bash
 ## plane (built from the pinned Kubernetes release on first use, then cached).
 test:
 	@scripts/check-tools
+	cd e2e/cluster && go test ./cmd/clustertool
 	cargo test --all-targets
 	cargo test --doc
 
@@ -25,5 +26,6 @@ cluster-binaries:
 	e2e/cluster/build
 
 lint:
+	cd e2e/cluster && test -z "$$(gofmt -l cmd)" && go vet ./cmd/clustertool
 	cargo fmt --check
 	cargo clippy --all-targets -- -D warnings

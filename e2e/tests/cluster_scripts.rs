@@ -232,3 +232,50 @@ fn two_instances_run_side_by_side_and_down_stops_each() -> anyhow::Result<()> {
     assert_eq!(processes_under(cache.path())?, Vec::<String>::new());
     Ok(())
 }
+
+/// Unit tests of the harness in e2e/support (kept here so that they run once, not in every
+/// e2e binary).
+mod support_tests {
+    use super::support::{parse_yaml_documents, wait_for};
+    use anyhow::anyhow;
+    use std::time::Duration;
+
+    #[test]
+    fn yaml_documents_are_split_and_empty_ones_dropped() {
+        let docs = parse_yaml_documents("a: 1\n---\n---\nb: [2]\n").expect("valid YAML");
+        assert_eq!(
+            docs,
+            vec![serde_json::json!({"a": 1}), serde_json::json!({"b": [2]})]
+        );
+    }
+
+    #[test]
+    fn bad_yaml_is_an_error() {
+        assert!(parse_yaml_documents("a: [1\n").is_err());
+    }
+
+    #[tokio::test]
+    async fn wait_for_returns_the_first_value() {
+        let mut calls = 0;
+        let value = wait_for("three calls", Duration::from_secs(5), || {
+            calls += 1;
+            let n = calls;
+            async move { Ok((n >= 3).then_some(n)) }
+        })
+        .await
+        .expect("ready on the third call");
+        assert_eq!(value, 3);
+    }
+
+    #[tokio::test]
+    async fn wait_for_times_out_with_the_last_error() {
+        let err = wait_for::<(), _, _>("never", Duration::from_millis(300), || async {
+            Err(anyhow!("still broken"))
+        })
+        .await
+        .expect_err("must time out");
+        let text = format!("{err:#}");
+        assert!(text.contains("waiting for never"), "{text}");
+        assert!(text.contains("still broken"), "{text}");
+    }
+}
