@@ -51,13 +51,24 @@ fn run_up(
     env: &[(&str, &str)],
     limit: Duration,
 ) -> anyhow::Result<Output> {
+    run_up_with_bin(cache, &bin_dir()?, args, env, limit)
+}
+
+/// [`run_up`] with the binaries taken from `bin`.
+fn run_up_with_bin(
+    cache: &Path,
+    bin: &Path,
+    args: &[&str],
+    env: &[(&str, &str)],
+    limit: Duration,
+) -> anyhow::Result<Output> {
     let mut command = Command::new(script("up"));
     command
         .args(args)
         // Stop the instance if this test binary dies before `down` ran.
         .args(["--owner-pid", &std::process::id().to_string()])
         .env("VAPCHECK_CACHE", cache)
-        .env("VAPCHECK_BIN_DIR", bin_dir()?)
+        .env("VAPCHECK_BIN_DIR", bin)
         .stdin(Stdio::null());
     for (key, value) in env {
         command.env(key, value);
@@ -96,9 +107,31 @@ fn processes_under(dir: &Path) -> anyhow::Result<Vec<String>> {
     Ok(found)
 }
 
+/// Runs `down` for every instance under a cache folder when dropped, so that a failing test
+/// stops what it started before its temporary folder goes away.
+struct DownAll(PathBuf);
+
+impl Drop for DownAll {
+    fn drop(&mut self) {
+        let Ok(entries) = std::fs::read_dir(self.0.join("instances")) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let kubeconfig = entry.path().join("admin.kubeconfig");
+            if entry.path().join("pids").exists() && !entry.path().join("stopped").exists() {
+                let _ = Command::new(script("down"))
+                    .args(["--quiet"])
+                    .arg(&kubeconfig)
+                    .status();
+            }
+        }
+    }
+}
+
 #[test]
 fn a_port_in_use_is_reported_before_anything_starts() -> anyhow::Result<()> {
     let cache = tempfile::tempdir()?;
+    let _down = DownAll(cache.path().to_owned());
     let busy = TcpListener::bind("127.0.0.1:0")?;
     let port = busy.local_addr()?.port().to_string();
 
@@ -165,25 +198,64 @@ fn a_missing_go_is_reported_when_a_build_is_needed() -> anyhow::Result<()> {
 #[test]
 fn an_api_server_that_never_gets_ready_is_stopped_and_its_log_shown() -> anyhow::Result<()> {
     let cache = tempfile::tempdir()?;
-    // An etcd address where nothing listens: the API server starts but is never ready.
-    let closed = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
-    let etcd = format!("--etcd-servers=http://127.0.0.1:{closed}");
+    let _down = DownAll(cache.path().to_owned());
+    // The real etcd and clustertool, and a kube-apiserver that runs but never answers.
+    let bin = tempfile::tempdir()?;
+    let real = bin_dir()?;
+    for name in ["etcd", "clustertool", "kube-controller-manager"] {
+        std::os::unix::fs::symlink(real.join(name), bin.path().join(name))?;
+    }
+    let fake = bin.path().join("kube-apiserver");
+    std::fs::write(
+        &fake,
+        "#!/bin/sh\necho 'fake kube-apiserver: never ready'\nwhile :; do sleep 1; done\n",
+    )?;
+    std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755))?;
 
-    let output = run_up(
+    let output = run_up_with_bin(
         cache.path(),
-        &["--timeout", "8"],
-        &[("VAPCHECK_APISERVER_EXTRA_ARGS", etcd.as_str())],
-        Duration::from_secs(90),
+        bin.path(),
+        &["--timeout", "5"],
+        &[],
+        Duration::from_secs(60),
     )?;
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(!output.status.success());
     assert!(
-        stderr.contains("kube-apiserver not ready within 8s")
-            || stderr.contains("kube-apiserver exited before it was ready"),
+        stderr.contains("error: kube-apiserver did not become ready"),
         "{stderr}"
     );
     assert!(
-        stderr.contains("kube-apiserver.log ----"),
+        stderr.contains("kube-apiserver not ready within 5s"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("fake kube-apiserver: never ready"),
+        "the log tail is missing: {stderr}"
+    );
+    assert!(output.stdout.is_empty(), "no kubeconfig may be printed");
+    assert_eq!(processes_under(cache.path())?, Vec::<String>::new());
+    Ok(())
+}
+
+#[test]
+fn an_api_server_that_exits_at_start_is_reported_with_its_log() -> anyhow::Result<()> {
+    let cache = tempfile::tempdir()?;
+    let _down = DownAll(cache.path().to_owned());
+    let output = run_up(
+        cache.path(),
+        &[],
+        &[("VAPCHECK_APISERVER_EXTRA_ARGS", "--no-such-flag")],
+        Duration::from_secs(60),
+    )?;
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success());
+    assert!(
+        stderr.contains("kube-apiserver exited before it was ready"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("unknown flag: --no-such-flag"),
         "the log tail is missing: {stderr}"
     );
     assert!(output.stdout.is_empty(), "no kubeconfig may be printed");
@@ -194,6 +266,7 @@ fn an_api_server_that_never_gets_ready_is_stopped_and_its_log_shown() -> anyhow:
 #[test]
 fn two_instances_run_side_by_side_and_down_stops_each() -> anyhow::Result<()> {
     let cache = tempfile::tempdir()?;
+    let _down = DownAll(cache.path().to_owned());
     let mut kubeconfigs = Vec::new();
     for _ in 0..2 {
         let output = run_up(cache.path(), &[], &[], Duration::from_secs(150))?;
