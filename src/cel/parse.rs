@@ -1,0 +1,340 @@
+//! Parsing with the `cel` 0.15 parser, made safe for any input and with cel-go v0.29.2
+//! error texts (`parser/parser.go`): the expression size limit and the recursion limit are
+//! enforced before the parser can go deep.
+
+use std::sync::Arc;
+
+use cel::common::ast::{EntryExpr, Expr, IdedExpr, SourceInfo};
+
+use super::errors::{Issues, Location, Source};
+
+/// cel-go parser default `expressionSizeCodePointLimit`.
+pub const EXPRESSION_SIZE_CODE_POINT_LIMIT: usize = 100_000;
+
+/// cel-go parser default `maxRecursionDepth`.
+pub const MAX_RECURSION_DEPTH: usize = 250;
+
+/// A successfully parsed expression with its source positions.
+pub struct ParsedExpr {
+    expr: IdedExpr,
+    info: SourceInfo,
+    source: Arc<Source>,
+    max_id: u64,
+    depth: usize,
+}
+
+impl std::fmt::Debug for ParsedExpr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ParsedExpr")
+            .field("source", &self.source.text())
+            .field("max_id", &self.max_id)
+            .finish()
+    }
+}
+
+impl ParsedExpr {
+    /// The root of the AST.
+    pub fn expr(&self) -> &IdedExpr {
+        &self.expr
+    }
+
+    /// The source text.
+    pub fn source(&self) -> &Arc<Source> {
+        &self.source
+    }
+
+    /// The largest expression id in the AST.
+    pub fn max_id(&self) -> u64 {
+        self.max_id
+    }
+
+    /// The number of nodes on the longest root-to-leaf path.
+    pub fn depth(&self) -> usize {
+        self.depth
+    }
+
+    /// The UTF-8 byte offset of the principal token of node `id`.
+    pub fn offset(&self, id: u64) -> Option<usize> {
+        self.info.offset_for(id).map(|(start, _)| start as usize)
+    }
+
+    /// The location of node `id` (cel-go `SourceInfo.GetStartLocation`); `None` when the node
+    /// has no recorded position.
+    pub fn location(&self, id: u64) -> Option<Location> {
+        self.offset(id).map(|b| self.source.location_of_byte(b))
+    }
+}
+
+impl Drop for ParsedExpr {
+    fn drop(&mut self) {
+        drop_iteratively(std::mem::take(&mut self.expr));
+    }
+}
+
+/// The children of a node, moved out (so that dropping never recurses deeply).
+fn take_children(e: &mut IdedExpr, out: &mut Vec<IdedExpr>) {
+    match &mut e.expr {
+        Expr::Call(c) => {
+            if let Some(t) = c.target.take() {
+                out.push(*t);
+            }
+            out.append(&mut c.args);
+        }
+        Expr::Comprehension(c) => {
+            let c = &mut **c;
+            for x in [
+                &mut c.iter_range,
+                &mut c.accu_init,
+                &mut c.loop_cond,
+                &mut c.loop_step,
+                &mut c.result,
+            ] {
+                out.push(std::mem::take(x));
+            }
+        }
+        Expr::List(l) => out.append(&mut l.elements),
+        Expr::Map(m) => {
+            for entry in m.entries.iter_mut() {
+                if let EntryExpr::MapEntry(me) = &mut entry.expr {
+                    out.push(std::mem::take(&mut me.key));
+                    out.push(std::mem::take(&mut me.value));
+                }
+            }
+        }
+        Expr::Struct(s) => {
+            for entry in s.entries.iter_mut() {
+                if let EntryExpr::StructField(f) = &mut entry.expr {
+                    out.push(std::mem::take(&mut f.value));
+                }
+            }
+        }
+        Expr::Select(s) => out.push(std::mem::take(&mut *s.operand)),
+        Expr::Ident(_) | Expr::Literal(_) | Expr::Unspecified => {}
+    }
+}
+
+fn drop_iteratively(root: IdedExpr) {
+    let mut stack = vec![root];
+    while let Some(mut e) = stack.pop() {
+        take_children(&mut e, &mut stack);
+    }
+}
+
+fn children(e: &IdedExpr) -> Vec<&IdedExpr> {
+    let mut out = Vec::new();
+    match &e.expr {
+        Expr::Call(c) => {
+            if let Some(t) = &c.target {
+                out.push(&**t);
+            }
+            out.extend(c.args.iter());
+        }
+        Expr::Comprehension(c) => {
+            out.extend([
+                &c.iter_range,
+                &c.accu_init,
+                &c.loop_cond,
+                &c.loop_step,
+                &c.result,
+            ]);
+        }
+        Expr::List(l) => out.extend(l.elements.iter()),
+        Expr::Map(m) => {
+            for entry in &m.entries {
+                if let EntryExpr::MapEntry(me) = &entry.expr {
+                    out.push(&me.key);
+                    out.push(&me.value);
+                }
+            }
+        }
+        Expr::Struct(s) => {
+            for entry in &s.entries {
+                if let EntryExpr::StructField(f) = &entry.expr {
+                    out.push(&f.value);
+                }
+            }
+        }
+        Expr::Select(s) => out.push(&s.operand),
+        Expr::Ident(_) | Expr::Literal(_) | Expr::Unspecified => {}
+    }
+    out
+}
+
+/// Visits every node (pre-order, iteratively) and returns (max id, max depth).
+fn measure(root: &IdedExpr) -> (u64, usize) {
+    let mut max_id = 0;
+    let mut max_depth = 0;
+    let mut stack = vec![(root, 1usize)];
+    while let Some((e, d)) = stack.pop() {
+        max_id = max_id.max(e.id);
+        max_depth = max_depth.max(d);
+        for c in children(e) {
+            stack.push((c, d + 1));
+        }
+    }
+    (max_id, max_depth)
+}
+
+/// Calls `f` on every node of the tree, iteratively (pre-order).
+pub fn walk<'e>(root: &'e IdedExpr, mut f: impl FnMut(&'e IdedExpr)) {
+    let mut stack = vec![root];
+    while let Some(e) = stack.pop() {
+        f(e);
+        let cs = children(e);
+        stack.extend(cs.into_iter().rev());
+    }
+}
+
+/// The deepest nesting of `(`, `[` and `{` outside string and bytes literals: a cheap
+/// lower bound of the parser's expression recursion depth.
+fn bracket_depth(text: &str) -> usize {
+    let b = text.as_bytes();
+    let mut i = 0;
+    let mut depth = 0usize;
+    let mut max = 0usize;
+    while i < b.len() {
+        match b[i] {
+            b'(' | b'[' | b'{' => {
+                depth += 1;
+                max = max.max(depth);
+            }
+            b')' | b']' | b'}' => depth = depth.saturating_sub(1),
+            q @ (b'"' | b'\'') => {
+                let triple = b.len() >= i + 3 && b[i + 1] == q && b[i + 2] == q;
+                // A raw-string prefix (r/R) disables escapes.
+                let raw = i > 0 && matches!(b[i - 1], b'r' | b'R');
+                if triple {
+                    i += 3;
+                    while i < b.len()
+                        && !(b.len() >= i + 3 && b[i] == q && b[i + 1] == q && b[i + 2] == q)
+                    {
+                        if b[i] == b'\\' && !raw {
+                            i += 1;
+                        }
+                        i += 1;
+                    }
+                    i += 2;
+                } else {
+                    i += 1;
+                    while i < b.len() && b[i] != q && b[i] != b'\n' {
+                        if b[i] == b'\\' && !raw {
+                            i += 1;
+                        }
+                        i += 1;
+                    }
+                }
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    max
+}
+
+/// Parses `text` (optional syntax enabled) as cel-go would, reporting errors in cel-go form.
+pub fn parse(text: &str) -> Result<ParsedExpr, Issues> {
+    let source = Arc::new(Source::new(text));
+    let mut issues = Issues::new(source.clone());
+    let size = text.chars().count();
+    if size > EXPRESSION_SIZE_CODE_POINT_LIMIT {
+        // cel-go v0.29.2 parser/parser.go: Parse
+        issues.report(
+            None,
+            0,
+            format!("expression code point size exceeds limit: size: {size}, limit {EXPRESSION_SIZE_CODE_POINT_LIMIT}"),
+        );
+        return Err(issues);
+    }
+    if bracket_depth(text) >= MAX_RECURSION_DEPTH {
+        issues.report(None, 0, recursion_message());
+        return Err(issues);
+    }
+    let result = cel::parser::Parser::new()
+        .enable_optional_syntax(true)
+        .max_recursion_depth((MAX_RECURSION_DEPTH - 1) as u16)
+        .parse_with_source_info(text);
+    match result {
+        Ok((expr, info)) => {
+            let (max_id, depth) = measure(&expr);
+            Ok(ParsedExpr {
+                expr,
+                info,
+                source,
+                max_id,
+                depth,
+            })
+        }
+        Err(errs) => {
+            if errs
+                .errors
+                .iter()
+                .any(|e| e.msg.contains("Recursion limit of"))
+            {
+                issues.report(None, 0, recursion_message());
+                return Err(issues);
+            }
+            for e in &errs.errors {
+                let (line, col) = e.pos;
+                let loc = (line >= 1 && col >= 1).then(|| Location {
+                    line: line as usize,
+                    column: (col - 1) as usize,
+                });
+                issues.report(loc, e.expr_id, e.msg.clone());
+            }
+            if issues.is_empty() {
+                issues.report(None, 0, "Syntax error: unknown parse failure".to_string());
+            }
+            Err(issues)
+        }
+    }
+}
+
+fn recursion_message() -> String {
+    // cel-go v0.29.2 parser/parser.go: recursionListener
+    format!("expression recursion limit exceeded: {MAX_RECURSION_DEPTH}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bracket_depth_skips_strings() {
+        assert_eq!(bracket_depth("f((1), '((((')"), 2);
+        assert_eq!(bracket_depth("[[[ \"]]]\" ]]]"), 3);
+        assert_eq!(bracket_depth("'''((('''"), 0);
+    }
+
+    #[test]
+    fn size_limit() {
+        let text = "1".repeat(EXPRESSION_SIZE_CODE_POINT_LIMIT + 1);
+        let err = parse(&text).err().map(|e| e.to_display_string());
+        assert_eq!(
+            err.as_deref(),
+            Some(
+                "ERROR: <input>:-1:0: expression code point size exceeds limit: size: 100001, limit 100000"
+            )
+        );
+    }
+
+    #[test]
+    fn deep_nesting_is_an_error_not_a_crash() {
+        let text = format!("{}1{}", "(".repeat(300), ")".repeat(300));
+        let err = parse(&text).err().map(|e| e.to_display_string());
+        assert_eq!(
+            err.as_deref(),
+            Some("ERROR: <input>:-1:0: expression recursion limit exceeded: 250")
+        );
+    }
+
+    #[test]
+    fn syntax_error_display() {
+        let err = parse("object.spec.(").err().map(|e| e.to_display_string());
+        assert_eq!(
+            err.as_deref(),
+            Some(
+                "ERROR: <input>:1:13: Syntax error: no viable alternative at input '.('\n | object.spec.(\n | ............^"
+            )
+        );
+    }
+}

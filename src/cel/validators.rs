@@ -1,0 +1,493 @@
+//! The AST validators Kubernetes enables (cel-go v0.29.2 `cel/validator.go`): duration,
+//! timestamp and regex literals, and homogeneous aggregate literals. They run on a checked
+//! expression only.
+
+use cel::common::ast::{EntryExpr, Expr, IdedExpr, LiteralValue};
+
+use super::checker::{CheckedTypes, string_literal};
+use super::env::EnvOptions;
+use super::errors::Issues;
+use super::parse::ParsedExpr;
+use super::types::Type;
+
+/// Runs the validators selected in `options` (in cel-go's order) and reports into `issues`.
+pub fn validate(
+    options: &EnvOptions,
+    parsed: &ParsedExpr,
+    types: &CheckedTypes,
+    issues: &mut Issues,
+) {
+    let root = parsed.expr();
+    let mut nodes: Vec<(&IdedExpr, Vec<&str>)> = Vec::new();
+    collect_post_order(root, &mut nodes);
+    let report =
+        |issues: &mut Issues, id: u64, msg: String| issues.report(parsed.location(id), id, msg);
+    for (name, enabled, check) in [
+        (
+            "duration",
+            options.validate_duration_literals,
+            valid_duration_literal as fn(&IdedExpr) -> bool,
+        ),
+        (
+            "timestamp",
+            options.validate_timestamp_literals,
+            valid_timestamp_literal,
+        ),
+        (
+            "matches",
+            options.validate_regex_literals,
+            valid_regex_literal,
+        ),
+    ] {
+        if !enabled {
+            continue;
+        }
+        for (e, _) in &nodes {
+            let Expr::Call(call) = &e.expr else { continue };
+            if call.func_name != name {
+                continue;
+            }
+            let Some(arg) = call.args.first() else {
+                continue;
+            };
+            if !matches!(arg.expr, Expr::Literal(_)) {
+                continue;
+            }
+            if !check(arg) {
+                // cel-go v0.29.2 cel/validator.go: formatValidator.Validate
+                report(issues, arg.id, format!("invalid {name} argument"));
+            }
+        }
+    }
+    if options.homogeneous_aggregate_literals {
+        let exempt = &options.homogeneous_exempt_functions;
+        let ty = |id: u64| types.type_of(id).cloned().unwrap_or_else(Type::error);
+        let unwrap_opt = |t: Type| t.param(0).cloned().unwrap_or(t);
+        let mismatch = |issues: &mut Issues, id: u64, expected: &Type, actual: &Type| {
+            // cel-go v0.29.2 cel/validator.go: homogeneousAggregateLiteralValidator.typeMismatch
+            report(
+                issues,
+                id,
+                format!("expected type '{expected}' but found '{actual}'"),
+            );
+        };
+        for (e, callers) in &nodes {
+            if !matches!(e.expr, Expr::List(_))
+                || callers.iter().any(|c| exempt.iter().any(|x| x == c))
+            {
+                continue;
+            }
+            let Expr::List(list) = &e.expr else { continue };
+            let mut elem_t: Option<Type> = None;
+            for (i, el) in list.elements.iter().enumerate() {
+                let mut t = ty(el.id);
+                if list.optional_indices.contains(&i) {
+                    t = unwrap_opt(t);
+                }
+                match &elem_t {
+                    None => elem_t = Some(t),
+                    Some(prev) => {
+                        if !prev.is_equivalent(&t) {
+                            mismatch(issues, el.id, prev, &t);
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+        for (e, callers) in &nodes {
+            if !matches!(e.expr, Expr::Map(_))
+                || callers.iter().any(|c| exempt.iter().any(|x| x == c))
+            {
+                continue;
+            }
+            let Expr::Map(map) = &e.expr else { continue };
+            let mut first: Option<(Type, Type)> = None;
+            for entry in &map.entries {
+                let EntryExpr::MapEntry(me) = &entry.expr else {
+                    continue;
+                };
+                let kt = ty(me.key.id);
+                let mut vt = ty(me.value.id);
+                if me.optional {
+                    vt = unwrap_opt(vt);
+                }
+                match &first {
+                    None => first = Some((kt, vt)),
+                    Some((k0, v0)) => {
+                        if !k0.is_equivalent(&kt) {
+                            mismatch(issues, me.key.id, k0, &kt);
+                        }
+                        if !v0.is_equivalent(&vt) {
+                            mismatch(issues, me.value.id, v0, &vt);
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Post-order list of nodes with the names of the calls enclosing each (iteratively).
+fn collect_post_order<'e>(root: &'e IdedExpr, out: &mut Vec<(&'e IdedExpr, Vec<&'e str>)>) {
+    // Pre-order collection, then reversed child order gives a post-order equivalent for
+    // reporting purposes (errors are sorted by position before display).
+    let mut callers_of: Vec<(&'e IdedExpr, Vec<&'e str>)> = Vec::new();
+    let mut stack: Vec<(&'e IdedExpr, Vec<&'e str>)> = vec![(root, Vec::new())];
+    while let Some((e, callers)) = stack.pop() {
+        let mut child_callers = callers.clone();
+        if let Expr::Call(c) = &e.expr {
+            child_callers.push(c.func_name.as_str());
+        }
+        let mut kids = Vec::new();
+        walk_children(e, &mut kids);
+        for k in kids.into_iter().rev() {
+            stack.push((k, child_callers.clone()));
+        }
+        callers_of.push((e, callers));
+    }
+    // Children were visited after their parents; emit parents after their subtrees.
+    callers_of.reverse();
+    out.extend(callers_of);
+}
+
+fn walk_children<'e>(e: &'e IdedExpr, out: &mut Vec<&'e IdedExpr>) {
+    match &e.expr {
+        Expr::Call(c) => {
+            if let Some(t) = &c.target {
+                out.push(t);
+            }
+            out.extend(c.args.iter());
+        }
+        Expr::Comprehension(c) => out.extend([
+            &c.iter_range,
+            &c.accu_init,
+            &c.loop_cond,
+            &c.loop_step,
+            &c.result,
+        ]),
+        Expr::List(l) => out.extend(l.elements.iter()),
+        Expr::Map(m) => {
+            for entry in &m.entries {
+                if let EntryExpr::MapEntry(me) = &entry.expr {
+                    out.push(&me.key);
+                    out.push(&me.value);
+                }
+            }
+        }
+        Expr::Struct(s) => {
+            for entry in &s.entries {
+                if let EntryExpr::StructField(f) = &entry.expr {
+                    out.push(&f.value);
+                }
+            }
+        }
+        Expr::Select(s) => out.push(&s.operand),
+        _ => {}
+    }
+}
+
+fn valid_duration_literal(arg: &IdedExpr) -> bool {
+    match &arg.expr {
+        Expr::Literal(LiteralValue::String(_)) => {
+            string_literal(arg).is_some_and(|s| parse_go_duration(s).is_some())
+        }
+        // Other literal types have no overload and were rejected by the checker; cel-go's
+        // evaluation of such a call would fail too.
+        _ => false,
+    }
+}
+
+fn valid_timestamp_literal(arg: &IdedExpr) -> bool {
+    match &arg.expr {
+        Expr::Literal(LiteralValue::String(_)) => string_literal(arg)
+            .and_then(parse_rfc3339_seconds)
+            .is_some_and(timestamp_in_range),
+        Expr::Literal(LiteralValue::Int(i)) => timestamp_in_range(*i.inner()),
+        _ => false,
+    }
+}
+
+fn valid_regex_literal(arg: &IdedExpr) -> bool {
+    match string_literal(arg) {
+        Some(p) => valid_re2(p),
+        None => false,
+    }
+}
+
+/// cel-go types/timestamp.go: minUnixTime (0001-01-01T00:00:00Z) and maxUnixTime
+/// (9999-12-31T23:59:59Z).
+fn timestamp_in_range(secs: i64) -> bool {
+    (-62_135_596_800..=253_402_300_799).contains(&secs)
+}
+
+/// Go `time.ParseDuration`: `[-+]?([0-9]*(\.[0-9]*)?[a-z]+)+`, units ns us µs μs ms s m h,
+/// `0` alone allowed; the total must fit in an int64 of nanoseconds.
+pub fn parse_go_duration(s: &str) -> Option<i128> {
+    let mut rest = s;
+    let mut neg = false;
+    if let Some(r) = rest.strip_prefix('-') {
+        neg = true;
+        rest = r;
+    } else if let Some(r) = rest.strip_prefix('+') {
+        rest = r;
+    }
+    if rest == "0" {
+        return Some(0);
+    }
+    if rest.is_empty() {
+        return None;
+    }
+    let mut total: i128 = 0;
+    while !rest.is_empty() {
+        let int_len = rest.bytes().take_while(u8::is_ascii_digit).count();
+        let int_part = &rest[..int_len];
+        rest = &rest[int_len..];
+        let mut frac_part = "";
+        if let Some(r) = rest.strip_prefix('.') {
+            let n = r.bytes().take_while(u8::is_ascii_digit).count();
+            frac_part = &r[..n];
+            rest = &r[n..];
+        }
+        if int_part.is_empty() && frac_part.is_empty() {
+            return None;
+        }
+        let unit_len = rest
+            .find(|c: char| c == '.' || c.is_ascii_digit())
+            .unwrap_or(rest.len());
+        let unit = &rest[..unit_len];
+        rest = &rest[unit_len..];
+        let scale: i128 = match unit {
+            "ns" => 1,
+            "us" | "µs" | "μs" => 1_000,
+            "ms" => 1_000_000,
+            "s" => 1_000_000_000,
+            "m" => 60_000_000_000,
+            "h" => 3_600_000_000_000,
+            _ => return None,
+        };
+        let mut v: i128 = 0;
+        for d in int_part.bytes() {
+            v = v.checked_mul(10)?.checked_add(i128::from(d - b'0'))?;
+            if v > i128::from(i64::MAX) {
+                return None;
+            }
+        }
+        let mut value = v.checked_mul(scale)?;
+        if !frac_part.is_empty() {
+            let mut f: i128 = 0;
+            let mut denom: i128 = 1;
+            for d in frac_part.bytes().take(30) {
+                f = f * 10 + i128::from(d - b'0');
+                denom *= 10;
+            }
+            value += f * scale / denom;
+        }
+        total = total.checked_add(value)?;
+        if total > i128::from(i64::MAX) + i128::from(neg) {
+            return None;
+        }
+    }
+    Some(if neg { -total } else { total })
+}
+
+/// Go `time.Parse(time.RFC3339, s)` returning Unix seconds.
+pub fn parse_rfc3339_seconds(s: &str) -> Option<i64> {
+    let b = s.as_bytes();
+    let num = |r: std::ops::Range<usize>| -> Option<i64> {
+        let part = b.get(r)?;
+        if !part.iter().all(u8::is_ascii_digit) {
+            return None;
+        }
+        std::str::from_utf8(part).ok()?.parse().ok()
+    };
+    if b.len() < 20
+        || b[4] != b'-'
+        || b[7] != b'-'
+        || b[10] != b'T'
+        || b[13] != b':'
+        || b[16] != b':'
+    {
+        return None;
+    }
+    let (year, month, day) = (num(0..4)?, num(5..7)?, num(8..10)?);
+    let (hour, min, sec) = (num(11..13)?, num(14..16)?, num(17..19)?);
+    if !(1..=12).contains(&month) || hour > 23 || min > 59 || sec > 59 {
+        return None;
+    }
+    let leap = (year % 4 == 0 && year % 100 != 0) || year % 400 == 0;
+    let days_in_month = [
+        31,
+        if leap { 29 } else { 28 },
+        31,
+        30,
+        31,
+        30,
+        31,
+        31,
+        30,
+        31,
+        30,
+        31,
+    ];
+    if day < 1 || day > days_in_month[(month - 1) as usize] {
+        return None;
+    }
+    let mut i = 19;
+    if b.get(i) == Some(&b'.') {
+        let n = b[i + 1..].iter().take_while(|c| c.is_ascii_digit()).count();
+        if n == 0 {
+            return None;
+        }
+        i += 1 + n;
+    }
+    let offset = match b.get(i) {
+        Some(b'Z') if i + 1 == b.len() => 0,
+        Some(sign @ (b'+' | b'-')) if i + 6 == b.len() && b[i + 3] == b':' => {
+            let (h, m) = (num(i + 1..i + 3)?, num(i + 4..i + 6)?);
+            if h > 23 || m > 59 {
+                return None;
+            }
+            let o = h * 3600 + m * 60;
+            if *sign == b'-' { -o } else { o }
+        }
+        _ => return None,
+    };
+    // Days from civil (proleptic Gregorian), Howard Hinnant's algorithm.
+    let (y, m) = if month <= 2 {
+        (year - 1, month + 9)
+    } else {
+        (year, month - 3)
+    };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let doy = (153 * m + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    Some(days * 86_400 + hour * 3600 + min * 60 + sec - offset)
+}
+
+/// Whether Go's `regexp.Compile` (RE2 syntax) accepts `pattern`, approximated with
+/// `regex-syntax` plus the RE2 restrictions it does not have: flags limited to `imsU`,
+/// repetition counts at most 1000.
+pub fn valid_re2(pattern: &str) -> bool {
+    use regex_syntax::ast::{self, Ast};
+    let Ok(parsed) = ast::parse::ParserBuilder::new()
+        .nest_limit(1000)
+        .build()
+        .parse(pattern)
+    else {
+        return false;
+    };
+    struct Re2Rules;
+    impl ast::Visitor for Re2Rules {
+        type Output = ();
+        type Err = ();
+        fn finish(self) -> Result<(), ()> {
+            Ok(())
+        }
+        fn visit_pre(&mut self, a: &Ast) -> Result<(), ()> {
+            let flags = match a {
+                Ast::Flags(f) => Some(&f.flags),
+                Ast::Group(g) => match &g.kind {
+                    ast::GroupKind::NonCapturing(f) => Some(f),
+                    _ => None,
+                },
+                Ast::Repetition(r) => {
+                    if let ast::RepetitionKind::Range(range) = &r.op.kind {
+                        let (lo, hi) = match *range {
+                            ast::RepetitionRange::Exactly(n) => (n, n),
+                            ast::RepetitionRange::AtLeast(n) => (n, n),
+                            ast::RepetitionRange::Bounded(a, b) => (a, b),
+                        };
+                        if lo > 1000 || hi > 1000 {
+                            return Err(());
+                        }
+                    }
+                    None
+                }
+                _ => None,
+            };
+            if let Some(flags) = flags {
+                for item in &flags.items {
+                    if let ast::FlagsItemKind::Flag(f) = &item.kind {
+                        match f {
+                            ast::Flag::CaseInsensitive
+                            | ast::Flag::MultiLine
+                            | ast::Flag::DotMatchesNewLine
+                            | ast::Flag::SwapGreed => {}
+                            _ => return Err(()),
+                        }
+                    }
+                }
+            }
+            Ok(())
+        }
+    }
+    if ast::visit(&parsed, Re2Rules).is_err() {
+        return false;
+    }
+    regex_syntax::hir::translate::TranslatorBuilder::new()
+        .utf8(false)
+        .build()
+        .translate(pattern, &parsed)
+        .is_ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn go_durations() {
+        for ok in [
+            "0",
+            "1h",
+            "1.5h",
+            "-2m3s",
+            "300ms",
+            "1µs",
+            ".5s",
+            "1h2m3s4ms5us6ns",
+        ] {
+            assert!(parse_go_duration(ok).is_some(), "{ok}");
+        }
+        for bad in [
+            "",
+            "1",
+            "h",
+            "1d",
+            "1hh",
+            "--1s",
+            "1.s.",
+            "9999999999999999999h",
+        ] {
+            assert!(parse_go_duration(bad).is_none(), "{bad}");
+        }
+        assert_eq!(parse_go_duration("1.5s"), Some(1_500_000_000));
+    }
+
+    #[test]
+    fn rfc3339() {
+        assert_eq!(parse_rfc3339_seconds("1970-01-01T00:00:00Z"), Some(0));
+        assert_eq!(parse_rfc3339_seconds("1970-01-01T01:00:00+01:00"), Some(0));
+        assert_eq!(
+            parse_rfc3339_seconds("2009-02-13T23:31:30.123Z"),
+            Some(1_234_567_890)
+        );
+        assert!(parse_rfc3339_seconds("2023-02-29T00:00:00Z").is_none());
+        assert!(parse_rfc3339_seconds("2023-01-01 00:00:00Z").is_none());
+        assert!(parse_rfc3339_seconds("2023-01-01T00:00:00").is_none());
+    }
+
+    #[test]
+    fn re2_rules() {
+        assert!(valid_re2("^[a-z]+(-[a-z0-9]+)*$"));
+        assert!(valid_re2("(?i)abc"));
+        assert!(!valid_re2("(?x)abc"));
+        assert!(!valid_re2("a{1001}"));
+        assert!(!valid_re2("(abc"));
+        assert!(!valid_re2("a(?=b)"));
+        assert!(!valid_re2("\\1"));
+    }
+}
