@@ -6,7 +6,8 @@
 
 use std::sync::Arc;
 
-use vapcheck::cel::{Env, EnvBuilder, EnvOptions, Type, compile};
+use vapcheck::cel::{Env, EnvBuilder, EnvOptions, Type};
+use vapcheck::k8s_env::compile;
 use vapcheck::k8s_env::decls::Library;
 use vapcheck::k8s_env::libraries::add_library;
 

@@ -24,7 +24,10 @@ struct Dump {
 }
 
 fn load_dump() -> Dump {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/upstream-1.37-functions.jsonl");
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/docs/upstream-1.37-functions.jsonl"
+    );
     let text = std::fs::read_to_string(path).expect("the oracle dump is committed in docs/");
     let mut dump = Dump {
         functions: BTreeMap::new(),
@@ -87,7 +90,9 @@ fn every_upstream_overload_exists_with_identical_types_and_nothing_extra() {
             })
             .collect();
         for o in upstream.difference(&ours) {
-            problems.push(format!("{name}: missing or different upstream overload {o:?}"));
+            problems.push(format!(
+                "{name}: missing or different upstream overload {o:?}"
+            ));
         }
         for o in ours.difference(upstream) {
             problems.push(format!("{name}: extra or different overload {o:?}"));
@@ -116,8 +121,15 @@ fn every_table_overload_is_upstream() {
         .collect();
     assert!(extra.is_empty(), "not upstream: {extra:?}");
     for r in decls::all_rows() {
-        let found = dump.functions.get(r.function).is_some_and(|os| os.iter().any(|o| o.id == r.id));
-        assert!(found, "{} is not declared under function {}", r.id, r.function);
+        let found = dump
+            .functions
+            .get(r.function)
+            .is_some_and(|os| os.iter().any(|o| o.id == r.id));
+        assert!(
+            found,
+            "{} is not declared under function {}",
+            r.id, r.function
+        );
     }
 }
 

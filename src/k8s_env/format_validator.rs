@@ -8,28 +8,33 @@
 //!
 //! The message texts are cel-go's (quoted from `ext/formatting.go` and Go's `strconv`).
 
-use std::sync::Arc;
-
 use cel::common::ast::{Expr, IdedExpr, LiteralValue};
 
-use crate::cel::{AstValidator, CheckedTypes, Env, EnvBuilder, Issues, Kind, ParsedExpr, Type};
+use crate::cel::{CheckedTypes, Env, EnvBuilder, Issues, Kind, ParsedExpr, Type};
 
-/// Registers the validator and exempts `format` from the homogeneous literal check
-/// (cel-go `stringFormatValidator.Configure`).
+/// Exempts `format` from the homogeneous literal check (cel-go
+/// `stringFormatValidator.Configure`). The validator itself runs in
+/// [`crate::k8s_env::compile`] for environments that declare the strings library.
 pub fn add(b: &mut EnvBuilder) {
     let exempt = &mut b.options_mut().homogeneous_exempt_functions;
     if !exempt.iter().any(|f| f == "format") {
         exempt.push("format".to_string());
     }
-    b.add_validator(Arc::new(StringFormatValidator));
+}
+
+/// Whether `env` declares the strings library at a version with this validator (version 1
+/// and later declare `strings.quote`).
+pub fn enabled(env: &Env) -> bool {
+    env.find_function("strings.quote").is_some()
 }
 
 /// The validator (cel-go name `cel.validator.string_format`).
 #[derive(Debug)]
 pub struct StringFormatValidator;
 
-impl AstValidator for StringFormatValidator {
-    fn validate(&self, _env: &Env, parsed: &ParsedExpr, types: &CheckedTypes, issues: &mut Issues) {
+impl StringFormatValidator {
+    /// Reports the format-string problems of a checked expression into `issues`.
+    pub fn validate(&self, parsed: &ParsedExpr, types: &CheckedTypes, issues: &mut Issues) {
         crate::cel::parse::walk(parsed.expr(), |e| {
             let Some((format, elements)) = constant_format_call(e) else {
                 return;

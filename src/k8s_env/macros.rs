@@ -89,16 +89,10 @@ impl CallMacro for SortBy {
         };
         let input = || Synth::Ident(INPUT_VAR.to_string());
         let accu = || Synth::Ident(ACCU_VAR.to_string());
-        let keys = SynthComprehension {
-            iter_range: input(),
-            iter_var: var.clone(),
-            iter_var2: None,
-            accu_var: ACCU_VAR.to_string(),
-            accu_init: Synth::List(vec![]),
-            loop_cond: Synth::Literal(Type::bool()),
-            loop_step: Synth::Call("_+_", vec![accu(), Synth::List(vec![Synth::Real(key)])]),
-            result: accu(),
-        };
+        // The bind: `[]` range, accumulator initialised with the target. Its result is the
+        // `@sortByAssociatedKeys` call below, whose type is computed after the bind's other
+        // parts in the same order as cel-go (the key comprehension cannot see the bind's
+        // variables: their names are not valid identifiers).
         let bind = SynthComprehension {
             iter_range: Synth::List(vec![]),
             iter_var: "#unused".to_string(),
@@ -107,11 +101,27 @@ impl CallMacro for SortBy {
             accu_init: Synth::Real(target),
             loop_cond: Synth::Literal(Type::bool()),
             loop_step: input(),
-            result: Synth::MemberCall(
-                "@sortByAssociatedKeys",
-                vec![input(), Synth::Comprehension(Box::new(keys))],
-            ),
+            result: input(),
         };
-        ctx.check_synth_comprehension(call_id, &bind)
+        let input_t = ctx.check_synth_comprehension(call_id, &bind);
+        // `@__sortBy_input__.map(var, key)` (parser/macro.go MakeMap).
+        let keys = SynthComprehension {
+            iter_range: Synth::Literal(input_t.clone()),
+            iter_var: var.clone(),
+            iter_var2: None,
+            accu_var: ACCU_VAR.to_string(),
+            accu_init: Synth::List(vec![]),
+            loop_cond: Synth::Literal(Type::bool()),
+            loop_step: Synth::Call("_+_", vec![accu(), Synth::List(vec![Synth::Real(key)])]),
+            result: accu(),
+        };
+        let keys_t = ctx.check_synth_comprehension(call_id, &keys);
+        ctx.check_synth(
+            call_id,
+            &Synth::MemberCall(
+                "@sortByAssociatedKeys",
+                vec![Synth::Literal(input_t), Synth::Literal(keys_t)],
+            ),
+        )
     }
 }

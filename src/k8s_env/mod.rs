@@ -195,6 +195,34 @@ pub fn build_base_env(version: KubeVersion) -> Result<Env, EnvError> {
     Ok(b.build())
 }
 
+/// cel-go `Env.Compile` for an environment built with this module's libraries: parse,
+/// macro expansion errors, check, then the AST validators — the built-in ones of
+/// [`crate::cel::validators`] followed by the library validators (the strings extension's
+/// format validator when the environment declares that library), all of which report before
+/// the result is returned, as in cel-go.
+///
+/// Use this instead of [`crate::cel::compile`] on environments that contain the strings
+/// extension.
+pub fn compile(env: &Env, text: &str) -> Result<CompiledExpr, Issues> {
+    let parsed = crate::cel::parse(text)?;
+    if let Some(issues) = crate::cel::macro_expansion_errors(env, &parsed) {
+        return Err(issues);
+    }
+    let (types, mut issues) = crate::cel::checker::check(env, &parsed);
+    if !issues.is_empty() {
+        return Err(issues);
+    }
+    crate::cel::validators::validate(env.options(), &parsed, &types, &mut issues);
+    if format_validator::enabled(env) {
+        format_validator::StringFormatValidator.validate(&parsed, &types, &mut issues);
+    }
+    if issues.is_empty() {
+        Ok(CompiledExpr { parsed, types })
+    } else {
+        Err(issues)
+    }
+}
+
 /// What varies per matched kind: the types of `object`/`oldObject` and `params`.
 #[derive(Clone)]
 pub struct KindDecls {
@@ -356,9 +384,9 @@ impl PolicyEnv {
     }
 
     /// cel-go `Env.Compile` of `expression` in this environment (the text of the error is
-    /// `Issues::to_display_string`, exactly upstream's `issues.String()`).
+    /// `Issues::to_display_string`, exactly upstream's `issues.String()`). See [`compile`].
     pub fn compile(&self, expression: &str) -> Result<CompiledExpr, Issues> {
-        crate::cel::compile(&self.env, expression)
+        compile(&self.env, expression)
     }
 
     /// The [`version_warnings`] of an expression compiled in this environment (always empty
