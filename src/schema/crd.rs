@@ -70,9 +70,11 @@ pub fn crds_from_text(text: &str) -> Result<Vec<Value>, String> {
     let options = serde_saphyr::options! {
         budget: serde_saphyr::budget! {
             max_depth: 256,
-            max_nodes: 5_000_000,
-            max_events: 20_000_000,
+            max_nodes: 2_000_000,
+            max_events: 5_000_000,
             max_documents: 10_000,
+            // Anchors are rare in CRD manifests; this bounds alias expansion (YAML bombs).
+            max_recorded_anchor_events: 100_000,
         },
     };
     let docs: Vec<Value> =
