@@ -382,3 +382,37 @@ mod tests {
         assert!(!is_marker(" ---", "---"));
     }
 }
+
+#[cfg(test)]
+mod proptests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+
+        /// Arbitrary text never panics the reader; errors always name the source.
+        #[test]
+        fn reader_never_panics(text in "(?s)[-.#:{}\\[\\]\"' a-zA-Z0-9\\n\\t|>&*!]{0,200}") {
+            if let Err(e) = read_policies("fuzz", &text) {
+                prop_assert_eq!(e.file.as_str(), "fuzz");
+            }
+        }
+
+        /// A policy document survives any number of surrounding documents and blank ones.
+        #[test]
+        fn policies_are_found_among_other_documents(before in 0usize..4, after in 0usize..4, blank in any::<bool>()) {
+            let other = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\n";
+            let vap = "apiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingAdmissionPolicy\nmetadata: {name: p}\n";
+            let mut docs: Vec<&str> = std::iter::repeat_n(other, before).collect();
+            if blank { docs.push("# nothing\n"); }
+            docs.push(vap);
+            docs.extend(std::iter::repeat_n(other, after));
+            let text = docs.join("---\n");
+            let ps = read_policies("s", &text).unwrap();
+            prop_assert_eq!(ps.len(), 1);
+            prop_assert_eq!(ps[0].origin.document, before + 1);
+        }
+    }
+}

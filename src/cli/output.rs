@@ -252,3 +252,30 @@ mod tests {
         assert!(!use_colour(false, None));
     }
 }
+
+#[cfg(test)]
+mod proptests {
+    use k8s_openapi::api::admissionregistration::v1::ExpressionWarning;
+    use proptest::prelude::*;
+
+    use super::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
+
+        /// YAML output carries exactly the same data as JSON output for any warning text
+        /// (leading spaces, trailing newlines, quotes, unicode, tabs).
+        #[test]
+        fn yaml_round_trips_any_warning(warning in "(?s)[ \\t\\n'\":#|>a-z．＾^.-]{0,60}", name in "[a-z:# -]{0,10}") {
+            let status = PolicyStatus {
+                expression_warnings: vec![ExpressionWarning { field_ref: "spec.validations[0].expression".into(), warning }],
+                ..PolicyStatus::default()
+            };
+            let policies = [CheckedPolicy { name, origin: Origin { source: "s".into(), document: 1, item: None }, status }];
+            let yaml = render_yaml(&policies).unwrap();
+            let from_yaml: serde_json::Value = serde_saphyr::from_str(&yaml).unwrap();
+            let from_json: serde_json::Value = serde_json::from_str(&render_json(&policies).unwrap()).unwrap();
+            prop_assert_eq!(from_yaml, from_json);
+        }
+    }
+}

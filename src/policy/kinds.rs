@@ -888,3 +888,82 @@ mod tests {
         );
     }
 }
+
+#[cfg(test)]
+mod proptests {
+    use std::collections::HashMap;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use k8s_openapi::api::admissionregistration::v1::{
+        MatchResources, ValidatingAdmissionPolicySpec,
+    };
+    use proptest::prelude::*;
+
+    use super::*;
+
+    struct Table {
+        map: HashMap<Gvr, Vec<Gvk>>,
+        resets: AtomicUsize,
+    }
+
+    impl RestMapper for Table {
+        fn kinds_for(&self, gvr: &Gvr) -> Result<Vec<Gvk>, MappingError> {
+            self.map
+                .get(gvr)
+                .cloned()
+                .ok_or_else(|| MappingError::NoMatch(gvr.clone()))
+        }
+        fn reset(&self) {
+            self.resets.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    fn word() -> impl Strategy<Value = String> {
+        prop_oneof![
+            Just("a".to_owned()),
+            Just("b".to_owned()),
+            Just("*".to_owned()),
+            Just("a/s".to_owned()),
+            Just(String::new())
+        ]
+    }
+
+    proptest! {
+        #[test]
+        fn strict_selection_invariants(
+            rules in prop::collection::vec((prop::collection::vec(word(), 0..3), prop::collection::vec(word(), 0..3), prop::collection::vec(word(), 0..4)), 0..4),
+            kinds_per in 0usize..5,
+        ) {
+            // Every plain (g, v, r) over {a, b, ""} maps to `kinds_per` kinds, some shared.
+            let names = ["a", "b", ""];
+            let mut map = HashMap::new();
+            for g in names { for v in names { for r in names {
+                let ks = (0..kinds_per).map(|i| Gvk::new(g, v, format!("K{}", (i + r.len()) % 3))).collect();
+                map.insert(Gvr::new(g, v, r), ks);
+            }}}
+            let mapper = Table { map, resets: AtomicUsize::new(0) };
+            let rules: Vec<NamedRuleWithOperations> = rules.into_iter().map(|(g, v, r)| NamedRuleWithOperations {
+                api_groups: Some(g), api_versions: Some(v), resources: Some(r), ..Default::default()
+            }).collect();
+            let policy = ValidatingAdmissionPolicy {
+                spec: Some(ValidatingAdmissionPolicySpec {
+                    match_constraints: Some(MatchResources { resource_rules: Some(rules.clone()), ..Default::default() }),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            };
+            let s = types_to_check(&policy, &mapper);
+            // sorted and unique
+            prop_assert!(s.kinds.windows(2).all(|w| w[0] < w[1]));
+            // at most one reset per policy
+            prop_assert!(mapper.resets.load(Ordering::SeqCst) <= 1);
+            // never a kind from a wildcard rule or a dropped resource
+            for k in &s.kinds {
+                prop_assert!(!k.group.contains('*') && !k.version.contains('*'));
+            }
+            // the extended selection always contains the strict one, first
+            let e = types_to_check_extended(&policy, &mapper, None, 1000);
+            prop_assert_eq!(&e.kinds[..s.kinds.len()], &s.kinds[..]);
+        }
+    }
+}
