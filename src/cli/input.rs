@@ -1,6 +1,7 @@
 //! Reading policies for `vapcheck check`: YAML or JSON, one or many documents, `List`s.
 
 use k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicy;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use serde_json::Value;
 
 /// API versions whose `ValidatingAdmissionPolicy` is read (as v1: the fields are the same).
@@ -174,11 +175,14 @@ fn str_field<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
     v.get(key).and_then(Value::as_str)
 }
 
-/// Reads every `ValidatingAdmissionPolicy` of one source, in order. Other kinds are ignored;
-/// `*List` documents with `items` are walked. Errors: invalid YAML/JSON, a document that is
-/// not a Kubernetes object (no `apiVersion`/`kind`), a policy that does not deserialise.
-pub fn read_policies(source: &str, text: &str) -> Result<Vec<InputPolicy>, InputError> {
-    let mut out = Vec::new();
+/// Calls `visit` for every Kubernetes object of one source, in order, with its origin;
+/// `*List` documents with `items` are walked. A document or item that is not an object with
+/// string `apiVersion` and `kind` is an error; so is whatever error `visit` returns.
+pub fn for_each_object(
+    source: &str,
+    text: &str,
+    mut visit: impl FnMut(&Origin, &Value) -> Result<(), String>,
+) -> Result<(), InputError> {
     for (document, line, value) in parse_documents(source, text)? {
         let err = |item: Option<usize>, message: String| InputError {
             file: source.to_owned(),
@@ -189,31 +193,67 @@ pub fn read_policies(source: &str, text: &str) -> Result<Vec<InputPolicy>, Input
         };
         let kind = str_field(&value, "kind");
         let is_list = kind.is_some_and(|k| k.ends_with("List")) && value.get("items").is_some();
-        if is_list {
+        let items: Vec<(Option<usize>, &Value)> = if is_list {
             let Some(items) = value.get("items").and_then(Value::as_array) else {
                 return Err(err(None, "`items` of a list must be an array".into()));
             };
-            for (i, item) in items.iter().enumerate() {
-                let origin = Origin {
-                    source: source.to_owned(),
-                    document,
-                    item: Some(i),
-                };
-                if let Some(p) = policy_of(item).map_err(|m| err(Some(i), m))? {
-                    out.push(InputPolicy { origin, policy: p });
-                }
-            }
+            items
+                .iter()
+                .enumerate()
+                .map(|(i, v)| (Some(i), v))
+                .collect()
         } else {
+            vec![(None, &value)]
+        };
+        for (item, v) in items {
+            if str_field(v, "apiVersion").is_none() || str_field(v, "kind").is_none() {
+                return Err(err(
+                    item,
+                    "not a Kubernetes object: `apiVersion` and `kind` must be strings".into(),
+                ));
+            }
             let origin = Origin {
                 source: source.to_owned(),
                 document,
-                item: None,
+                item,
             };
-            if let Some(p) = policy_of(&value).map_err(|m| err(None, m))? {
-                out.push(InputPolicy { origin, policy: p });
-            }
+            visit(&origin, v).map_err(|m| err(item, m))?;
         }
     }
+    Ok(())
+}
+
+/// Reads every `ValidatingAdmissionPolicy` of one source, in order. Other kinds are ignored;
+/// `*List` documents with `items` are walked. Errors: invalid YAML/JSON, a document that is
+/// not a Kubernetes object (no `apiVersion`/`kind`), a policy that does not deserialise.
+pub fn read_policies(source: &str, text: &str) -> Result<Vec<InputPolicy>, InputError> {
+    let mut out = Vec::new();
+    for_each_object(source, text, |origin, value| {
+        if let Some(policy) = policy_of(value)? {
+            out.push(InputPolicy {
+                origin: origin.clone(),
+                policy,
+            });
+        }
+        Ok(())
+    })?;
+    Ok(out)
+}
+
+/// Reads every `apiextensions.k8s.io/v1` `CustomResourceDefinition` of one source (for
+/// `--crd`); other kinds are ignored.
+pub fn read_crds(source: &str, text: &str) -> Result<Vec<CustomResourceDefinition>, InputError> {
+    let mut out = Vec::new();
+    for_each_object(source, text, |_, value| {
+        if str_field(value, "kind") == Some("CustomResourceDefinition")
+            && str_field(value, "apiVersion") == Some("apiextensions.k8s.io/v1")
+        {
+            let crd = serde_json::from_value(value.clone())
+                .map_err(|e| format!("invalid CustomResourceDefinition: {e}"))?;
+            out.push(crd);
+        }
+        Ok(())
+    })?;
     Ok(out)
 }
 

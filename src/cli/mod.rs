@@ -2,6 +2,7 @@
 //! statuses. The backends (schemas, REST mapping, CEL checking) are supplied by a
 //! [`BackendProvider`]; see `docs/policy-checking.md` for the contract.
 
+pub mod discovery;
 pub mod input;
 pub mod output;
 

@@ -6,6 +6,7 @@
 
 pub mod backend;
 pub mod check;
+pub mod discovery;
 pub mod expressions;
 pub mod gvk;
 pub mod kinds;
