@@ -1,1 +1,39 @@
 //! Which expressions and kinds of a policy are checked, and the text of the warnings.
+//!
+//! Pure: everything that talks to a cluster, reads schemas or type-checks CEL sits behind the
+//! traits of [`backend`] and [`restmapper`]. The entry point is [`check_policy`]. See
+//! `docs/policy-checking.md` for the strict and extended modes.
+
+pub mod backend;
+pub mod check;
+pub mod discovery;
+pub mod expressions;
+pub mod gvk;
+pub mod kinds;
+pub mod render;
+pub mod restmapper;
+pub mod status;
+pub mod types;
+
+#[cfg(test)]
+pub(crate) mod fakes;
+
+pub use backend::{
+    CheckEnv, EnvRequest, ExpressionChecker, ObjectDecl, ParamsDecl, ParsedExpr, SchemaError,
+    SchemaLookup, SchemaSource, SchemaType,
+};
+pub use check::{Backends, CheckOptions, check_policy};
+pub use expressions::{ExpressionField, ExpressionSite, Mode, expression_sites};
+pub use gvk::{Gvk, Gvr};
+pub use kinds::{
+    DEFAULT_EXTENDED_KIND_LIMIT, KindSelection, ResetOnce, SkipReason, SkipSubject, Skipped,
+    UPSTREAM_KIND_LIMIT, extend_selection, types_to_check, types_to_check_extended,
+    types_to_check_with,
+};
+pub use render::{KindOutcome, KindResult, render_warning};
+pub use restmapper::{
+    ApiGroupResources, ApiResource, ApiVersionResources, Discovery, DiscoveryRestMapper,
+    MappingError, RestMapper,
+};
+pub use status::{PolicyCondition, PolicyStatus};
+pub use types::{ExpectedType, OutputType};

@@ -1,0 +1,458 @@
+//! Reading policies for `vapcheck check`: YAML or JSON, one or many documents, `List`s.
+
+use k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicy;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use serde_json::Value;
+
+/// API versions whose `ValidatingAdmissionPolicy` is read (as v1: the fields are the same).
+pub const POLICY_API_VERSIONS: [&str; 3] = [
+    "admissionregistration.k8s.io/v1",
+    "admissionregistration.k8s.io/v1beta1",
+    "admissionregistration.k8s.io/v1alpha1",
+];
+
+/// The kind read.
+pub const POLICY_KIND: &str = "ValidatingAdmissionPolicy";
+
+/// Where a policy came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Origin {
+    /// File name as given, or `<stdin>`.
+    pub source: String,
+    /// 1-based index among the non-empty documents of the source.
+    pub document: usize,
+    /// 0-based index in the document's `items` when the document is a list.
+    pub item: Option<usize>,
+}
+
+impl std::fmt::Display for Origin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: document {}", self.source, self.document)?;
+        if let Some(i) = self.item {
+            write!(f, ", item {i}")?;
+        }
+        Ok(())
+    }
+}
+
+/// A policy read from the input.
+#[derive(Debug, Clone)]
+pub struct InputPolicy {
+    /// Where it came from.
+    pub origin: Origin,
+    /// The policy, read as `admissionregistration.k8s.io/v1`.
+    pub policy: ValidatingAdmissionPolicy,
+}
+
+/// Why the input is unusable. Displays as `<source>: document <n>[, item <i>][ (line <l>)]: <message>`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{file}{}: {message}", location(*.document, *.item, *.line))]
+pub struct InputError {
+    /// File name or `<stdin>`.
+    pub file: String,
+    /// 1-based document index, when known.
+    pub document: Option<usize>,
+    /// Item index in a list document.
+    pub item: Option<usize>,
+    /// 1-based line in the source where the document starts.
+    pub line: Option<usize>,
+    /// What is wrong.
+    pub message: String,
+}
+
+fn location(document: Option<usize>, item: Option<usize>, line: Option<usize>) -> String {
+    let mut s = String::new();
+    if let Some(d) = document {
+        s.push_str(&format!(": document {d}"));
+    }
+    if let Some(i) = item {
+        s.push_str(&format!(", item {i}"));
+    }
+    if let Some(l) = line {
+        s.push_str(&format!(" (line {l})"));
+    }
+    s
+}
+
+/// One raw document: its 1-based starting line and text.
+struct RawDocument<'a> {
+    line: usize,
+    text: &'a str,
+}
+
+fn is_marker(line: &str, marker: &str) -> bool {
+    line.strip_prefix(marker)
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with([' ', '\t', '\r']))
+}
+
+/// Splits a YAML stream at document markers (`---` starts, `...` ends) at column 0. Markers
+/// cannot appear at column 0 inside a document's content (YAML 1.2 forbids it in flow
+/// scalars and block content is indented), so this matches a YAML parser's view.
+fn split_yaml(text: &str) -> Vec<RawDocument<'_>> {
+    let mut docs = Vec::new();
+    let mut start = 0usize;
+    let mut start_line = 1usize;
+    let mut offset = 0usize;
+    for (i, line) in text.split_inclusive('\n').enumerate() {
+        let content = line.trim_end_matches(['\n', '\r']);
+        if is_marker(content, "---") {
+            docs.push(RawDocument {
+                line: start_line,
+                text: &text[start..offset],
+            });
+            start = offset;
+            start_line = i + 1;
+        } else if is_marker(content, "...") {
+            docs.push(RawDocument {
+                line: start_line,
+                text: &text[start..offset],
+            });
+            start = offset + line.len();
+            start_line = i + 2;
+        }
+        offset += line.len();
+    }
+    docs.push(RawDocument {
+        line: start_line,
+        text: &text[start..],
+    });
+    docs
+}
+
+/// Whether a raw YAML document holds nothing but markers, blank lines and comments.
+fn is_blank(text: &str) -> bool {
+    text.lines().all(|l| {
+        let t = l.trim();
+        t.is_empty() || t.starts_with('#') || t == "---" || t == "..."
+    })
+}
+
+/// Parses a source (file contents) into documents. JSON is tried first when the text starts
+/// with `{` or `[` (a stream of JSON values; a top-level array counts as one document per
+/// element); otherwise, or if that fails, YAML.
+fn parse_documents(
+    source: &str,
+    text: &str,
+) -> Result<Vec<(usize, Option<usize>, Value)>, InputError> {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let trimmed = text.trim_start();
+    if trimmed.starts_with('{') || trimmed.starts_with('[') {
+        let values: Result<Vec<Value>, _> = serde_json::Deserializer::from_str(text)
+            .into_iter::<Value>()
+            .collect();
+        if let Ok(values) = values {
+            let flat = values.into_iter().flat_map(|v| match v {
+                Value::Array(items) => items,
+                v => vec![v],
+            });
+            return Ok(flat.enumerate().map(|(i, v)| (i + 1, None, v)).collect());
+        }
+    }
+    let mut docs = Vec::new();
+    for raw in split_yaml(text) {
+        if is_blank(raw.text) {
+            continue;
+        }
+        let index = docs.len() + 1;
+        // Pad with the lines before the document so the parser reports file line numbers.
+        let padded = format!("{}{}", "\n".repeat(raw.line - 1), raw.text);
+        let value: Value = serde_saphyr::from_str(&padded).map_err(|e| InputError {
+            file: source.to_owned(),
+            document: Some(index),
+            item: None,
+            line: Some(raw.line),
+            message: format!("invalid YAML: {e}"),
+        })?;
+        if value.is_null() {
+            continue;
+        }
+        docs.push((index, Some(raw.line), value));
+    }
+    Ok(docs)
+}
+
+fn str_field<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
+    v.get(key).and_then(Value::as_str)
+}
+
+/// Calls `visit` for every Kubernetes object of one source, in order, with its origin;
+/// `*List` documents with `items` are walked. A document or item that is not an object with
+/// string `apiVersion` and `kind` is an error; so is whatever error `visit` returns.
+pub fn for_each_object(
+    source: &str,
+    text: &str,
+    mut visit: impl FnMut(&Origin, &Value) -> Result<(), String>,
+) -> Result<(), InputError> {
+    for (document, line, value) in parse_documents(source, text)? {
+        let err = |item: Option<usize>, message: String| InputError {
+            file: source.to_owned(),
+            document: Some(document),
+            item,
+            line,
+            message,
+        };
+        let kind = str_field(&value, "kind");
+        let is_list = kind.is_some_and(|k| k.ends_with("List")) && value.get("items").is_some();
+        let items: Vec<(Option<usize>, &Value)> = if is_list {
+            let Some(items) = value.get("items").and_then(Value::as_array) else {
+                return Err(err(None, "`items` of a list must be an array".into()));
+            };
+            items
+                .iter()
+                .enumerate()
+                .map(|(i, v)| (Some(i), v))
+                .collect()
+        } else {
+            vec![(None, &value)]
+        };
+        for (item, v) in items {
+            if str_field(v, "apiVersion").is_none() || str_field(v, "kind").is_none() {
+                return Err(err(
+                    item,
+                    "not a Kubernetes object: `apiVersion` and `kind` must be strings".into(),
+                ));
+            }
+            let origin = Origin {
+                source: source.to_owned(),
+                document,
+                item,
+            };
+            visit(&origin, v).map_err(|m| err(item, m))?;
+        }
+    }
+    Ok(())
+}
+
+/// Reads every `ValidatingAdmissionPolicy` of one source, in order. Other kinds are ignored;
+/// `*List` documents with `items` are walked. Errors: invalid YAML/JSON, a document that is
+/// not a Kubernetes object (no `apiVersion`/`kind`), a policy that does not deserialise.
+pub fn read_policies(source: &str, text: &str) -> Result<Vec<InputPolicy>, InputError> {
+    let mut out = Vec::new();
+    for_each_object(source, text, |origin, value| {
+        if let Some(policy) = policy_of(value)? {
+            out.push(InputPolicy {
+                origin: origin.clone(),
+                policy,
+            });
+        }
+        Ok(())
+    })?;
+    Ok(out)
+}
+
+/// Reads every `apiextensions.k8s.io/v1` `CustomResourceDefinition` of one source (for
+/// `--crd`); other kinds are ignored.
+pub fn read_crds(source: &str, text: &str) -> Result<Vec<CustomResourceDefinition>, InputError> {
+    let mut out = Vec::new();
+    for_each_object(source, text, |_, value| {
+        if str_field(value, "kind") == Some("CustomResourceDefinition")
+            && str_field(value, "apiVersion") == Some("apiextensions.k8s.io/v1")
+        {
+            let crd = serde_json::from_value(value.clone())
+                .map_err(|e| format!("invalid CustomResourceDefinition: {e}"))?;
+            out.push(crd);
+        }
+        Ok(())
+    })?;
+    Ok(out)
+}
+
+/// `Ok(None)` for other kinds; the policy read as v1 for any supported version.
+fn policy_of(value: &Value) -> Result<Option<ValidatingAdmissionPolicy>, String> {
+    let (Some(api_version), Some(kind)) =
+        (str_field(value, "apiVersion"), str_field(value, "kind"))
+    else {
+        return Err("not a Kubernetes object: `apiVersion` and `kind` must be strings".into());
+    };
+    if kind != POLICY_KIND {
+        return Ok(None);
+    }
+    if !POLICY_API_VERSIONS.contains(&api_version) {
+        if api_version.starts_with("admissionregistration.k8s.io/") {
+            return Err(format!(
+                "unsupported apiVersion {api_version:?} for {POLICY_KIND}"
+            ));
+        }
+        return Ok(None);
+    }
+    let mut v = value.clone();
+    if let Some(obj) = v.as_object_mut() {
+        obj.insert(
+            "apiVersion".into(),
+            Value::String(POLICY_API_VERSIONS[0].into()),
+        );
+        // The status is what vapcheck computes; an old or foreign one must not make reading fail.
+        obj.remove("status");
+    }
+    serde_json::from_value(v)
+        .map(Some)
+        .map_err(|e| format!("invalid {POLICY_KIND}: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(ps: &[InputPolicy]) -> Vec<String> {
+        ps.iter()
+            .map(|p| {
+                format!(
+                    "{}={}",
+                    p.origin,
+                    p.policy.metadata.name.clone().unwrap_or_default()
+                )
+            })
+            .collect()
+    }
+
+    const VAP: &str = "apiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingAdmissionPolicy\nmetadata:\n  name: a\nspec:\n  validations:\n  - expression: 'true'\n";
+
+    #[test]
+    fn multi_document_yaml_with_other_kinds_and_blank_documents() {
+        let text = format!(
+            "# leading comment\n---\n{VAP}---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: c}}\n---\n# only a comment\n---\n{}\n...\n",
+            VAP.replace("name: a", "name: b")
+                .replace("/v1\n", "/v1beta1\n")
+        );
+        let ps = read_policies("f.yaml", &text).unwrap();
+        assert_eq!(names(&ps), ["f.yaml: document 1=a", "f.yaml: document 3=b"]);
+        assert_eq!(
+            ps[1]
+                .policy
+                .spec
+                .as_ref()
+                .unwrap()
+                .validations
+                .as_ref()
+                .unwrap()[0]
+                .expression,
+            "true"
+        );
+    }
+
+    #[test]
+    fn v1alpha1_is_read_as_v1_and_status_is_dropped() {
+        let text = VAP.replace("/v1\n", "/v1alpha1\n") + "status:\n  observedGeneration: nope\n";
+        let ps = read_policies("x", &text).unwrap();
+        assert_eq!(ps.len(), 1);
+    }
+
+    #[test]
+    fn lists_are_walked() {
+        let text = r#"{"apiVersion": "v1", "kind": "List", "items": [
+            {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy", "metadata": {"name": "x"}},
+            {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}},
+            {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy", "metadata": {"name": "y"}}
+        ]}"#;
+        let ps = read_policies("l.json", text).unwrap();
+        assert_eq!(
+            names(&ps),
+            [
+                "l.json: document 1, item 0=x",
+                "l.json: document 1, item 2=y"
+            ]
+        );
+    }
+
+    #[test]
+    fn json_streams_and_arrays() {
+        let one = r#"{"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy", "metadata": {"name": "j"}}"#;
+        let ps = read_policies("s", &format!("{one}\n{one}")).unwrap();
+        assert_eq!(ps.len(), 2);
+        assert_eq!(ps[1].origin.document, 2);
+        let ps = read_policies("s", &format!("[{one}, {one}, {one}]")).unwrap();
+        assert_eq!(
+            ps.iter().map(|p| p.origin.document).collect::<Vec<_>>(),
+            [1, 2, 3]
+        );
+        // flow-style YAML that is not JSON still parses as YAML
+        let ps = read_policies("s", "{apiVersion: admissionregistration.k8s.io/v1, kind: ValidatingAdmissionPolicy, metadata: {name: f}}").unwrap();
+        assert_eq!(names(&ps), ["s: document 1=f"]);
+    }
+
+    #[test]
+    fn errors_name_the_document_and_line() {
+        let text = format!("{VAP}---\nkind: [unclosed\n");
+        let e = read_policies("bad.yaml", &text).unwrap_err();
+        assert_eq!((e.document, e.line), (Some(2), Some(8)));
+        assert!(
+            e.to_string()
+                .starts_with("bad.yaml: document 2 (line 8): invalid YAML"),
+            "{e}"
+        );
+
+        let e = read_policies("s.yaml", "just a string\n").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "s.yaml: document 1 (line 1): not a Kubernetes object: `apiVersion` and `kind` must be strings"
+        );
+
+        let e = read_policies(
+            "p.yaml",
+            &VAP.replace("  - expression: 'true'\n", "    nope: 1\n"),
+        )
+        .unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("p.yaml: document 1 (line 1): invalid ValidatingAdmissionPolicy:"),
+            "{e}"
+        );
+
+        let e = read_policies("v.yaml", &VAP.replace("/v1\n", "/v2\n")).unwrap_err();
+        assert!(e.message.contains("unsupported apiVersion"), "{e}");
+    }
+
+    #[test]
+    fn empty_input_has_no_policies() {
+        assert!(read_policies("e", "").unwrap().is_empty());
+        assert!(
+            read_policies("e", "---\n# nothing\n...\n")
+                .unwrap()
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn markers_need_column_zero_and_a_separator() {
+        let text = format!("{VAP}  description: |\n    ---not a marker\n");
+        let docs = split_yaml(&text);
+        assert_eq!(docs.len(), 1);
+        assert!(is_marker("--- !!map", "---"));
+        assert!(!is_marker("----", "---"));
+        assert!(!is_marker(" ---", "---"));
+    }
+}
+
+#[cfg(test)]
+mod proptests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+
+        /// Arbitrary text never panics the reader; errors always name the source.
+        #[test]
+        fn reader_never_panics(text in "(?s)[-.#:{}\\[\\]\"' a-zA-Z0-9\\n\\t|>&*!]{0,200}") {
+            if let Err(e) = read_policies("fuzz", &text) {
+                prop_assert_eq!(e.file.as_str(), "fuzz");
+            }
+        }
+
+        /// A policy document survives any number of surrounding documents and blank ones.
+        #[test]
+        fn policies_are_found_among_other_documents(before in 0usize..4, after in 0usize..4, blank in any::<bool>()) {
+            let other = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\n";
+            let vap = "apiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingAdmissionPolicy\nmetadata: {name: p}\n";
+            let mut docs: Vec<&str> = std::iter::repeat_n(other, before).collect();
+            if blank { docs.push("# nothing\n"); }
+            docs.push(vap);
+            docs.extend(std::iter::repeat_n(other, after));
+            let text = docs.join("---\n");
+            let ps = read_policies("s", &text).unwrap();
+            prop_assert_eq!(ps.len(), 1);
+            prop_assert_eq!(ps[0].origin.document, before + 1);
+        }
+    }
+}

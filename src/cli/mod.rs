@@ -1,0 +1,329 @@
+//! The `vapcheck check` command: read policies, check them through the backends, print the
+//! statuses. The backends (schemas, REST mapping, CEL checking) are supplied by a
+//! [`BackendProvider`]; see `docs/policy-checking.md` for the contract.
+
+pub mod discovery;
+pub mod input;
+pub mod output;
+
+use std::ffi::OsString;
+use std::io::{Read, Write};
+use std::path::PathBuf;
+
+use clap::{Args, ValueEnum};
+
+use crate::policy::{
+    Backends, CheckOptions, DEFAULT_EXTENDED_KIND_LIMIT, Discovery, ExpressionChecker, Mode,
+    RestMapper, SchemaSource, check_policy,
+};
+
+use self::input::{InputError, InputPolicy, read_policies};
+use self::output::{CheckedPolicy, render_json, render_text, render_yaml, use_colour};
+
+/// Exit code: no warnings.
+pub const EXIT_OK: i32 = 0;
+/// Exit code: at least one warning.
+pub const EXIT_WARNINGS: i32 = 1;
+/// Exit code: unusable input or no usable backend.
+pub const EXIT_UNUSABLE: i32 = 2;
+
+/// `--mode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ModeArg {
+    /// Exactly what kube-controller-manager reports.
+    Strict,
+    /// Strict plus more expressions, kinds and result types.
+    Extended,
+}
+
+impl From<ModeArg> for Mode {
+    fn from(m: ModeArg) -> Self {
+        match m {
+            ModeArg::Strict => Mode::Strict,
+            ModeArg::Extended => Mode::Extended,
+        }
+    }
+}
+
+/// `-o`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OutputFormat {
+    /// For humans.
+    Text,
+    /// A JSON array, one entry per policy.
+    Json,
+    /// The same array as YAML.
+    Yaml,
+}
+
+/// A Kubernetes minor version `X.Y` (`--kubernetes-version`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KubeVersion {
+    /// Major (1).
+    pub major: u32,
+    /// Minor.
+    pub minor: u32,
+}
+
+/// Parses `X.Y` (also `vX.Y`).
+pub fn parse_kube_version(s: &str) -> Result<KubeVersion, String> {
+    let t = s.strip_prefix('v').unwrap_or(s);
+    let (a, b) = t
+        .split_once('.')
+        .ok_or_else(|| format!("expected X.Y, got {s:?}"))?;
+    let major = a.parse().map_err(|_| format!("expected X.Y, got {s:?}"))?;
+    let minor = b.parse().map_err(|_| format!("expected X.Y, got {s:?}"))?;
+    Ok(KubeVersion { major, minor })
+}
+
+/// Arguments of `vapcheck check`.
+#[derive(Debug, Clone, Args)]
+pub struct CheckArgs {
+    /// Folder laid out like the API server's /openapi/v3 (schemas of built-in kinds).
+    #[arg(long, value_name = "DIR")]
+    pub openapi: Option<PathBuf>,
+    /// CustomResourceDefinition file(s) supplying schemas; repeatable.
+    #[arg(long = "crd", value_name = "FILE")]
+    pub crds: Vec<PathBuf>,
+    /// Kubeconfig of a live cluster to read schemas and discovery from.
+    #[arg(long, value_name = "PATH")]
+    pub kubeconfig: Option<PathBuf>,
+    /// Kubeconfig context to use.
+    #[arg(long, value_name = "NAME")]
+    pub context: Option<String>,
+    /// strict: exactly what kube-controller-manager reports; extended: more.
+    #[arg(long, value_enum, default_value = "extended")]
+    pub mode: ModeArg,
+    /// Kubernetes version of the target cluster (X.Y), for functions newer than it.
+    #[arg(long, value_name = "X.Y", value_parser = parse_kube_version)]
+    pub kubernetes_version: Option<KubeVersion>,
+    /// Extended mode: most kinds checked per policy.
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_EXTENDED_KIND_LIMIT)]
+    pub kind_limit: usize,
+    /// Output format.
+    #[arg(short = 'o', long = "output", value_enum, default_value = "text")]
+    pub output: OutputFormat,
+    /// Policy files (YAML or JSON, one or many documents); `-` reads standard input.
+    #[arg(required = true, value_name = "FILE")]
+    pub files: Vec<PathBuf>,
+}
+
+/// Where schemas come from, as given on the command line and in the environment.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SchemaOptions {
+    /// `--openapi`.
+    pub openapi: Option<PathBuf>,
+    /// `--crd`.
+    pub crds: Vec<PathBuf>,
+    /// `--kubeconfig`, else `$KUBECONFIG`.
+    pub kubeconfig: Option<PathBuf>,
+    /// `--context`.
+    pub context: Option<String>,
+    /// Running in a pod (`KUBERNETES_SERVICE_HOST` set).
+    pub in_cluster: bool,
+    /// `--kubernetes-version`.
+    pub kubernetes_version: Option<KubeVersion>,
+}
+
+impl SchemaOptions {
+    /// Whether any schema source was given.
+    pub fn has_source(&self) -> bool {
+        self.openapi.is_some()
+            || !self.crds.is_empty()
+            || self.kubeconfig.is_some()
+            || self.in_cluster
+    }
+}
+
+/// The backends of a check run, owned.
+pub struct LoadedBackends {
+    /// Resource → kinds.
+    pub rest_mapper: Box<dyn RestMapper>,
+    /// Discovery (extended mode wildcard/subresource expansion), if available.
+    pub discovery: Option<Box<dyn Discovery>>,
+    /// Schemas.
+    pub schemas: Box<dyn SchemaSource>,
+    /// CEL parser and checker.
+    pub checker: Box<dyn ExpressionChecker>,
+}
+
+/// Builds the backends from the schema options. `Err` is a message for the user; the command
+/// then exits with [`EXIT_UNUSABLE`].
+pub trait BackendProvider {
+    /// Loads schemas, mapping and the checker.
+    fn load(&self, options: &SchemaOptions) -> Result<LoadedBackends, String>;
+}
+
+/// A provider for a build without backends: always refuses, naming what is missing.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct MissingBackends;
+
+impl BackendProvider for MissingBackends {
+    fn load(&self, _options: &SchemaOptions) -> Result<LoadedBackends, String> {
+        Err(
+            "this vapcheck build has no schema and CEL checking backends wired in; cannot check"
+                .into(),
+        )
+    }
+}
+
+/// The process environment the command reads, injectable for tests.
+pub struct CheckEnvironment<'a> {
+    /// Standard input (for `-`).
+    pub stdin: &'a mut dyn Read,
+    /// Standard output.
+    pub stdout: &'a mut dyn Write,
+    /// Standard error.
+    pub stderr: &'a mut dyn Write,
+    /// Whether stdout is a terminal.
+    pub stdout_is_terminal: bool,
+    /// `$NO_COLOR`.
+    pub no_color: Option<OsString>,
+    /// `$KUBECONFIG`.
+    pub kubeconfig_env: Option<OsString>,
+    /// `$KUBERNETES_SERVICE_HOST` is set.
+    pub in_cluster: bool,
+}
+
+/// Reads every FILE (stdin once for `-`), in order.
+pub fn read_inputs(
+    files: &[PathBuf],
+    stdin: &mut dyn Read,
+) -> Result<Vec<InputPolicy>, InputError> {
+    let mut policies = Vec::new();
+    let mut stdin_read = false;
+    for f in files {
+        let (source, text) = if f.as_os_str() == "-" {
+            let source = "<stdin>".to_owned();
+            if stdin_read {
+                continue;
+            }
+            stdin_read = true;
+            let mut buf = Vec::new();
+            stdin
+                .read_to_end(&mut buf)
+                .map_err(|e| io_error(&source, &e))?;
+            let text = String::from_utf8(buf).map_err(|_| not_utf8(&source))?;
+            (source, text)
+        } else {
+            let source = f.display().to_string();
+            let bytes = std::fs::read(f).map_err(|e| io_error(&source, &e))?;
+            let text = String::from_utf8(bytes).map_err(|_| not_utf8(&source))?;
+            (source, text)
+        };
+        policies.extend(read_policies(&source, &text)?);
+    }
+    Ok(policies)
+}
+
+fn io_error(source: &str, e: &std::io::Error) -> InputError {
+    InputError {
+        file: source.to_owned(),
+        document: None,
+        item: None,
+        line: None,
+        message: format!("cannot read: {e}"),
+    }
+}
+
+fn not_utf8(source: &str) -> InputError {
+    InputError {
+        file: source.to_owned(),
+        document: None,
+        item: None,
+        line: None,
+        message: "not UTF-8 text".into(),
+    }
+}
+
+/// Runs `vapcheck check`; returns the exit code. Order: read all input (exit 2 on the first
+/// unusable document), require a schema source, load the backends (exit 2 if any is
+/// missing), check every policy, print, exit 1 if any policy has warnings.
+pub fn run_check(
+    args: &CheckArgs,
+    provider: &dyn BackendProvider,
+    env: CheckEnvironment<'_>,
+) -> i32 {
+    let CheckEnvironment {
+        stdin,
+        stdout,
+        stderr,
+        stdout_is_terminal,
+        no_color,
+        kubeconfig_env,
+        in_cluster,
+    } = env;
+    // Write errors on stderr cannot be reported anywhere else; ignoring them is all we can do.
+    let mut fail = |msg: &str| {
+        let _ = writeln!(stderr, "vapcheck: {msg}");
+        EXIT_UNUSABLE
+    };
+    let inputs = match read_inputs(&args.files, stdin) {
+        Ok(p) => p,
+        Err(e) => return fail(&e.to_string()),
+    };
+    if inputs.is_empty() {
+        return fail("no ValidatingAdmissionPolicy found in the input");
+    }
+    let options = SchemaOptions {
+        openapi: args.openapi.clone(),
+        crds: args.crds.clone(),
+        kubeconfig: args
+            .kubeconfig
+            .clone()
+            .or_else(|| kubeconfig_env.filter(|v| !v.is_empty()).map(PathBuf::from)),
+        context: args.context.clone(),
+        in_cluster,
+        kubernetes_version: args.kubernetes_version,
+    };
+    if !options.has_source() {
+        return fail(
+            "no schema source: give --openapi DIR and/or --crd FILE, or --kubeconfig PATH (or set KUBECONFIG)",
+        );
+    }
+    let loaded = match provider.load(&options) {
+        Ok(b) => b,
+        Err(e) => return fail(&e),
+    };
+    let backends = Backends {
+        rest_mapper: loaded.rest_mapper.as_ref(),
+        discovery: loaded.discovery.as_deref(),
+        schemas: loaded.schemas.as_ref(),
+        checker: loaded.checker.as_ref(),
+    };
+    let check_options = CheckOptions {
+        mode: args.mode.into(),
+        kind_limit: args.kind_limit,
+    };
+    let checked: Vec<CheckedPolicy> = inputs
+        .into_iter()
+        .map(|p| CheckedPolicy {
+            name: p.policy.metadata.name.clone().unwrap_or_default(),
+            status: check_policy(&p.policy, &check_options, &backends),
+            origin: p.origin,
+        })
+        .collect();
+    let rendered = match args.output {
+        OutputFormat::Json => render_json(&checked),
+        OutputFormat::Yaml => render_yaml(&checked),
+        OutputFormat::Text => Ok(render_text(
+            &checked,
+            use_colour(stdout_is_terminal, no_color.as_deref()),
+        )),
+    };
+    let text = match rendered {
+        Ok(t) => t,
+        Err(e) => return fail(&format!("cannot render output: {e}")),
+    };
+    if let Err(e) = stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
+    {
+        return fail(&format!("cannot write output: {e}"));
+    }
+    if checked.iter().any(|c| c.status.has_warnings()) {
+        EXIT_WARNINGS
+    } else {
+        EXIT_OK
+    }
+}

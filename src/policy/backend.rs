@@ -1,0 +1,122 @@
+//! The seams between the pure policy layer and the parts it does not own: schema lookup
+//! (`src/schema/`) and CEL checking in the Kubernetes environment (`src/cel/`,
+//! `src/k8s_env/`). The REST mapper and discovery seams live in
+//! [`restmapper`](super::restmapper).
+//!
+//! Backend values (a converted schema type, a parsed expression) are opaque to the policy
+//! layer: it only passes them back to the backend that made them.
+
+use std::any::Any;
+use std::fmt;
+use std::sync::Arc;
+
+use super::gvk::Gvk;
+use super::types::OutputType;
+
+/// A backend's CEL object type for a kind's root object (for upstream: the `DeclType` that
+/// `SchemaDeclType(schema, true)` returns, renamed `<Kind><N>`).
+#[derive(Clone)]
+pub struct SchemaType(pub Arc<dyn Any + Send + Sync>);
+
+impl fmt::Debug for SchemaType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("SchemaType(..)")
+    }
+}
+
+/// A backend's parsed expression (an AST). Produced by [`ExpressionChecker::parse`] once per
+/// distinct expression of a policy and checked in every kind's environment.
+#[derive(Clone)]
+pub struct ParsedExpr(pub Arc<dyn Any + Send + Sync>);
+
+impl fmt::Debug for ParsedExpr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("ParsedExpr(..)")
+    }
+}
+
+/// A successfully resolved schema.
+#[derive(Debug, Clone)]
+pub enum SchemaLookup {
+    /// The schema converts to a CEL type.
+    Typed(SchemaType),
+    /// The schema exists but converts to no type (upstream: `SchemaDeclType` returns nil, e.g.
+    /// a schema without `type`); the object is then declared `dyn` and the kind still checked.
+    Untyped,
+}
+
+/// Why a kind's schema is missing.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SchemaError {
+    /// No schema for this kind (upstream `resolver.ErrSchemaNotFound`): the kind is skipped.
+    #[error("schema not found")]
+    NotFound,
+    /// The source failed (network, malformed document, ...): the kind is skipped; if every
+    /// kind fails this way the policy's `TypeChecked` condition is `False/SchemaUnavailable`.
+    #[error("{0}")]
+    Failed(String),
+}
+
+/// Resolves the schema of a kind (upstream `resolver.SchemaResolver.ResolveSchema` followed by
+/// `SchemaDeclType(.., true)` and `MaybeAssignTypeName`).
+pub trait SchemaSource: Send + Sync {
+    /// The CEL type of `gvk`'s root object.
+    fn resolve(&self, gvk: &Gvk) -> Result<SchemaLookup, SchemaError>;
+}
+
+/// How `object` and `oldObject` are declared.
+#[derive(Debug, Clone, Copy)]
+pub enum ObjectDecl<'a> {
+    /// Typed by the kind's schema.
+    Typed(&'a SchemaType),
+    /// `dyn` (the schema converted to no type).
+    Dyn,
+}
+
+/// How `params` is declared.
+#[derive(Debug, Clone, Copy)]
+pub enum ParamsDecl<'a> {
+    /// No `paramKind` (or an unparseable one): `params` is not declared.
+    Absent,
+    /// `paramKind` set but its schema unresolved or untyped: `params` is `dyn`.
+    Dyn,
+    /// Typed by the param kind's schema.
+    Typed(&'a SchemaType),
+}
+
+/// What one kind's environment declares besides the fixed admission variables
+/// (`request`, `namespaceObject`, `authorizer`, and `variables` as an object type
+/// `kubernetes.variables` that starts with no fields).
+#[derive(Debug, Clone, Copy)]
+pub struct EnvRequest<'a> {
+    /// The kind being checked.
+    pub gvk: &'a Gvk,
+    /// `object` / `oldObject`.
+    pub object: ObjectDecl<'a>,
+    /// `params`.
+    pub params: ParamsDecl<'a>,
+}
+
+/// Parses expressions and builds per-kind checking environments (upstream: the
+/// StoredExpressions environment of `buildEnvSet` plus a composited compiler).
+pub trait ExpressionChecker: Send + Sync {
+    /// Parses an expression. `Err` carries the parse issues exactly as cel-go's
+    /// `issues.String()` prints them. Called once per distinct expression of a policy.
+    fn parse(&self, expression: &str) -> Result<ParsedExpr, String>;
+
+    /// A fresh environment for one kind of one policy. `Err` is an internal error; it is
+    /// reported as `type checking error: fail to build env: <err>` for every expression.
+    fn environment(&self, request: &EnvRequest<'_>) -> Result<Box<dyn CheckEnv>, String>;
+}
+
+/// One kind's environment, extended as the policy's variables are compiled.
+pub trait CheckEnv {
+    /// Type-checks a parsed expression and runs the AST validators (the part of cel-go's
+    /// `env.Compile` after parsing). `Ok` is the output type; `Err` the issues exactly as
+    /// cel-go's `issues.String()` prints them.
+    fn check(&self, parsed: &ParsedExpr) -> Result<OutputType, String>;
+
+    /// Adds (or replaces) the field `name` of `variables` with type `ty` (already converted
+    /// with [`OutputType::variable_decl_type`]).
+    fn declare_variable(&mut self, name: &str, ty: &OutputType);
+}

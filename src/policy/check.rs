@@ -1,0 +1,786 @@
+//! `check_policy`: the whole computation of a policy's status over the backend traits.
+
+use std::collections::HashMap;
+
+use k8s_openapi::api::admissionregistration::v1::{ExpressionWarning, ValidatingAdmissionPolicy};
+
+use super::backend::{
+    EnvRequest, ExpressionChecker, ObjectDecl, ParamsDecl, ParsedExpr, SchemaError, SchemaLookup,
+    SchemaSource, SchemaType,
+};
+use super::expressions::{ExpressionField, ExpressionSite, Mode, expression_sites};
+use super::gvk::Gvk;
+use super::kinds::{
+    DEFAULT_EXTENDED_KIND_LIMIT, KindSelection, ResetOnce, SkipReason, SkipSubject, Skipped,
+    extend_selection, types_to_check_with,
+};
+use super::render::{KindOutcome, KindResult, render_warning};
+use super::restmapper::{Discovery, RestMapper};
+use super::status::{PolicyStatus, expressions_valid_condition, type_checked_condition};
+use super::types::OutputType;
+
+/// How to check.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CheckOptions {
+    /// Strict or extended.
+    pub mode: Mode,
+    /// Extended mode: the most kinds checked per policy (strict always uses upstream's rule).
+    pub kind_limit: usize,
+}
+
+impl Default for CheckOptions {
+    fn default() -> Self {
+        Self {
+            mode: Mode::Extended,
+            kind_limit: DEFAULT_EXTENDED_KIND_LIMIT,
+        }
+    }
+}
+
+/// The backends `check_policy` runs on.
+#[derive(Clone, Copy)]
+pub struct Backends<'a> {
+    /// Resource → kinds.
+    pub rest_mapper: &'a dyn RestMapper,
+    /// Discovery for the extended mode's wildcard and subresource expansion (optional).
+    pub discovery: Option<&'a dyn Discovery>,
+    /// Kind → schema type.
+    pub schemas: &'a dyn SchemaSource,
+    /// Parser and per-kind environments.
+    pub checker: &'a dyn ExpressionChecker,
+}
+
+/// A kind whose schema was resolved.
+struct ResolvedKind {
+    gvk: Gvk,
+    object: Option<SchemaType>,
+    /// Checked by upstream too (strict selection).
+    upstream: bool,
+}
+
+/// The results of one expression, split into what upstream reports and what it does not.
+#[derive(Default)]
+struct SiteResults {
+    upstream: Vec<KindResult>,
+    extra: Vec<KindResult>,
+}
+
+/// The params declaration for a policy (upstream `paramsGVK` + `declType`): no `paramKind`,
+/// an unparseable `apiVersion` or an empty GVK → absent; otherwise typed when the schema
+/// resolves to a type, `dyn` when it does not.
+fn params_type(
+    policy: &ValidatingAdmissionPolicy,
+    schemas: &dyn SchemaSource,
+) -> Option<Option<SchemaType>> {
+    let pk = policy.spec.as_ref()?.param_kind.as_ref()?;
+    let gvk = Gvk::from_api_version(
+        pk.api_version.as_deref().unwrap_or(""),
+        pk.kind.as_deref().unwrap_or(""),
+    )?;
+    if gvk.is_empty() {
+        return None;
+    }
+    Some(match schemas.resolve(&gvk) {
+        Ok(SchemaLookup::Typed(t)) => Some(t),
+        Ok(SchemaLookup::Untyped) | Err(_) => None,
+    })
+}
+
+/// Computes the status of one policy.
+///
+/// Steps, as kube-controller-manager's `TypeChecker.Check` plus the extended additions:
+/// 1. select kinds ([`types_to_check`](super::kinds::types_to_check) or
+///    [`types_to_check_extended`](super::kinds::types_to_check_extended));
+/// 2. resolve each kind's schema once; kinds without one are skipped (and reported);
+/// 3. resolve `params` once;
+/// 4. parse each distinct expression once (variables included);
+/// 5. per kind: build its environment once, type the variables in order (each declared with
+///    its converted output type, `dyn` when it fails), then check every expression;
+/// 6. render warnings per expression in upstream order, then the conditions.
+///
+/// In extended mode every upstream entry keeps upstream's text as its prefix; extra
+/// per-kind blocks (result types, extra kinds) follow it in the same entry.
+pub fn check_policy(
+    policy: &ValidatingAdmissionPolicy,
+    options: &CheckOptions,
+    backends: &Backends<'_>,
+) -> PolicyStatus {
+    let generation = policy.metadata.generation;
+    let mode = options.mode;
+    let mut reset = ResetOnce::default();
+    let strict_selection = types_to_check_with(policy, backends.rest_mapper, &mut reset);
+    let selection = match mode {
+        Mode::Strict => strict_selection.clone(),
+        Mode::Extended => extend_selection(
+            policy,
+            strict_selection.kinds.clone(),
+            backends.rest_mapper,
+            backends.discovery,
+            options.kind_limit,
+            &mut reset,
+        ),
+    };
+    let KindSelection { kinds, mut skipped } = selection;
+
+    // 2. schemas
+    let mut resolved = Vec::with_capacity(kinds.len());
+    let mut schema_failures = 0usize;
+    for gvk in kinds {
+        match backends.schemas.resolve(&gvk) {
+            Ok(lookup) => {
+                let object = match lookup {
+                    SchemaLookup::Typed(t) => Some(t),
+                    SchemaLookup::Untyped => None,
+                };
+                let upstream = strict_selection.kinds.contains(&gvk);
+                resolved.push(ResolvedKind {
+                    gvk,
+                    object,
+                    upstream,
+                });
+            }
+            Err(SchemaError::NotFound) => {
+                skipped.push(Skipped {
+                    subject: SkipSubject::Gvk(gvk),
+                    reason: SkipReason::NoSchema,
+                });
+            }
+            Err(SchemaError::Failed(e)) => {
+                schema_failures += 1;
+                skipped.push(Skipped {
+                    subject: SkipSubject::Gvk(gvk),
+                    reason: SkipReason::SchemaError(e),
+                });
+            }
+        }
+    }
+    let all_schemas_failed = resolved.is_empty() && schema_failures > 0;
+
+    // 3. params
+    let params = params_type(policy, backends.schemas);
+
+    // 4. parse once per distinct expression
+    let sites = expression_sites(policy, mode);
+    let variables: Vec<(&str, &str)> = policy
+        .spec
+        .as_ref()
+        .and_then(|s| s.variables.as_ref())
+        .map(|vs| {
+            vs.iter()
+                .map(|v| (v.name.as_str(), v.expression.as_str()))
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut parsed: HashMap<&str, Result<ParsedExpr, String>> = HashMap::new();
+    for text in sites
+        .iter()
+        .map(|s| s.expression)
+        .chain(variables.iter().map(|(_, e)| *e))
+    {
+        parsed
+            .entry(text)
+            .or_insert_with(|| backends.checker.parse(text));
+    }
+
+    // 5. per kind
+    let mut results: Vec<SiteResults> = sites.iter().map(|_| SiteResults::default()).collect();
+    for kind in &resolved {
+        check_kind(
+            kind,
+            mode,
+            &sites,
+            &variables,
+            &parsed,
+            params.as_ref(),
+            backends.checker,
+            &mut results,
+        );
+    }
+
+    // 6. warnings and conditions
+    let mut expression_warnings = Vec::new();
+    for (site, res) in sites.iter().zip(results) {
+        let all: Vec<KindResult> = res.upstream.into_iter().chain(res.extra).collect();
+        if all.is_empty() {
+            continue;
+        }
+        expression_warnings.push(ExpressionWarning {
+            field_ref: site.field.to_string(),
+            warning: render_warning(&all),
+        });
+    }
+    let checked_kinds: Vec<Gvk> = resolved.into_iter().map(|k| k.gvk).collect();
+    let conditions = vec![
+        type_checked_condition(generation, &checked_kinds, &skipped, all_schemas_failed),
+        expressions_valid_condition(
+            generation,
+            &expression_warnings,
+            sites.len(),
+            !all_schemas_failed,
+        ),
+    ];
+    PolicyStatus {
+        observed_generation: generation,
+        expression_warnings,
+        conditions,
+        checked_kinds,
+        skipped,
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn check_kind(
+    kind: &ResolvedKind,
+    mode: Mode,
+    sites: &[ExpressionSite<'_>],
+    variables: &[(&str, &str)],
+    parsed: &HashMap<&str, Result<ParsedExpr, String>>,
+    params: Option<&Option<SchemaType>>,
+    checker: &dyn ExpressionChecker,
+    results: &mut [SiteResults],
+) {
+    let object = match &kind.object {
+        Some(t) => ObjectDecl::Typed(t),
+        None => ObjectDecl::Dyn,
+    };
+    let params = match params {
+        None => ParamsDecl::Absent,
+        Some(None) => ParamsDecl::Dyn,
+        Some(Some(t)) => ParamsDecl::Typed(t),
+    };
+    let push = |results: &mut [SiteResults],
+                i: usize,
+                field: ExpressionField,
+                outcome: KindOutcome,
+                upstream: bool| {
+        let r = KindResult {
+            gvk: kind.gvk.clone(),
+            outcome,
+        };
+        // Upstream entries only ever hold upstream results for upstream kinds.
+        if upstream && kind.upstream && field.is_upstream() {
+            results[i].upstream.push(r);
+        } else if mode == Mode::Extended {
+            results[i].extra.push(r);
+        }
+    };
+    let mut env = match checker.environment(&EnvRequest {
+        gvk: &kind.gvk,
+        object,
+        params,
+    }) {
+        Ok(env) => env,
+        Err(e) => {
+            // upstream typeCheckingCompiler.CompileCELExpression: "fail to build env: %v",
+            // rendered as a `type checking error`.
+            for (i, site) in sites.iter().enumerate() {
+                push(
+                    results,
+                    i,
+                    site.field,
+                    KindOutcome::Error(format!("fail to build env: {e}")),
+                    true,
+                );
+            }
+            return;
+        }
+    };
+    let check = |env: &dyn super::backend::CheckEnv, text: &str| -> Result<OutputType, String> {
+        match parsed.get(text) {
+            Some(Ok(p)) => env.check(p),
+            Some(Err(issues)) => Err(issues.clone()),
+            // Every text was parsed above; an absent entry cannot happen, but stay total.
+            None => Err(format!("internal: expression {text:?} was not parsed")),
+        }
+    };
+    // Variables, in order (composition.go CompileAndStoreVariables).
+    let mut variable_results = Vec::with_capacity(variables.len());
+    for (name, text) in variables {
+        let result = check(env.as_ref(), text);
+        let ty = match &result {
+            Ok(t) => t.variable_decl_type(),
+            Err(_) => OutputType::Dyn,
+        };
+        env.declare_variable(name, &ty);
+        variable_results.push(result);
+    }
+    for (i, site) in sites.iter().enumerate() {
+        let result = match site.field {
+            ExpressionField::Variable(vi) => variable_results
+                .get(vi)
+                .cloned()
+                .unwrap_or_else(|| check(env.as_ref(), site.expression)),
+            _ => check(env.as_ref(), site.expression),
+        };
+        match result {
+            Err(issues) => push(results, i, site.field, KindOutcome::Issues(issues), true),
+            Ok(out) => {
+                if mode == Mode::Extended
+                    && let Some(msg) = site.field.expected_type().mismatch(&out)
+                {
+                    push(results, i, site.field, KindOutcome::Issues(msg), false);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::Ordering;
+
+    use k8s_openapi::api::admissionregistration::v1::{
+        AuditAnnotation, MatchCondition, MatchResources, NamedRuleWithOperations, ParamKind,
+        ValidatingAdmissionPolicySpec, Validation, Variable,
+    };
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+    use super::*;
+    use crate::policy::fakes::{FakeChecker, FakeSchema, FakeSchemas};
+    use crate::policy::restmapper::DiscoveryRestMapper;
+    use crate::policy::restmapper::tests::sample_discovery;
+
+    fn rule(groups: &[&str], versions: &[&str], resources: &[&str]) -> NamedRuleWithOperations {
+        let s = |v: &[&str]| Some(v.iter().map(|x| (*x).to_owned()).collect());
+        NamedRuleWithOperations {
+            api_groups: s(groups),
+            api_versions: s(versions),
+            resources: s(resources),
+            ..Default::default()
+        }
+    }
+
+    fn validation(expr: &str, msg: Option<&str>) -> Validation {
+        Validation {
+            expression: expr.into(),
+            message_expression: msg.map(Into::into),
+            ..Default::default()
+        }
+    }
+
+    fn policy(
+        rules: Vec<NamedRuleWithOperations>,
+        validations: Vec<Validation>,
+    ) -> ValidatingAdmissionPolicy {
+        ValidatingAdmissionPolicy {
+            metadata: ObjectMeta {
+                name: Some("p".into()),
+                generation: Some(4),
+                ..Default::default()
+            },
+            spec: Some(ValidatingAdmissionPolicySpec {
+                match_constraints: Some(MatchResources {
+                    resource_rules: Some(rules),
+                    ..Default::default()
+                }),
+                validations: Some(validations),
+                ..Default::default()
+            }),
+            status: None,
+        }
+    }
+
+    fn deploy() -> Gvk {
+        Gvk::new("apps", "v1", "Deployment")
+    }
+    fn rs() -> Gvk {
+        Gvk::new("apps", "v1", "ReplicaSet")
+    }
+
+    fn schemas() -> FakeSchemas {
+        let spec = FakeSchema::with(&[
+            ("spec", OutputType::Other("X.spec".into())),
+            ("name", OutputType::String),
+            ("paused", OutputType::Bool),
+        ]);
+        FakeSchemas::default()
+            .typed(deploy(), spec.clone())
+            .typed(rs(), spec)
+    }
+
+    struct World {
+        mapper: DiscoveryRestMapper,
+        schemas: FakeSchemas,
+        checker: FakeChecker,
+    }
+
+    impl World {
+        fn new() -> Self {
+            Self {
+                mapper: DiscoveryRestMapper::new(sample_discovery()),
+                schemas: schemas(),
+                checker: FakeChecker::default(),
+            }
+        }
+        fn run(&self, p: &ValidatingAdmissionPolicy, mode: Mode) -> PolicyStatus {
+            let backends = Backends {
+                rest_mapper: &self.mapper,
+                discovery: Some(&self.mapper),
+                schemas: &self.schemas,
+                checker: &self.checker,
+            };
+            check_policy(
+                p,
+                &CheckOptions {
+                    mode,
+                    kind_limit: 100,
+                },
+                &backends,
+            )
+        }
+    }
+
+    fn warnings(s: &PolicyStatus) -> Vec<(String, String)> {
+        s.expression_warnings
+            .iter()
+            .map(|w| (w.field_ref.clone(), w.warning.clone()))
+            .collect()
+    }
+
+    fn apps_rule() -> NamedRuleWithOperations {
+        rule(&["apps"], &["v1"], &["replicasets", "deployments"])
+    }
+
+    #[test]
+    fn strict_renders_each_kind_in_order_and_skips_clean_expressions() {
+        let w = World::new();
+        let p = policy(
+            vec![apps_rule()],
+            vec![
+                validation("object.replicas", None),
+                validation("object.paused", Some("object.name")),
+            ],
+        );
+        let s = w.run(&p, Mode::Strict);
+        assert_eq!(
+            warnings(&s),
+            [(
+                "spec.validations[0].expression".to_owned(),
+                "apps/v1, Kind=Deployment: ERROR: <input>:1:1: undefined field 'replicas'\n\n\
+                 apps/v1, Kind=ReplicaSet: ERROR: <input>:1:1: undefined field 'replicas'\n"
+                    .to_owned()
+            )]
+        );
+        assert_eq!(s.observed_generation, Some(4));
+        assert_eq!(s.checked_kinds, [deploy(), rs()]);
+        let types: Vec<(&str, &str, &str)> = s
+            .conditions
+            .iter()
+            .map(|c| (c.type_.as_str(), c.status.as_str(), c.reason.as_str()))
+            .collect();
+        assert_eq!(
+            types,
+            [
+                ("TypeChecked", "True", "AllKindsChecked"),
+                ("ExpressionsValid", "False", "ExpressionWarnings")
+            ]
+        );
+        assert!(
+            s.conditions
+                .iter()
+                .all(|c| c.observed_generation == Some(4))
+        );
+    }
+
+    #[test]
+    fn no_warnings_gives_empty_type_checking() {
+        let w = World::new();
+        let p = policy(vec![apps_rule()], vec![validation("object.paused", None)]);
+        let s = w.run(&p, Mode::Strict);
+        assert!(s.expression_warnings.is_empty());
+        assert_eq!(serde_json::to_string(&s.type_checking()).unwrap(), "{}");
+        assert_eq!(s.conditions[1].reason, "NoWarnings");
+    }
+
+    #[test]
+    fn strict_ignores_other_fields_and_result_types_extended_reports_them() {
+        let w = World::new();
+        let mut p = policy(
+            vec![rule(&["apps"], &["v1"], &["deployments"])],
+            vec![validation("object.name", Some("object.paused"))],
+        );
+        let spec = p.spec.as_mut().unwrap();
+        spec.match_conditions = Some(vec![MatchCondition {
+            name: "m".into(),
+            expression: "'x'".into(),
+        }]);
+        spec.variables = Some(vec![Variable {
+            name: "v".into(),
+            expression: "object.nope".into(),
+        }]);
+        spec.audit_annotations = Some(vec![
+            AuditAnnotation {
+                key: "a".into(),
+                value_expression: "null".into(),
+            },
+            AuditAnnotation {
+                key: "b".into(),
+                value_expression: "1".into(),
+            },
+        ]);
+        let strict = w.run(&p, Mode::Strict);
+        assert!(
+            strict.expression_warnings.is_empty(),
+            "{:?}",
+            strict.expression_warnings
+        );
+        let ext = w.run(&p, Mode::Extended);
+        let k = "apps/v1, Kind=Deployment: ";
+        assert_eq!(
+            warnings(&ext),
+            [
+                (
+                    "spec.validations[0].expression".into(),
+                    format!("{k}must evaluate to bool but got string\n")
+                ),
+                (
+                    "spec.validations[0].messageExpression".into(),
+                    format!("{k}must evaluate to string but got bool\n")
+                ),
+                (
+                    "spec.matchConditions[0].expression".into(),
+                    format!("{k}must evaluate to bool but got string\n")
+                ),
+                (
+                    "spec.variables[0].expression".into(),
+                    format!("{k}ERROR: <input>:1:1: undefined field 'nope'\n")
+                ),
+                (
+                    "spec.auditAnnotations[1].valueExpression".into(),
+                    format!("{k}must evaluate to one of [string null_type] but got int\n")
+                ),
+            ]
+        );
+    }
+
+    #[test]
+    fn variables_are_typed_in_order_and_converted() {
+        let w = World::new();
+        let mut p = policy(
+            vec![rule(&["apps"], &["v1"], &["deployments"])],
+            vec![
+                validation("variables.later == 1", None), // `later` references a later variable: dyn, no error
+                validation("variables.obj == 1", None),   // object type → dyn, no error
+                validation("variables.missing", None),    // never declared
+                validation("variables.num", None),        // int: only extended complains
+                validation("variables.broken == 1", None), // failed variable → dyn
+            ],
+        );
+        p.spec.as_mut().unwrap().variables = Some(vec![
+            Variable {
+                name: "num".into(),
+                expression: "1".into(),
+            },
+            Variable {
+                name: "later".into(),
+                expression: "variables.obj".into(),
+            },
+            Variable {
+                name: "obj".into(),
+                expression: "object.spec".into(),
+            },
+            Variable {
+                name: "broken".into(),
+                expression: "nope".into(),
+            },
+        ]);
+        let s = w.run(&p, Mode::Strict);
+        assert_eq!(
+            warnings(&s),
+            [(
+                "spec.validations[2].expression".to_owned(),
+                "apps/v1, Kind=Deployment: ERROR: <input>:1:1: undefined field 'missing'\n"
+                    .to_owned()
+            )]
+        );
+        let s = w.run(&p, Mode::Extended);
+        let refs: Vec<String> = s
+            .expression_warnings
+            .iter()
+            .map(|w| w.field_ref.clone())
+            .collect();
+        assert_eq!(
+            refs,
+            [
+                "spec.validations[2].expression",
+                "spec.validations[3].expression",
+                "spec.variables[1].expression",
+                "spec.variables[3].expression",
+            ]
+        );
+    }
+
+    #[test]
+    fn each_expression_is_parsed_once_and_each_kind_gets_one_environment() {
+        let w = World::new();
+        let mut p = policy(
+            vec![apps_rule()],
+            vec![
+                validation("object.paused", Some("object.name")),
+                validation("object.paused", None),
+            ],
+        );
+        p.spec.as_mut().unwrap().variables = Some(vec![Variable {
+            name: "v".into(),
+            expression: "object.name".into(),
+        }]);
+        w.run(&p, Mode::Extended);
+        assert_eq!(w.checker.parses.load(Ordering::SeqCst), 2);
+        assert_eq!(w.checker.envs.load(Ordering::SeqCst), 2);
+    }
+
+    #[test]
+    fn parse_errors_are_repeated_for_every_kind() {
+        let w = World::new();
+        let p = policy(vec![apps_rule()], vec![validation("object.@", None)]);
+        let s = w.run(&p, Mode::Strict);
+        let issue = "ERROR: <input>:1:8: Syntax error: token recognition error at: '@'\n | object.@\n | .......^";
+        assert_eq!(
+            s.expression_warnings[0].warning,
+            format!("apps/v1, Kind=Deployment: {issue}\n\napps/v1, Kind=ReplicaSet: {issue}\n")
+        );
+    }
+
+    #[test]
+    fn environment_failures_are_type_checking_errors() {
+        let mut w = World::new();
+        w.checker.env_error = Some("boom".into());
+        let p = policy(
+            vec![rule(&["apps"], &["v1"], &["deployments"])],
+            vec![validation("true", None)],
+        );
+        let s = w.run(&p, Mode::Strict);
+        assert_eq!(
+            s.expression_warnings[0].warning,
+            "apps/v1, Kind=Deployment: type checking error: fail to build env: boom\n"
+        );
+    }
+
+    #[test]
+    fn schemas_missing_untyped_and_failing() {
+        let mut w = World::new();
+        w.schemas = FakeSchemas::default().untyped(deploy());
+        let p = policy(vec![apps_rule()], vec![validation("object.anything", None)]);
+        let s = w.run(&p, Mode::Strict);
+        // Deployment untyped → object is dyn → no warning; ReplicaSet has no schema → skipped.
+        assert!(s.expression_warnings.is_empty());
+        assert_eq!(s.checked_kinds, [deploy()]);
+        assert_eq!(s.conditions[0].reason, "SomeKindsSkipped");
+        assert!(
+            s.conditions[0]
+                .message
+                .contains("apps/v1, Kind=ReplicaSet (no schema)"),
+            "{}",
+            s.conditions[0].message
+        );
+
+        w.schemas = FakeSchemas::default()
+            .failing(deploy(), "connection refused")
+            .failing(rs(), "connection refused");
+        let s = w.run(&p, Mode::Strict);
+        assert_eq!(
+            (
+                s.conditions[0].status.as_str(),
+                s.conditions[0].reason.as_str()
+            ),
+            ("False", "SchemaUnavailable")
+        );
+        assert_eq!(s.conditions[1].status, "Unknown");
+    }
+
+    #[test]
+    fn params_absent_dyn_or_typed() {
+        let w = World::new();
+        let base = policy(
+            vec![rule(&["apps"], &["v1"], &["deployments"])],
+            vec![validation("params.limit == 1", None)],
+        );
+        let s = w.run(&base, Mode::Strict);
+        assert!(
+            s.expression_warnings[0]
+                .warning
+                .contains("undeclared reference to 'params'")
+        );
+
+        let with_kind = |api_version: &str, kind: &str| {
+            let mut p = base.clone();
+            p.spec.as_mut().unwrap().param_kind = Some(ParamKind {
+                api_version: Some(api_version.into()),
+                kind: Some(kind.into()),
+            });
+            p
+        };
+        // unresolved param schema → dyn → no warning
+        assert!(
+            w.run(&with_kind("example.com/v1", "Cfg"), Mode::Strict)
+                .expression_warnings
+                .is_empty()
+        );
+        // unparseable apiVersion → params not declared
+        assert!(
+            !w.run(&with_kind("a/b/c", "Cfg"), Mode::Strict)
+                .expression_warnings
+                .is_empty()
+        );
+        // typed params
+        let mut w2 = World::new();
+        w2.schemas = schemas().typed(
+            Gvk::new("example.com", "v1", "Cfg"),
+            FakeSchema::with(&[("other", OutputType::Int)]),
+        );
+        let s = w2.run(&with_kind("example.com/v1", "Cfg"), Mode::Strict);
+        assert!(
+            s.expression_warnings[0]
+                .warning
+                .contains("undefined field 'limit'")
+        );
+    }
+
+    #[test]
+    fn extended_keeps_upstream_text_as_prefix() {
+        let w = World::new();
+        let p = policy(
+            vec![
+                rule(&["apps"], &["v1"], &["deployments", "deployments/status"]),
+                rule(&["*"], &["v1"], &["replicasets"]),
+            ],
+            vec![validation("object.replicas", None), validation("1", None)],
+        );
+        let strict = w.run(&p, Mode::Strict);
+        let ext = w.run(&p, Mode::Extended);
+        assert_eq!(strict.checked_kinds, [deploy()]);
+        assert_eq!(ext.checked_kinds, [deploy(), rs()]);
+        let s0 = &strict.expression_warnings[0].warning;
+        let e0 = &ext.expression_warnings[0].warning;
+        assert!(e0.starts_with(s0.as_str()), "{e0}");
+        assert_eq!(
+            e0,
+            &format!(
+                "{s0}\napps/v1, Kind=ReplicaSet: ERROR: <input>:1:1: undefined field 'replicas'\n"
+            )
+        );
+        // `1` is fine for strict, a result-type warning per kind in extended
+        assert_eq!(strict.expression_warnings.len(), 1);
+        assert_eq!(
+            ext.expression_warnings[1].field_ref,
+            "spec.validations[1].expression"
+        );
+        assert_eq!(
+            ext.expression_warnings[1].warning,
+            "apps/v1, Kind=Deployment: must evaluate to bool but got int\n\n\
+             apps/v1, Kind=ReplicaSet: must evaluate to bool but got int\n"
+        );
+        assert_eq!(strict.conditions[0].reason, "SomeKindsSkipped");
+    }
+
+    #[test]
+    fn schema_lookups_happen_once_per_kind() {
+        let w = World::new();
+        let p = policy(
+            vec![apps_rule()],
+            vec![validation("true", None), validation("false", None)],
+        );
+        w.run(&p, Mode::Strict);
+        assert_eq!(w.schemas.lookups.load(Ordering::SeqCst), 2);
+    }
+}

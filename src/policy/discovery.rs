@@ -1,0 +1,339 @@
+//! Discovery snapshots without a cluster: from OpenAPI v3 group-version documents (the
+//! layout of `/openapi/v3`) and from CustomResourceDefinitions. Pure: callers read the files.
+
+use std::cmp::Ordering;
+use std::collections::BTreeMap;
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use serde_json::Value;
+
+use super::restmapper::{ApiGroupResources, ApiResource, ApiVersionResources};
+
+/// apimachinery `version.CompareKubeAwareVersionStrings` ordering, highest priority first:
+/// GA before beta before alpha, then higher major, then higher minor; versions that do not
+/// look like Kubernetes versions come last in lexical order.
+pub fn compare_kube_versions(a: &str, b: &str) -> Ordering {
+    fn parse(v: &str) -> Option<(u32, u8, u32)> {
+        let rest = v.strip_prefix('v')?;
+        let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+        let major: u32 = rest[..digits].parse().ok()?;
+        if major == 0 {
+            return None;
+        }
+        let tail = &rest[digits..];
+        if tail.is_empty() {
+            return Some((major, 2, 0));
+        }
+        let (stability, n) = if let Some(n) = tail.strip_prefix("beta") {
+            (1, n)
+        } else if let Some(n) = tail.strip_prefix("alpha") {
+            (0, n)
+        } else {
+            return None;
+        };
+        let minor = if n.is_empty() { 0 } else { n.parse().ok()? };
+        Some((major, stability, minor))
+    }
+    match (parse(a), parse(b)) {
+        (Some((ma, sa, na)), Some((mb, sb, nb))) => sb.cmp(&sa).then(mb.cmp(&ma)).then(nb.cmp(&na)),
+        (Some(_), None) => Ordering::Less,
+        (None, Some(_)) => Ordering::Greater,
+        (None, None) => a.cmp(b),
+    }
+}
+
+/// Collects resources per group and version; turns them into a sorted snapshot.
+#[derive(Default)]
+struct Builder {
+    groups: BTreeMap<String, BTreeMap<String, BTreeMap<String, ApiResource>>>,
+}
+
+impl Builder {
+    fn add(&mut self, group: &str, version: &str, resource: ApiResource) {
+        let resources = self
+            .groups
+            .entry(group.to_owned())
+            .or_default()
+            .entry(version.to_owned())
+            .or_default();
+        match resources.get_mut(&resource.name) {
+            Some(existing) => existing.namespaced |= resource.namespaced,
+            None => {
+                resources.insert(resource.name.clone(), resource);
+            }
+        }
+    }
+
+    /// Core group first, then groups by name; versions by Kubernetes priority; resources by
+    /// name (subresources right after their resource).
+    fn finish(self) -> Vec<ApiGroupResources> {
+        let mut out: Vec<ApiGroupResources> = self
+            .groups
+            .into_iter()
+            .map(|(name, versions)| {
+                let mut versions: Vec<ApiVersionResources> = versions
+                    .into_iter()
+                    .map(|(version, resources)| ApiVersionResources {
+                        version,
+                        resources: resources.into_values().collect(),
+                    })
+                    .collect();
+                versions.sort_by(|a, b| compare_kube_versions(&a.version, &b.version));
+                let preferred_version = versions
+                    .first()
+                    .map(|v| v.version.clone())
+                    .unwrap_or_default();
+                ApiGroupResources {
+                    name,
+                    preferred_version,
+                    versions,
+                }
+            })
+            .collect();
+        // BTreeMap order already puts "" (core) first.
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+        out
+    }
+}
+
+fn gvk_of_operation(path_item: &Value) -> Option<(String, String, String)> {
+    for method in ["get", "put", "post", "patch", "delete"] {
+        if let Some(gvk) = path_item
+            .get(method)
+            .and_then(|op| op.get("x-kubernetes-group-version-kind"))
+        {
+            let s = |k: &str| gvk.get(k).and_then(Value::as_str).map(str::to_owned);
+            if let (Some(g), Some(v), Some(k)) = (s("group"), s("version"), s("kind")) {
+                return Some((g, v, k));
+            }
+        }
+    }
+    None
+}
+
+/// Builds a discovery snapshot from OpenAPI v3 documents of group versions (`api/v1`,
+/// `apis/<group>/<version>`), reading their `paths`:
+/// `/api/v1[/namespaces/{namespace}]/<resource>[/{name}[/<subresource>]]` and the
+/// `/apis/<group>/<version>/...` equivalent; `watch/` paths are ignored. The kind comes from
+/// the operations' `x-kubernetes-group-version-kind` (subresources keep theirs, e.g.
+/// `deployments/scale` → `autoscaling/v1 Scale`). Singular names are not published in
+/// OpenAPI, so they are left empty (the REST mapper guesses them from the kind, as
+/// client-go does for servers without singular names).
+pub fn discovery_from_openapi<'a>(
+    documents: impl IntoIterator<Item = &'a Value>,
+) -> Vec<ApiGroupResources> {
+    let mut b = Builder::default();
+    for doc in documents {
+        let Some(paths) = doc.get("paths").and_then(Value::as_object) else {
+            continue;
+        };
+        for (path, item) in paths {
+            let (group, version, rest) = if let Some(rest) = path.strip_prefix("/api/v1/") {
+                ("", "v1", rest)
+            } else if let Some(rest) = path.strip_prefix("/apis/") {
+                let mut it = rest.splitn(3, '/');
+                match (it.next(), it.next(), it.next()) {
+                    (Some(g), Some(v), Some(r)) => (g, v, r),
+                    _ => continue,
+                }
+            } else {
+                continue;
+            };
+            let segments: Vec<&str> = rest.split('/').filter(|s| !s.is_empty()).collect();
+            if segments.first() == Some(&"watch") {
+                continue;
+            }
+            let (namespaced, segments) = match segments.as_slice() {
+                ["namespaces", "{namespace}", tail @ ..] if !tail.is_empty() => (true, tail),
+                s => (false, s),
+            };
+            let name = match segments {
+                [resource] | [resource, "{name}"] => (*resource).to_owned(),
+                [resource, "{name}", sub, ..] => format!("{resource}/{sub}"),
+                _ => continue,
+            };
+            if name.starts_with('{') {
+                continue;
+            }
+            let Some((kg, kv, kind)) = gvk_of_operation(item) else {
+                continue;
+            };
+            // Like API discovery: group and version are given when the kind's group version
+            // differs from the one listed.
+            let differs = kg != group || kv != version;
+            let resource = ApiResource {
+                name,
+                singular_name: String::new(),
+                kind,
+                group: differs.then_some(kg),
+                version: differs.then_some(kv),
+                namespaced,
+            };
+            b.add(group, version, resource);
+        }
+    }
+    b.finish()
+}
+
+/// Builds a discovery snapshot from CustomResourceDefinitions: every served version lists the
+/// resource (plural, singular, kind, scope) and its `status` and `scale` subresources
+/// (`scale` has kind `autoscaling/v1 Scale`).
+pub fn discovery_from_crds(crds: &[CustomResourceDefinition]) -> Vec<ApiGroupResources> {
+    let mut b = Builder::default();
+    for crd in crds {
+        let spec = &crd.spec;
+        let namespaced = spec.scope == "Namespaced";
+        for v in spec.versions.iter().filter(|v| v.served) {
+            let base = ApiResource {
+                name: spec.names.plural.clone(),
+                singular_name: spec.names.singular.clone().unwrap_or_default(),
+                kind: spec.names.kind.clone(),
+                group: None,
+                version: None,
+                namespaced,
+            };
+            b.add(&spec.group, &v.name, base.clone());
+            if let Some(sub) = &v.subresources {
+                if sub.status.is_some() {
+                    b.add(
+                        &spec.group,
+                        &v.name,
+                        ApiResource {
+                            name: format!("{}/status", base.name),
+                            singular_name: String::new(),
+                            ..base.clone()
+                        },
+                    );
+                }
+                if sub.scale.is_some() {
+                    b.add(
+                        &spec.group,
+                        &v.name,
+                        ApiResource {
+                            name: format!("{}/scale", base.name),
+                            singular_name: String::new(),
+                            kind: "Scale".into(),
+                            group: Some("autoscaling".into()),
+                            version: Some("v1".into()),
+                            namespaced,
+                        },
+                    );
+                }
+            }
+        }
+    }
+    b.finish()
+}
+
+/// Merges snapshots; for a resource present in several, the first one wins.
+pub fn merge_discovery(
+    snapshots: impl IntoIterator<Item = Vec<ApiGroupResources>>,
+) -> Vec<ApiGroupResources> {
+    let mut b = Builder::default();
+    for snapshot in snapshots {
+        for g in snapshot {
+            for v in g.versions {
+                for r in v.resources {
+                    b.add(&g.name, &v.version, r);
+                }
+            }
+        }
+    }
+    b.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::gvk::Gvr;
+    use crate::policy::restmapper::{DiscoveryRestMapper, RestMapper};
+
+    #[test]
+    fn version_priority() {
+        let mut v = vec![
+            "v1alpha1", "v2beta1", "v1", "foo", "v1beta2", "v2", "v1beta1", "v10", "bar",
+        ];
+        v.sort_by(|a, b| compare_kube_versions(a, b));
+        assert_eq!(
+            v,
+            [
+                "v10", "v2", "v1", "v2beta1", "v1beta2", "v1beta1", "v1alpha1", "bar", "foo"
+            ]
+        );
+    }
+
+    #[test]
+    fn openapi_paths_give_resources_subresources_and_scope() {
+        let gvk = |g: &str, v: &str, k: &str| serde_json::json!({"get": {"x-kubernetes-group-version-kind": {"group": g, "version": v, "kind": k}}});
+        let doc = serde_json::json!({"paths": {
+            "/apis/apps/v1/": {},
+            "/apis/apps/v1/deployments": gvk("apps", "v1", "Deployment"),
+            "/apis/apps/v1/namespaces/{namespace}/deployments/{name}": gvk("apps", "v1", "Deployment"),
+            "/apis/apps/v1/namespaces/{namespace}/deployments/{name}/scale": gvk("autoscaling", "v1", "Scale"),
+            "/apis/apps/v1/watch/namespaces/{namespace}/deployments": gvk("apps", "v1", "WatchEvent"),
+        }});
+        let core = serde_json::json!({"paths": {
+            "/api/v1/namespaces": gvk("", "v1", "Namespace"),
+            "/api/v1/namespaces/{name}/finalize": gvk("", "v1", "Namespace"),
+            "/api/v1/namespaces/{namespace}/pods/{name}/status": gvk("", "v1", "Pod"),
+            "/api/v1/nodes/{name}/proxy/{path}": gvk("", "v1", "NodeProxyOptions"),
+        }});
+        let d = discovery_from_openapi([&doc, &core]);
+        let listed: Vec<String> = d
+            .iter()
+            .flat_map(|g| {
+                g.versions.iter().flat_map(move |v| {
+                    v.resources.iter().map(move |r| {
+                        format!(
+                            "{}/{} {} {} {:?}/{:?} ns={}",
+                            g.name, v.version, r.name, r.kind, r.group, r.version, r.namespaced
+                        )
+                    })
+                })
+            })
+            .collect();
+        assert_eq!(
+            listed,
+            [
+                "/v1 namespaces Namespace None/None ns=false",
+                "/v1 namespaces/finalize Namespace None/None ns=false",
+                "/v1 nodes/proxy NodeProxyOptions None/None ns=false",
+                "/v1 pods/status Pod None/None ns=true",
+                "apps/v1 deployments Deployment None/None ns=true",
+                "apps/v1 deployments/scale Scale Some(\"autoscaling\")/Some(\"v1\") ns=true",
+            ]
+        );
+        let m = DiscoveryRestMapper::new(d);
+        assert_eq!(
+            m.kinds_for(&Gvr::new("apps", "v1", "deployment"))
+                .map(|k| k[0].to_string()),
+            Ok("apps/v1, Kind=Deployment".to_owned())
+        );
+    }
+
+    #[test]
+    fn crds_list_served_versions_and_subresources() {
+        let crd: CustomResourceDefinition = serde_json::from_value(serde_json::json!({
+            "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": "widgets.example.com"},
+            "spec": {"group": "example.com", "scope": "Namespaced",
+                "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
+                "versions": [
+                    {"name": "v1", "served": true, "storage": true, "subresources": {"status": {}, "scale": {"specReplicasPath": ".spec.r", "statusReplicasPath": ".status.r"}}},
+                    {"name": "v1beta1", "served": false, "storage": false}
+                ]}
+        }))
+        .unwrap();
+        let d = discovery_from_crds(&[crd]);
+        assert_eq!(d.len(), 1);
+        assert_eq!(d[0].versions.len(), 1);
+        let names: Vec<&str> = d[0].versions[0]
+            .resources
+            .iter()
+            .map(|r| r.name.as_str())
+            .collect();
+        assert_eq!(names, ["widgets", "widgets/scale", "widgets/status"]);
+        let merged = merge_discovery([d.clone(), d]);
+        assert_eq!(merged[0].versions[0].resources.len(), 3);
+    }
+}

@@ -1,0 +1,326 @@
+//! The status vapcheck computes for a policy: upstream's `typeChecking` warnings plus the
+//! `TypeChecked` and `ExpressionsValid` conditions.
+
+use k8s_openapi::api::admissionregistration::v1::{
+    ExpressionWarning, TypeChecking, ValidatingAdmissionPolicyStatus,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use serde::Serialize;
+
+use super::gvk::Gvk;
+use super::kinds::Skipped;
+
+/// Condition type: whether checking of this generation ran.
+pub const TYPE_CHECKED: &str = "TypeChecked";
+/// Condition type: whether the expressions are free of warnings.
+pub const EXPRESSIONS_VALID: &str = "ExpressionsValid";
+
+/// `TypeChecked=True`: every matched kind was checked.
+pub const REASON_ALL_KINDS_CHECKED: &str = "AllKindsChecked";
+/// `TypeChecked=True`: some matched kinds or rules were not checked (the message says which).
+pub const REASON_SOME_KINDS_SKIPPED: &str = "SomeKindsSkipped";
+/// `TypeChecked=False`: kinds were selected but no schema could be fetched for any of them.
+pub const REASON_SCHEMA_UNAVAILABLE: &str = "SchemaUnavailable";
+/// `ExpressionsValid=True`.
+pub const REASON_NO_WARNINGS: &str = "NoWarnings";
+/// `ExpressionsValid=False`.
+pub const REASON_EXPRESSION_WARNINGS: &str = "ExpressionWarnings";
+/// `ExpressionsValid=Unknown`: checking could not run.
+pub const REASON_NOT_CHECKED: &str = "NotChecked";
+
+/// Longest condition message vapcheck writes, in bytes (the API allows 32768; a readable
+/// message is far shorter).
+pub const MAX_CONDITION_MESSAGE: usize = 1024;
+
+/// A condition without `lastTransitionTime` (which needs a clock; see
+/// [`PolicyStatus::to_k8s_status`]). Serialises like `metav1.Condition`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PolicyCondition {
+    /// `TypeChecked` or `ExpressionsValid`.
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// `True`, `False` or `Unknown`.
+    pub status: String,
+    /// The policy generation this condition was computed for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// CamelCase reason.
+    pub reason: String,
+    /// Human-readable, at most [`MAX_CONDITION_MESSAGE`] bytes.
+    pub message: String,
+}
+
+/// Everything vapcheck computed for one policy.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct PolicyStatus {
+    /// `metadata.generation` of the checked policy.
+    pub observed_generation: Option<i64>,
+    /// `status.typeChecking.expressionWarnings`, in upstream order (empty: `typeChecking: {}`).
+    pub expression_warnings: Vec<ExpressionWarning>,
+    /// `TypeChecked` then `ExpressionsValid`.
+    pub conditions: Vec<PolicyCondition>,
+    /// Kinds the expressions were checked against, in checking order.
+    pub checked_kinds: Vec<Gvk>,
+    /// Everything matched but not checked, with reasons.
+    pub skipped: Vec<Skipped>,
+}
+
+impl PolicyStatus {
+    /// `status.typeChecking` as upstream writes it: `expressionWarnings` omitted (`{}`) when
+    /// there are none.
+    pub fn type_checking(&self) -> TypeChecking {
+        TypeChecking {
+            expression_warnings: (!self.expression_warnings.is_empty())
+                .then(|| self.expression_warnings.clone()),
+        }
+    }
+
+    /// The full API status, with `now` as every condition's `lastTransitionTime` (the
+    /// controller keeps the previous time when a condition's status did not change).
+    pub fn to_k8s_status(&self, now: &Time) -> ValidatingAdmissionPolicyStatus {
+        ValidatingAdmissionPolicyStatus {
+            observed_generation: self.observed_generation,
+            type_checking: Some(self.type_checking()),
+            conditions: Some(
+                self.conditions
+                    .iter()
+                    .map(|c| Condition {
+                        type_: c.type_.clone(),
+                        status: c.status.clone(),
+                        observed_generation: c.observed_generation,
+                        reason: c.reason.clone(),
+                        message: c.message.clone(),
+                        last_transition_time: now.clone(),
+                    })
+                    .collect(),
+            ),
+        }
+    }
+
+    /// Whether there is at least one warning.
+    pub fn has_warnings(&self) -> bool {
+        !self.expression_warnings.is_empty()
+    }
+}
+
+/// `prefix` followed by `items` joined with `, `, cut to [`MAX_CONDITION_MESSAGE`] bytes with
+/// a count of what was left out.
+pub fn bounded_message(prefix: &str, items: &[String]) -> String {
+    let mut msg = prefix.to_owned();
+    for (i, item) in items.iter().enumerate() {
+        let sep = if i == 0 { "" } else { ", " };
+        let rest = items.len() - i;
+        // Room for the separator, the item, and a possible "and N more" tail.
+        let tail = format!(", and {} more", rest);
+        if msg.len() + sep.len() + item.len() + tail.len() > MAX_CONDITION_MESSAGE {
+            if i == 0 {
+                msg.push_str(&format!("{} not listed", plural(items.len(), "item")));
+            } else {
+                msg.push_str(&format!(", and {rest} more"));
+            }
+            return truncate(msg);
+        }
+        msg.push_str(sep);
+        msg.push_str(item);
+    }
+    truncate(msg)
+}
+
+fn truncate(mut s: String) -> String {
+    if s.len() > MAX_CONDITION_MESSAGE {
+        let mut end = MAX_CONDITION_MESSAGE;
+        while !s.is_char_boundary(end) {
+            end -= 1;
+        }
+        s.truncate(end);
+    }
+    s
+}
+
+fn plural(n: usize, word: &str) -> String {
+    if n == 1 {
+        format!("{n} {word}")
+    } else {
+        format!("{n} {word}s")
+    }
+}
+
+/// The `TypeChecked` condition.
+///
+/// `schema_unavailable` holds the kinds whose schema lookup failed (not "not found"); when
+/// kinds were selected and all failed that way, the condition is `False/SchemaUnavailable`.
+pub fn type_checked_condition(
+    generation: Option<i64>,
+    checked: &[Gvk],
+    skipped: &[Skipped],
+    all_schemas_failed: bool,
+) -> PolicyCondition {
+    let mk = |status: &str, reason: &str, message: String| PolicyCondition {
+        type_: TYPE_CHECKED.into(),
+        status: status.into(),
+        observed_generation: generation,
+        reason: reason.into(),
+        message,
+    };
+    let skipped_items: Vec<String> = skipped.iter().map(ToString::to_string).collect();
+    if all_schemas_failed {
+        return mk(
+            "False",
+            REASON_SCHEMA_UNAVAILABLE,
+            bounded_message("no schema could be fetched: ", &skipped_items),
+        );
+    }
+    let checked_items: Vec<String> = checked.iter().map(ToString::to_string).collect();
+    let checked_text = if checked.is_empty() {
+        "checked no kinds".to_owned()
+    } else {
+        format!("checked {}", plural(checked.len(), "kind"))
+    };
+    if skipped.is_empty() {
+        let msg = if checked.is_empty() {
+            "the policy matches no kinds to check".to_owned()
+        } else {
+            bounded_message(&format!("{checked_text}: "), &checked_items)
+        };
+        return mk("True", REASON_ALL_KINDS_CHECKED, msg);
+    }
+    mk(
+        "True",
+        REASON_SOME_KINDS_SKIPPED,
+        bounded_message(&format!("{checked_text}; not checked: "), &skipped_items),
+    )
+}
+
+/// The `ExpressionsValid` condition. `ran` is false when checking could not run
+/// (`TypeChecked=False`), which makes this condition `Unknown`.
+pub fn expressions_valid_condition(
+    generation: Option<i64>,
+    warnings: &[ExpressionWarning],
+    expressions_checked: usize,
+    ran: bool,
+) -> PolicyCondition {
+    let mk = |status: &str, reason: &str, message: String| PolicyCondition {
+        type_: EXPRESSIONS_VALID.into(),
+        status: status.into(),
+        observed_generation: generation,
+        reason: reason.into(),
+        message,
+    };
+    if !ran {
+        return mk(
+            "Unknown",
+            REASON_NOT_CHECKED,
+            "expressions were not checked, see the TypeChecked condition".into(),
+        );
+    }
+    if warnings.is_empty() {
+        return mk(
+            "True",
+            REASON_NO_WARNINGS,
+            format!(
+                "{} checked, no warnings",
+                plural(expressions_checked, "expression")
+            ),
+        );
+    }
+    let refs: Vec<String> = warnings.iter().map(|w| w.field_ref.clone()).collect();
+    mk(
+        "False",
+        REASON_EXPRESSION_WARNINGS,
+        bounded_message(
+            &format!("{} with warnings: ", plural(warnings.len(), "expression")),
+            &refs,
+        ),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::kinds::{SkipReason, SkipSubject};
+
+    #[test]
+    fn type_checked_variants() {
+        let k = [Gvk::new("apps", "v1", "Deployment")];
+        let c = type_checked_condition(Some(3), &k, &[], false);
+        assert_eq!(
+            (c.status.as_str(), c.reason.as_str()),
+            ("True", "AllKindsChecked")
+        );
+        assert_eq!(c.message, "checked 1 kind: apps/v1, Kind=Deployment");
+        assert_eq!(c.observed_generation, Some(3));
+        let s = [Skipped {
+            subject: SkipSubject::Rule(1),
+            reason: SkipReason::Wildcard,
+        }];
+        let c = type_checked_condition(Some(3), &k, &s, false);
+        assert_eq!(
+            (c.status.as_str(), c.reason.as_str()),
+            ("True", "SomeKindsSkipped")
+        );
+        assert_eq!(
+            c.message,
+            "checked 1 kind; not checked: resourceRules[1] (wildcard)"
+        );
+        let s = [Skipped {
+            subject: SkipSubject::Gvk(Gvk::new("", "v1", "Pod")),
+            reason: SkipReason::SchemaError("connection refused".into()),
+        }];
+        let c = type_checked_condition(None, &[], &s, true);
+        assert_eq!(
+            (c.status.as_str(), c.reason.as_str()),
+            ("False", "SchemaUnavailable")
+        );
+        assert_eq!(
+            c.message,
+            "no schema could be fetched: /v1, Kind=Pod (schema error: connection refused)"
+        );
+        let c = type_checked_condition(None, &[], &[], false);
+        assert_eq!(c.message, "the policy matches no kinds to check");
+    }
+
+    #[test]
+    fn expressions_valid_variants() {
+        let c = expressions_valid_condition(Some(1), &[], 2, true);
+        assert_eq!(
+            (c.status.as_str(), c.reason.as_str(), c.message.as_str()),
+            ("True", "NoWarnings", "2 expressions checked, no warnings")
+        );
+        let w = [ExpressionWarning {
+            field_ref: "spec.validations[0].expression".into(),
+            warning: "x".into(),
+        }];
+        let c = expressions_valid_condition(Some(1), &w, 2, true);
+        assert_eq!(
+            (c.status.as_str(), c.reason.as_str(), c.message.as_str()),
+            (
+                "False",
+                "ExpressionWarnings",
+                "1 expression with warnings: spec.validations[0].expression"
+            )
+        );
+        let c = expressions_valid_condition(Some(1), &w, 2, false);
+        assert_eq!(c.status, "Unknown");
+    }
+
+    #[test]
+    fn messages_are_bounded() {
+        let items: Vec<String> = (0..500)
+            .map(|i| format!("spec.validations[{i}].expression"))
+            .collect();
+        let m = bounded_message("500 expressions with warnings: ", &items);
+        assert!(m.len() <= MAX_CONDITION_MESSAGE, "{}", m.len());
+        assert!(m.ends_with(" more"), "{m}");
+        let huge = vec!["é".repeat(2000)];
+        let m = bounded_message("x: ", &huge);
+        assert!(m.len() <= MAX_CONDITION_MESSAGE);
+        assert_eq!(m, "x: 1 item not listed");
+    }
+
+    #[test]
+    fn empty_type_checking_serialises_as_empty_object() {
+        let s = PolicyStatus::default();
+        assert_eq!(serde_json::to_string(&s.type_checking()).unwrap(), "{}");
+    }
+}

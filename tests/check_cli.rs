@@ -1,0 +1,391 @@
+//! `vapcheck check` end to end: the library entry point with test backends, and the binary
+//! for the paths that need no backend.
+
+use std::io::Cursor;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+
+use vapcheck::cli::{
+    BackendProvider, CheckArgs, CheckEnvironment, LoadedBackends, ModeArg, OutputFormat,
+    SchemaOptions, read_inputs, run_check,
+};
+use vapcheck::policy::{
+    ApiGroupResources, ApiResource, ApiVersionResources, CheckEnv, DiscoveryRestMapper, EnvRequest,
+    ExpressionChecker, Gvk, ObjectDecl, OutputType, ParsedExpr, SchemaError, SchemaLookup,
+    SchemaSource, SchemaType,
+};
+
+/// `$VAPCHECK_SHARED`, then `<manifest>/../shared`, then `/work/shared`.
+fn shared_dir() -> PathBuf {
+    if let Some(d) = std::env::var_os("VAPCHECK_SHARED") {
+        return PathBuf::from(d);
+    }
+    let beside = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared");
+    if beside.is_dir() {
+        return beside;
+    }
+    PathBuf::from("/work/shared")
+}
+
+/// Schemas: Deployment has `spec` only; Pod has no schema.
+struct Schemas;
+
+impl SchemaSource for Schemas {
+    fn resolve(&self, gvk: &Gvk) -> Result<SchemaLookup, SchemaError> {
+        if gvk.kind == "Deployment" {
+            Ok(SchemaLookup::Typed(SchemaType(Arc::new(vec![
+                "spec".to_owned(),
+            ]))))
+        } else {
+            Err(SchemaError::NotFound)
+        }
+    }
+}
+
+/// A checker for expressions of the form `object.<field>` or `true`.
+struct Checker;
+
+struct Env(Option<Vec<String>>);
+
+impl ExpressionChecker for Checker {
+    fn parse(&self, expression: &str) -> Result<ParsedExpr, String> {
+        Ok(ParsedExpr(Arc::new(expression.to_owned())))
+    }
+    fn environment(&self, request: &EnvRequest<'_>) -> Result<Box<dyn CheckEnv>, String> {
+        let fields = match request.object {
+            ObjectDecl::Typed(t) => t.0.downcast_ref::<Vec<String>>().cloned(),
+            ObjectDecl::Dyn => None,
+        };
+        Ok(Box::new(Env(fields)))
+    }
+}
+
+impl CheckEnv for Env {
+    fn check(&self, parsed: &ParsedExpr) -> Result<OutputType, String> {
+        let text = parsed.0.downcast_ref::<String>().ok_or("not ours")?;
+        if text == "true" {
+            return Ok(OutputType::Bool);
+        }
+        let field = text
+            .strip_prefix("object.")
+            .ok_or_else(|| format!("unsupported: {text}"))?;
+        match &self.0 {
+            Some(fields) if !fields.iter().any(|f| f == field) => Err(format!(
+                "ERROR: <input>:1:7: undefined field '{field}'\n | {text}\n | ......^"
+            )),
+            _ => Ok(OutputType::Dyn),
+        }
+    }
+    fn declare_variable(&mut self, _name: &str, _ty: &OutputType) {}
+}
+
+struct Provider;
+
+impl BackendProvider for Provider {
+    fn load(&self, _options: &SchemaOptions) -> Result<LoadedBackends, String> {
+        let res = |name: &str, kind: &str| ApiResource {
+            name: name.into(),
+            singular_name: String::new(),
+            kind: kind.into(),
+            namespaced: true,
+            ..ApiResource::default()
+        };
+        let groups = vec![
+            ApiGroupResources {
+                name: String::new(),
+                preferred_version: "v1".into(),
+                versions: vec![ApiVersionResources {
+                    version: "v1".into(),
+                    resources: vec![res("pods", "Pod")],
+                }],
+            },
+            ApiGroupResources {
+                name: "apps".into(),
+                preferred_version: "v1".into(),
+                versions: vec![ApiVersionResources {
+                    version: "v1".into(),
+                    resources: vec![res("deployments", "Deployment")],
+                }],
+            },
+        ];
+        let mapper = DiscoveryRestMapper::new(groups);
+        Ok(LoadedBackends {
+            rest_mapper: Box::new(mapper.clone()),
+            discovery: Some(Box::new(mapper)),
+            schemas: Box::new(Schemas),
+            checker: Box::new(Checker),
+        })
+    }
+}
+
+const POLICIES: &str = r#"apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata:
+  name: replicas
+  generation: 3
+spec:
+  matchConstraints:
+    resourceRules:
+    - apiGroups: ["apps", ""]
+      apiVersions: ["v1"]
+      operations: ["CREATE"]
+      resources: ["deployments", "pods"]
+  validations:
+  - expression: object.replicas
+---
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: ignored
+---
+apiVersion: admissionregistration.k8s.io/v1beta1
+kind: ValidatingAdmissionPolicy
+metadata:
+  name: clean
+spec:
+  matchConstraints:
+    resourceRules:
+    - apiGroups: ["apps"]
+      apiVersions: ["v1"]
+      operations: ["CREATE"]
+      resources: ["deployments"]
+  validations:
+  - expression: object.spec
+"#;
+
+fn args(output: OutputFormat, mode: ModeArg, files: &[&str]) -> CheckArgs {
+    CheckArgs {
+        openapi: Some(PathBuf::from("/nonexistent-openapi")),
+        crds: vec![],
+        kubeconfig: None,
+        context: None,
+        mode,
+        kubernetes_version: None,
+        kind_limit: 100,
+        output,
+        files: files.iter().map(PathBuf::from).collect(),
+    }
+}
+
+fn run(args: &CheckArgs, stdin: &str, provider: &dyn BackendProvider) -> (i32, String, String) {
+    let mut input = Cursor::new(stdin.as_bytes().to_vec());
+    let mut out = Vec::new();
+    let mut err = Vec::new();
+    let code = run_check(
+        args,
+        provider,
+        CheckEnvironment {
+            stdin: &mut input,
+            stdout: &mut out,
+            stderr: &mut err,
+            stdout_is_terminal: false,
+            no_color: None,
+            kubeconfig_env: None,
+            in_cluster: false,
+        },
+    );
+    (
+        code,
+        String::from_utf8(out).unwrap(),
+        String::from_utf8(err).unwrap(),
+    )
+}
+
+#[test]
+fn json_output_from_stdin_with_warnings_exits_1() {
+    let (code, out, err) = run(
+        &args(OutputFormat::Json, ModeArg::Strict, &["-"]),
+        POLICIES,
+        &Provider,
+    );
+    assert_eq!((code, err.as_str()), (1, ""));
+    insta::assert_snapshot!(out);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v.as_array().map(Vec::len), Some(2));
+    assert_eq!(v[1]["status"]["typeChecking"], serde_json::json!({}));
+}
+
+#[test]
+fn text_and_yaml_outputs() {
+    let (code, out, _) = run(
+        &args(OutputFormat::Text, ModeArg::Extended, &["-"]),
+        POLICIES,
+        &Provider,
+    );
+    assert_eq!(code, 1);
+    insta::assert_snapshot!(out);
+    let (code, out, _) = run(
+        &args(OutputFormat::Yaml, ModeArg::Strict, &["-"]),
+        POLICIES,
+        &Provider,
+    );
+    assert_eq!(code, 1);
+    let v: serde_json::Value = serde_saphyr::from_str(&out).unwrap();
+    assert_eq!(v[0]["name"], "replicas");
+}
+
+#[test]
+fn clean_policies_exit_0() {
+    let clean = POLICIES.split("---\n").nth(2).unwrap();
+    let (code, out, _) = run(
+        &args(OutputFormat::Json, ModeArg::Strict, &["-"]),
+        clean,
+        &Provider,
+    );
+    assert_eq!(code, 0, "{out}");
+}
+
+#[test]
+fn unusable_inputs_exit_2_naming_file_and_document() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.yaml");
+    std::fs::write(&bad, format!("{POLICIES}---\nkind: [\n")).unwrap();
+    let bad = bad.to_str().unwrap();
+    let (code, out, err) = run(
+        &args(OutputFormat::Json, ModeArg::Strict, &[bad]),
+        "",
+        &Provider,
+    );
+    assert_eq!((code, out.as_str()), (2, ""));
+    assert!(
+        err.starts_with(&format!(
+            "vapcheck: {bad}: document 4 (line 34): invalid YAML: error: line 35 column 7"
+        )),
+        "{err}"
+    );
+
+    let missing = dir.path().join("missing.yaml");
+    let (code, _, err) = run(
+        &args(
+            OutputFormat::Json,
+            ModeArg::Strict,
+            &[missing.to_str().unwrap()],
+        ),
+        "",
+        &Provider,
+    );
+    assert_eq!(code, 2);
+    assert!(err.contains("missing.yaml: cannot read"), "{err}");
+
+    let (code, _, err) = run(
+        &args(OutputFormat::Json, ModeArg::Strict, &["-"]),
+        "apiVersion: v1\nkind: ConfigMap\n",
+        &Provider,
+    );
+    assert_eq!(
+        (code, err.as_str()),
+        (
+            2,
+            "vapcheck: no ValidatingAdmissionPolicy found in the input\n"
+        )
+    );
+
+    let (code, _, err) = run(
+        &args(OutputFormat::Json, ModeArg::Strict, &["-"]),
+        "- a\n- b\n",
+        &Provider,
+    );
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("<stdin>: document 1 (line 1): not a Kubernetes object"),
+        "{err}"
+    );
+}
+
+#[test]
+fn no_schema_source_or_backend_exit_2() {
+    let mut a = args(OutputFormat::Json, ModeArg::Strict, &["-"]);
+    a.openapi = None;
+    let (code, _, err) = run(&a, POLICIES, &Provider);
+    assert_eq!(code, 2);
+    assert!(err.contains("no schema source"), "{err}");
+    let (code, out, err) = run(
+        &args(OutputFormat::Json, ModeArg::Strict, &["-"]),
+        POLICIES,
+        &vapcheck::cli::MissingBackends,
+    );
+    assert_eq!((code, out.as_str()), (2, ""));
+    assert!(err.contains("no schema and CEL checking backends"), "{err}");
+}
+
+#[test]
+fn every_corpus_file_reads() {
+    let root = shared_dir().join("corpus/policies");
+    let mut files = Vec::new();
+    let mut stack = vec![root.clone()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap_or_else(|e| panic!("{}: {e}", d.display())) {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p)
+            } else {
+                files.push(p)
+            }
+        }
+    }
+    files.sort();
+    assert!(
+        files.len() >= 200,
+        "corpus at {} has {} files",
+        root.display(),
+        files.len()
+    );
+    let policies = read_inputs(&files, &mut std::io::empty()).unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        policies.len() >= files.len(),
+        "{} policies from {} files",
+        policies.len(),
+        files.len()
+    );
+}
+
+fn binary() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_vapcheck"))
+}
+
+#[test]
+fn binary_refuses_without_backends_and_names_bad_documents() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = dir.path().join("p.yaml");
+    std::fs::write(&good, POLICIES).unwrap();
+    let o = binary()
+        .args(["check", "--openapi", "/x", "-o", "json"])
+        .arg(&good)
+        .env_remove("KUBECONFIG")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(o.stdout.is_empty());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("no schema and CEL checking backends"));
+
+    let o = binary()
+        .args(["check", "-o", "json"])
+        .arg(&good)
+        .env_remove("KUBECONFIG")
+        .env_remove("KUBERNETES_SERVICE_HOST")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("no schema source"));
+
+    let bad = dir.path().join("bad.json");
+    std::fs::write(&bad, "{\"apiVersion\": \"admissionregistration.k8s.io/v1\", \"kind\": \"ValidatingAdmissionPolicy\", \"spec\": {\"validations\": 5}}").unwrap();
+    let o = binary()
+        .args(["check", "--openapi", "/x"])
+        .arg(&bad)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("bad.json: document 1: invalid ValidatingAdmissionPolicy"),
+        "{err}"
+    );
+
+    let o = binary()
+        .args(["check", "--mode", "lenient", "x"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+}
