@@ -23,8 +23,8 @@ import (
 	"vapcheck.dev/e2e/oracle/internal/oracle"
 )
 
-// defaultDiscovery is set by the build script (-ldflags -X) to the aggregated discovery document
-// of kubernetes v1.37.1 in the module cache.
+// defaultDiscovery is set by the build script (-ldflags -X) to the discovery documents folder
+// (api/discovery) of kubernetes v1.37.1 in the module cache.
 var defaultDiscovery = ""
 
 type request struct {
@@ -55,7 +55,7 @@ func (s *server) mapper(which string) (meta.RESTMapper, error) {
 		return m, nil
 	}
 	if s.discoveryPath == "" {
-		return nil, errors.New("no discovery document: pass -discovery <kubernetes>/api/discovery/aggregated_v2.json")
+		return nil, errors.New("no discovery document: pass -discovery <kubernetes module>/api/discovery")
 	}
 	m, err := oracle.NewDiscoveryMapper(s.discoveryPath, which == "all")
 	if err != nil {
@@ -177,7 +177,7 @@ func (s *server) handle(line []byte) (resp any) {
 
 func main() {
 	echo := flag.Bool("echo", false, "wrap each response as {\"input\": <request>, \"output\": <response>}")
-	disc := flag.String("discovery", defaultDiscovery, "aggregated discovery document (policy env)")
+	disc := flag.String("discovery", defaultDiscovery, "folder of the kubernetes discovery documents (policy env)")
 	klog.InitFlags(nil)
 	flag.Parse()
 	s := &server{oracle: &oracle.Oracle{Resolver: oracle.NewSchemaResolver()}, discoveryPath: *disc, mappers: map[string]meta.RESTMapper{}}

@@ -4,16 +4,15 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 	"reflect"
 	"regexp"
 
 	admissionv1 "k8s.io/api/admissionregistration/v1"
-	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/admission/plugin/policy/validating"
-	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/restmapper"
 	"sigs.k8s.io/yaml"
 )
@@ -21,21 +20,36 @@ import (
 var gaVersion = regexp.MustCompile(`^v[0-9]+$`)
 
 // NewDiscoveryMapper builds the same kind of RESTMapper KCM uses (client-go
-// restmapper.NewDiscoveryRESTMapper over discovery) from an aggregated discovery document
-// (kubernetes v1.37.1 api/discovery/aggregated_v2.json). With allVersions false only GA
-// versions (`v<N>`) are kept: kube-apiserver 1.37.1 serves no alpha or beta version by default
+// restmapper.NewDiscoveryRESTMapper over the API server's discovery) from the discovery
+// documents of kubernetes v1.37.1 (api/discovery/: api__v1.json for the core group, apis.json
+// and apis__<group>__<version>.json for the others). The core group comes first, as in
+// client-go discovery ServerGroupsAndResources. With allVersions false only GA versions
+// (`v<N>`) are kept: kube-apiserver 1.37.1 serves no alpha or beta version by default
 // (pkg/controlplane/instance.go, DefaultAPIResourceConfigSource).
-func NewDiscoveryMapper(path string, allVersions bool) (meta.RESTMapper, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
+func NewDiscoveryMapper(dir string, allVersions bool) (meta.RESTMapper, error) {
+	readJSON := func(name string, into any) error {
+		data, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			return err
+		}
+		if err := json.Unmarshal(data, into); err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		return nil
+	}
+	var core metav1.APIResourceList
+	if err := readJSON("api__v1.json", &core); err != nil {
 		return nil, err
 	}
-	var list apidiscoveryv2.APIGroupDiscoveryList
-	if err := json.Unmarshal(data, &list); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+	coreGV := metav1.GroupVersionForDiscovery{GroupVersion: "v1", Version: "v1"}
+	out := []*restmapper.APIGroupResources{{
+		Group:              metav1.APIGroup{Name: "", Versions: []metav1.GroupVersionForDiscovery{coreGV}, PreferredVersion: coreGV},
+		VersionedResources: map[string][]metav1.APIResource{"v1": core.APIResources},
+	}}
+	var groups metav1.APIGroupList
+	if err := readJSON("apis.json", &groups); err != nil {
+		return nil, err
 	}
-	groups, resources, _ := discovery.SplitGroupsAndResources(list)
-	var out []*restmapper.APIGroupResources
 	for _, g := range groups.Groups {
 		agr := &restmapper.APIGroupResources{Group: g, VersionedResources: map[string][]metav1.APIResource{}}
 		agr.Group.Versions = nil
@@ -43,10 +57,12 @@ func NewDiscoveryMapper(path string, allVersions bool) (meta.RESTMapper, error) 
 			if !allVersions && !gaVersion.MatchString(v.Version) {
 				continue
 			}
-			agr.Group.Versions = append(agr.Group.Versions, v)
-			if rl, ok := resources[schema.GroupVersion{Group: g.Name, Version: v.Version}]; ok {
-				agr.VersionedResources[v.Version] = rl.APIResources
+			var rl metav1.APIResourceList
+			if err := readJSON("apis__"+g.Name+"__"+v.Version+".json", &rl); err != nil {
+				return nil, err
 			}
+			agr.Group.Versions = append(agr.Group.Versions, v)
+			agr.VersionedResources[v.Version] = rl.APIResources
 		}
 		if len(agr.Group.Versions) == 0 {
 			continue
