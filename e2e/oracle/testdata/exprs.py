@@ -143,7 +143,11 @@ for e in [
     "'a'.charAt('x')", "'abc'.substring(1, 'x')", "'a'.format(['a'])",
     "sets.contains([1], [1])", "sets.equivalent([1], [1])", "sets.intersects([1], [1])",
     "sets.contains(1, [1])", "sets.contains([1], ['a'])", "sets.intersects([1], [1.0])",
-    "math.greatest(1, 2)", "base64.encode(b'a')", "'a'.find('a')", "'a'.findAll('a')",
+    "math.greatest(1, 2)", "base64.encode(b'a')", "'s'.includes('t')", "1.includes(1)",
+    "'%s %s'.format(['a'])", "'%q'.format([1])", "'%.2f'.format([1])", "'%x'.format([1.0])",
+    "'%'.format([])", "'%e'.format(['a'])", "'%o'.format([1.5])", "'%b'.format(['a'])",
+    "'%s'.format([[1], {'a': 1}])", "'%d %d'.format([1, 'a'])", "s.format(['a'])",
+    "'%d'.format(l)", "'%.f'.format([1.0])", "'a'.find('a')", "'a'.findAll('a')",
     "'a'.findAll('a', 1)", "'a'.findAll('a', 'b')", "'a'.find(1)", "cel.bind(x, 1, x + 1)",
 ]:
     add(e)
@@ -203,6 +207,7 @@ for e in [
     "object.metadata.creationTimestamp < timestamp('2020-01-01T00:00:00Z')",
     "object.metadata.creationTimestamp + 1", "object.metadata.uid", "object.metadata.managedFields[0].fieldsV1",
     "object.metadata.ownerReferences.all(r, r.controller)", "object.metadata.deletionGracePeriodSeconds + 'a'",
+    "object.spec.replicas", "object.spec.template.spec.containers[0].resources.requests",
     "object.spec.replicas > 1", "object.spec.replicas > 1.5", "object.spec.replicas > 1u",
     "object.spec.replicas == 'a'", "object.spec.replicas + 'a'", "object.replicas",
     "object.spec.foo", "object.spec == 1", "object.spec.template == object.spec",
