@@ -180,7 +180,7 @@ func main() {
 	disc := flag.String("discovery", defaultDiscovery, "folder of the kubernetes discovery documents (policy env)")
 	klog.InitFlags(nil)
 	flag.Parse()
-	s := &server{oracle: &oracle.Oracle{Resolver: oracle.NewSchemaResolver()}, discoveryPath: *disc, mappers: map[string]meta.RESTMapper{}}
+	s := &server{oracle: &oracle.Oracle{Resolver: oracle.NewCachingResolver(oracle.NewSchemaResolver())}, discoveryPath: *disc, mappers: map[string]meta.RESTMapper{}}
 	in := bufio.NewReaderSize(os.Stdin, 1<<20)
 	out := bufio.NewWriter(os.Stdout)
 	enc := json.NewEncoder(out)

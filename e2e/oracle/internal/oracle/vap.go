@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync"
 
 	"github.com/google/cel-go/cel"
 
@@ -22,6 +23,7 @@ import (
 	celopenapi "k8s.io/apiserver/pkg/cel/openapi"
 	"k8s.io/apiserver/pkg/cel/openapi/resolver"
 	k8sscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/kube-openapi/pkg/validation/spec"
 	generatedopenapi "k8s.io/kubernetes/pkg/generated/openapi"
 )
 
@@ -319,4 +321,34 @@ func replaceKindDigits(line, kind string) string {
 
 func isIdentByte(c byte) bool {
 	return c == '_' || c == '.' || (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')
+}
+
+// cachingResolver memoises ResolveSchema. The definitions resolver deep-copies and inlines the
+// schema on every call and nothing downstream (SchemaDeclType) mutates it, so sharing the result
+// between requests changes nothing but speed.
+type cachingResolver struct {
+	inner resolver.SchemaResolver
+	mu    sync.Mutex
+	cache map[schema.GroupVersionKind]cachedSchema
+}
+
+type cachedSchema struct {
+	s   *spec.Schema
+	err error
+}
+
+// NewCachingResolver wraps r with a per-GVK memo.
+func NewCachingResolver(r resolver.SchemaResolver) resolver.SchemaResolver {
+	return &cachingResolver{inner: r, cache: map[schema.GroupVersionKind]cachedSchema{}}
+}
+
+func (c *cachingResolver) ResolveSchema(gvk schema.GroupVersionKind) (*spec.Schema, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e, ok := c.cache[gvk]; ok {
+		return e.s, e.err
+	}
+	s, err := c.inner.ResolveSchema(gvk)
+	c.cache[gvk] = cachedSchema{s: s, err: err}
+	return s, err
 }
