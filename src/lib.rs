@@ -5,6 +5,7 @@
 //! binary in `main.rs`).
 
 pub mod cel;
+pub mod config;
 pub mod k8s_env;
 pub mod policy;
 pub mod schema;
