@@ -7,6 +7,7 @@
 pub mod cel;
 pub mod config;
 pub mod k8s_env;
+pub mod metrics;
 pub mod policy;
 pub mod schema;
 
