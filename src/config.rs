@@ -1095,6 +1095,63 @@ pub fn json_schema() -> String {
     text
 }
 
+/// The log filter: `RUST_LOG` when set and not blank (it overrides the configured level),
+/// else the configured level or directive.
+pub fn log_filter(
+    level: &str,
+    rust_log: Option<&str>,
+) -> Result<tracing_subscriber::EnvFilter, ConfigError> {
+    match rust_log.map(str::trim).filter(|v| !v.is_empty()) {
+        Some(directive) => {
+            tracing_subscriber::EnvFilter::try_new(directive).map_err(|e| ConfigError::Invalid {
+                key: "log.level".to_owned(),
+                origin: " (from RUST_LOG)".to_owned(),
+                message: format!("`{directive}` is not a valid filter: {e}"),
+            })
+        }
+        None => tracing_subscriber::EnvFilter::try_new(level)
+            .map_err(|e| invalid("log.level", format!("`{level}` is not a valid filter: {e}"))),
+    }
+}
+
+/// A subscriber writing to `writer` in `format` through `filter`; [`init_logging`] installs
+/// one writing to stderr. JSON lines carry the event fields at top level and the current span
+/// (e.g. `policy`, `generation`) under `span`.
+pub fn log_subscriber<W>(
+    format: LogFormat,
+    filter: tracing_subscriber::EnvFilter,
+    writer: W,
+) -> Box<dyn tracing::Subscriber + Send + Sync>
+where
+    W: for<'w> tracing_subscriber::fmt::MakeWriter<'w> + Send + Sync + 'static,
+{
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(writer)
+        .with_target(true);
+    match format {
+        LogFormat::Text => Box::new(builder.with_ansi(false).finish()),
+        LogFormat::Json => Box::new(
+            builder
+                .json()
+                .flatten_event(true)
+                .with_current_span(true)
+                .with_span_list(false)
+                .finish(),
+        ),
+    }
+}
+
+/// Installs the global tracing subscriber: `format` and `level` from [`LogConfig`], with
+/// `RUST_LOG` overriding the level. Logs go to stderr. Fails when the filter is invalid or a
+/// subscriber is already installed.
+pub fn init_logging(format: LogFormat, level: &str) -> Result<(), ConfigError> {
+    let rust_log = std::env::var("RUST_LOG").ok();
+    let filter = log_filter(level, rust_log.as_deref())?;
+    tracing::subscriber::set_global_default(log_subscriber(format, filter, std::io::stderr))
+        .map_err(|e| invalid("log", format!("cannot install the logger: {e}")))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1470,5 +1527,87 @@ mod tests {
             "kc"
         );
         assert_eq!(resolve_namespace_from("", None, None, None), "default");
+    }
+
+    /// A `MakeWriter` collecting output in memory.
+    #[derive(Clone, Default)]
+    struct Buffer(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Buffer {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            if let Ok(mut v) = self.0.lock() {
+                v.extend_from_slice(buf);
+            }
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Buffer {
+        type Writer = Buffer;
+        fn make_writer(&'a self) -> Buffer {
+            self.clone()
+        }
+    }
+
+    impl Buffer {
+        fn text(&self) -> String {
+            self.0
+                .lock()
+                .map(|v| String::from_utf8_lossy(&v).into_owned())
+                .unwrap_or_default()
+        }
+    }
+
+    fn log_with(format: LogFormat, level: &str) -> String {
+        let buf = Buffer::default();
+        let filter = log_filter(level, None).unwrap_or_else(|e| panic!("{e}"));
+        let subscriber = log_subscriber(format, filter, buf.clone());
+        tracing::subscriber::with_default(subscriber, || {
+            let span = tracing::info_span!("reconcile", policy = "demo", generation = 3);
+            let _entered = span.enter();
+            tracing::debug!(outcome = "hidden", "debug event");
+            tracing::info!(outcome = "clean", duration_ms = 12, "policy checked");
+        });
+        buf.text()
+    }
+
+    #[test]
+    fn json_logs_are_one_object_per_line_with_span_fields() {
+        let out = log_with(LogFormat::Json, "info");
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(lines.len(), 1, "debug filtered out: {out}");
+        let v: serde_json::Value =
+            serde_json::from_str(lines[0]).unwrap_or_else(|e| panic!("{e}: {out}"));
+        assert_eq!(v["message"], "policy checked");
+        assert_eq!(v["outcome"], "clean");
+        assert_eq!(v["level"], "INFO");
+        assert_eq!(v["span"]["policy"], "demo");
+        assert_eq!(v["span"]["generation"], 3);
+    }
+
+    #[test]
+    fn text_logs_respect_the_level() {
+        let out = log_with(LogFormat::Text, "debug");
+        assert!(
+            out.contains("debug event") && out.contains("policy checked"),
+            "{out}"
+        );
+        assert!(out.contains("policy=\"demo\""), "{out}");
+        assert!(!out.contains('\u{1b}'), "no ANSI colours: {out}");
+    }
+
+    #[test]
+    fn rust_log_overrides_the_level() {
+        let f = log_filter("info", Some("warn")).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(f.to_string(), "warn");
+        let f = log_filter("info", Some("  ")).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(f.to_string(), "info");
+        let e = log_filter("info", Some("[[["))
+            .err()
+            .unwrap_or_else(|| panic!("error"));
+        assert!(e.to_string().contains("RUST_LOG"), "{e}");
     }
 }

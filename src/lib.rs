@@ -6,6 +6,7 @@
 
 pub mod cel;
 pub mod config;
+pub mod health;
 pub mod k8s_env;
 pub mod metrics;
 pub mod policy;
