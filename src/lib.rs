@@ -6,7 +6,10 @@
 
 pub mod cel;
 pub mod cli;
+pub mod config;
+pub mod health;
 pub mod k8s_env;
+pub mod metrics;
 pub mod policy;
 pub mod schema;
 

@@ -1,0 +1,407 @@
+//! Checks of the deployment files: `manifests/` (kustomize), the ConfigMap copy of the default
+//! configuration, RBAC scope, the Deployment's hardening, alert expressions against the real
+//! metric names, and the Dockerfile.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::Value;
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn read(rel: &str) -> String {
+    std::fs::read_to_string(root().join(rel)).unwrap_or_else(|e| panic!("read {rel}: {e}"))
+}
+
+fn yaml_files(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut entries: Vec<_> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("{dir:?}: {e}"))
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .collect();
+    entries.sort();
+    for p in entries {
+        if p.is_dir() {
+            out.extend(yaml_files(&p));
+        } else if p.extension().is_some_and(|e| e == "yaml" || e == "yml") {
+            out.push(p);
+        }
+    }
+    out
+}
+
+fn parse_docs(path: &Path) -> Vec<Value> {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{path:?}: {e}"));
+    serde_saphyr::from_str_multiple::<Value, Vec<Value>>(&text)
+        .unwrap_or_else(|e| panic!("{path:?} is not valid YAML: {e}"))
+}
+
+/// Every object in `manifests/` (kustomization files and generator inputs excluded).
+fn objects() -> Vec<(PathBuf, Value)> {
+    yaml_files(&root().join("manifests"))
+        .into_iter()
+        .filter(|p| {
+            p.file_name().is_some_and(|n| n != "kustomization.yaml")
+                && !p.starts_with(root().join("manifests/files"))
+        })
+        .flat_map(|p| parse_docs(&p).into_iter().map(move |d| (p.clone(), d)))
+        .collect()
+}
+
+fn object(kind: &str, name: &str) -> Value {
+    objects()
+        .into_iter()
+        .map(|(_, o)| o)
+        .find(|o| o["kind"] == kind && o["metadata"]["name"] == name)
+        .unwrap_or_else(|| panic!("no {kind} {name} in manifests/"))
+}
+
+fn strs(v: &Value) -> Vec<String> {
+    v.as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|x| x.as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn every_manifest_parses_and_names_an_object() {
+    let objs = objects();
+    assert!(objs.len() >= 12, "found {} objects", objs.len());
+    for (path, o) in objs {
+        assert!(o["apiVersion"].is_string(), "{path:?}: apiVersion");
+        assert!(o["kind"].is_string(), "{path:?}: kind");
+        assert!(o["metadata"]["name"].is_string(), "{path:?}: metadata.name");
+    }
+}
+
+#[test]
+fn each_kustomization_lists_every_file_of_its_directory() {
+    let kustomizations: Vec<PathBuf> = yaml_files(&root().join("manifests"))
+        .into_iter()
+        .filter(|p| p.file_name().is_some_and(|n| n == "kustomization.yaml"))
+        .collect();
+    assert_eq!(kustomizations.len(), 2, "{kustomizations:?}");
+    for k in kustomizations {
+        let dir = k.parent().unwrap_or_else(|| panic!("no parent"));
+        let doc = parse_docs(&k).remove(0);
+        let mut listed: BTreeSet<String> = strs(&doc["resources"]).into_iter().collect();
+        for generator in doc["configMapGenerator"].as_array().into_iter().flatten() {
+            for file in strs(&generator["files"]) {
+                let source = file.split_once('=').map(|(_, s)| s).unwrap_or(&file);
+                listed.insert(source.to_owned());
+            }
+        }
+        for entry in &listed {
+            assert!(dir.join(entry).exists(), "{k:?} lists missing {entry}");
+        }
+        let present: BTreeSet<String> = std::fs::read_dir(dir)
+            .unwrap_or_else(|e| panic!("{e}"))
+            .filter_map(Result::ok)
+            .map(|e| e.path())
+            .filter(|p| p.is_file() && p.extension().is_some_and(|e| e == "yaml"))
+            .filter_map(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+            .filter(|n| n != "kustomization.yaml")
+            .collect();
+        for file in present {
+            assert!(listed.contains(&file), "{k:?} does not list {file}");
+        }
+        // Files in subdirectories other than other kustomizations must be listed by path.
+        let files_dir = dir.join("files");
+        if files_dir.is_dir() {
+            for f in yaml_files(&files_dir) {
+                let rel = f
+                    .strip_prefix(dir)
+                    .map(|r| r.to_string_lossy().into_owned())
+                    .unwrap_or_default();
+                assert!(listed.contains(&rel), "{k:?} does not use {rel}");
+            }
+        }
+    }
+}
+
+#[test]
+fn configmap_copy_equals_the_documented_default_config() {
+    assert_eq!(
+        read("manifests/files/vapcheck.yaml"),
+        read("config/vapcheck.yaml"),
+        "manifests/files/vapcheck.yaml must be a copy of config/vapcheck.yaml: cp config/vapcheck.yaml manifests/files/"
+    );
+}
+
+#[test]
+fn cluster_role_is_least_privilege() {
+    let role = object("ClusterRole", "vapcheck");
+    let rules = role["rules"].as_array().cloned().unwrap_or_default();
+    let mut grants = BTreeSet::new();
+    for rule in &rules {
+        let verbs = strs(&rule["verbs"]);
+        assert!(!verbs.contains(&"*".to_owned()), "wildcard verb in {rule}");
+        for url in strs(&rule["nonResourceURLs"]) {
+            for v in &verbs {
+                grants.insert(format!("url {url} {v}"));
+            }
+        }
+        for group in strs(&rule["apiGroups"]) {
+            assert_ne!(group, "*", "wildcard group in {rule}");
+            for res in strs(&rule["resources"]) {
+                assert_ne!(res, "*", "wildcard resource in {rule}");
+                for v in &verbs {
+                    grants.insert(format!("{group} {res} {v}"));
+                }
+            }
+        }
+    }
+    let vap = "admissionregistration.k8s.io validatingadmissionpolicies";
+    for needed in [
+        format!("{vap} list"),
+        format!("{vap} watch"),
+        format!("{vap} get"),
+        format!("{vap}/status patch"),
+        "apiextensions.k8s.io customresourcedefinitions watch".to_owned(),
+        "apiregistration.k8s.io apiservices watch".to_owned(),
+        "url /openapi/v3 get".to_owned(),
+        "url /openapi/v3/* get".to_owned(),
+        "url /apis/* get".to_owned(),
+        "url /api/* get".to_owned(),
+        "events.k8s.io events create".to_owned(),
+        "authentication.k8s.io tokenreviews create".to_owned(),
+        "authorization.k8s.io subjectaccessreviews create".to_owned(),
+    ] {
+        assert!(grants.contains(&needed), "missing {needed}");
+    }
+    for forbidden in [
+        format!("{vap} update"),
+        format!("{vap} patch"),
+        format!("{vap} delete"),
+        format!("{vap}/status update"),
+        "apiextensions.k8s.io customresourcedefinitions patch".to_owned(),
+        "coordination.k8s.io leases create".to_owned(),
+        " secrets get".to_owned(),
+    ] {
+        assert!(!grants.contains(&forbidden), "too broad: {forbidden}");
+    }
+    assert!(
+        !grants.iter().any(|g| g.contains("secrets")),
+        "no secrets access"
+    );
+}
+
+#[test]
+fn lease_access_is_namespaced() {
+    let role = object("Role", "vapcheck-leader-election");
+    assert_eq!(role["metadata"]["namespace"], "vapcheck-system");
+    for rule in role["rules"].as_array().into_iter().flatten() {
+        assert_eq!(strs(&rule["apiGroups"]), ["coordination.k8s.io"]);
+        assert_eq!(strs(&rule["resources"]), ["leases"]);
+    }
+    let binding = object("RoleBinding", "vapcheck-leader-election");
+    assert_eq!(binding["roleRef"]["name"], "vapcheck-leader-election");
+    assert_eq!(binding["subjects"][0]["name"], "vapcheck");
+    let cluster_binding = object("ClusterRoleBinding", "vapcheck");
+    assert_eq!(cluster_binding["roleRef"]["name"], "vapcheck");
+    assert_eq!(
+        cluster_binding["subjects"][0]["namespace"],
+        "vapcheck-system"
+    );
+}
+
+#[test]
+fn deployment_is_hardened_and_probed() {
+    let d = object("Deployment", "vapcheck");
+    assert_eq!(d["spec"]["replicas"], 2);
+    let pod = &d["spec"]["template"]["spec"];
+    assert_eq!(pod["serviceAccountName"], "vapcheck");
+    assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
+    assert_eq!(
+        pod["securityContext"]["seccompProfile"]["type"],
+        "RuntimeDefault"
+    );
+    let c = &pod["containers"][0];
+    let sc = &c["securityContext"];
+    assert_eq!(sc["allowPrivilegeEscalation"], false);
+    assert_eq!(sc["readOnlyRootFilesystem"], true);
+    assert_eq!(strs(&sc["capabilities"]["drop"]), ["ALL"]);
+    for key in ["cpu", "memory"] {
+        assert!(c["resources"]["requests"][key].is_string(), "request {key}");
+        assert!(c["resources"]["limits"][key].is_string(), "limit {key}");
+    }
+    let defaults = vapcheck::config::Config::default();
+    let health_port = defaults.health_addr().map(|a| a.port()).unwrap_or_default();
+    let metrics_port = defaults
+        .metrics_addr()
+        .map(|a| a.port())
+        .unwrap_or_default();
+    let port_of = |name: &str| {
+        c["ports"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|p| p["name"] == name)
+            .and_then(|p| p["containerPort"].as_u64())
+    };
+    assert_eq!(port_of("health"), Some(u64::from(health_port)));
+    assert_eq!(port_of("metrics"), Some(u64::from(metrics_port)));
+    assert_eq!(c["livenessProbe"]["httpGet"]["path"], "/healthz");
+    assert_eq!(c["livenessProbe"]["httpGet"]["port"], "health");
+    assert_eq!(c["readinessProbe"]["httpGet"]["path"], "/readyz");
+    assert_eq!(c["readinessProbe"]["httpGet"]["port"], "health");
+    let args = strs(&c["args"]);
+    assert_eq!(args.first().map(String::as_str), Some("controller"));
+    assert!(
+        args.iter()
+            .any(|a| a == "--config=/etc/vapcheck/vapcheck.yaml")
+    );
+    let env: Vec<String> = c["env"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e["name"].as_str().map(str::to_owned))
+        .collect();
+    assert!(env.contains(&"POD_NAMESPACE".to_owned()));
+    // Selectors of the Service and the PDB match the pods.
+    let pod_labels = &d["spec"]["template"]["metadata"]["labels"];
+    for selector in [
+        object("Service", "vapcheck-metrics")["spec"]["selector"].clone(),
+        object("PodDisruptionBudget", "vapcheck")["spec"]["selector"]["matchLabels"].clone(),
+    ] {
+        for (k, v) in selector.as_object().into_iter().flatten() {
+            assert_eq!(&pod_labels[k], v, "selector {k}");
+        }
+    }
+}
+
+#[test]
+fn alerts_use_metrics_that_exist() {
+    let metrics = vapcheck::metrics::Metrics::new();
+    // Families with per-value labels appear once they have a series.
+    metrics.set_policy_warnings("p", 1);
+    metrics.schema_fetch(vapcheck::metrics::SchemaFetchResult::Error);
+    metrics.set_leader("vapcheck", true);
+    let exposed = metrics.encode_prometheus_text();
+    let families: BTreeSet<&str> = exposed
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .filter_map(|l| l.split(' ').next())
+        .collect();
+    let rule = object("PrometheusRule", "vapcheck");
+    let mut alerts = BTreeSet::new();
+    for group in rule["spec"]["groups"].as_array().into_iter().flatten() {
+        for r in group["rules"].as_array().into_iter().flatten() {
+            alerts.insert(r["alert"].as_str().unwrap_or("").to_owned());
+            let expr = r["expr"].as_str().unwrap_or("");
+            let used: Vec<&str> = expr
+                .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                .filter(|w| {
+                    w.starts_with("vapcheck_")
+                        || w.starts_with("controller_runtime_")
+                        || w.starts_with("leader_election_")
+                })
+                .collect();
+            assert!(!used.is_empty(), "alert {} uses no metric", r["alert"]);
+            for name in used {
+                assert!(families.contains(name), "alert uses unknown metric {name}");
+            }
+        }
+    }
+    for needed in [
+        "VapcheckReconcileErrors",
+        "VapcheckPolicyExpressionWarnings",
+        "VapcheckNoLeader",
+        "VapcheckSchemaFetchFailures",
+    ] {
+        assert!(alerts.contains(needed), "missing alert {needed}");
+    }
+}
+
+#[test]
+fn kubectl_kustomize_builds_the_manifests() {
+    let available = Command::new("kubectl")
+        .args(["version", "--client"])
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false);
+    if !available {
+        eprintln!("skipped: kubectl is not installed, so `kubectl kustomize` cannot run here");
+        return;
+    }
+    for dir in ["manifests", "manifests/monitoring"] {
+        let out = Command::new("kubectl")
+            .arg("kustomize")
+            .arg(root().join(dir))
+            .output()
+            .unwrap_or_else(|e| panic!("kubectl: {e}"));
+        assert!(
+            out.status.success(),
+            "kubectl kustomize {dir} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let built = String::from_utf8_lossy(&out.stdout).into_owned();
+        let docs = serde_saphyr::from_str_multiple::<Value, Vec<Value>>(&built)
+            .unwrap_or_else(|e| panic!("kustomize output is not YAML: {e}"));
+        assert!(!docs.is_empty());
+        if dir == "manifests" {
+            // The generated ConfigMap holds the default config and the Deployment mounts it.
+            let cm = docs
+                .iter()
+                .find(|d| d["kind"] == "ConfigMap")
+                .unwrap_or_else(|| panic!("no ConfigMap"));
+            let name = cm["metadata"]["name"].as_str().unwrap_or("");
+            assert!(name.starts_with("vapcheck-config-"), "{name}");
+            assert_eq!(cm["data"]["vapcheck.yaml"], read("config/vapcheck.yaml"));
+            let deploy = docs
+                .iter()
+                .find(|d| d["kind"] == "Deployment")
+                .unwrap_or_else(|| panic!("no Deployment"));
+            assert!(deploy.to_string().contains(name));
+            for d in &docs {
+                let kind = d["kind"].as_str().unwrap_or("");
+                let cluster_scoped =
+                    matches!(kind, "Namespace" | "ClusterRole" | "ClusterRoleBinding");
+                if !cluster_scoped {
+                    assert_eq!(d["metadata"]["namespace"], "vapcheck-system", "{kind}");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn dockerfile_builds_the_tested_binary_on_a_nonroot_base() {
+    let df = read("Dockerfile");
+    assert!(
+        df.contains("cargo build --release --locked"),
+        "same lock file as tests"
+    );
+    let ignore = read(".dockerignore");
+    assert!(
+        df.contains("COPY . .") && !ignore.lines().any(|l| l.trim().starts_with("Cargo")),
+        "the build context carries Cargo.toml and Cargo.lock"
+    );
+    assert!(
+        ignore.lines().any(|l| l.trim() == "target/"),
+        "no host build output in the image"
+    );
+    let last_from = df.lines().rfind(|l| l.starts_with("FROM ")).unwrap_or("");
+    assert!(last_from.contains("distroless"), "{last_from}");
+    assert!(last_from.contains("nonroot"), "{last_from}");
+    assert!(
+        df.lines()
+            .any(|l| l.starts_with("USER ") && !l.contains("root:")),
+        "non-root USER"
+    );
+    let entry = df
+        .lines()
+        .find(|l| l.starts_with("ENTRYPOINT"))
+        .unwrap_or("");
+    assert!(
+        entry.starts_with("ENTRYPOINT [\""),
+        "exec form, no shell: {entry}"
+    );
+}
