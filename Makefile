@@ -9,6 +9,7 @@ SHELL := /bin/bash
 test:
 	@scripts/check-tools
 	cd e2e/cluster && go test ./cmd/clustertool
+	e2e/cluster/build
 	cargo test --all-targets
 	cargo test --doc
 
