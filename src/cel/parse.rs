@@ -251,6 +251,8 @@ pub fn parse(text: &str) -> Result<ParsedExpr, Issues> {
     }
     let result = cel::parser::Parser::new()
         .enable_optional_syntax(true)
+        // cel-go v0.29.2 parser.NewParser enables backtick-escaped identifiers by default.
+        .enable_ident_escape_syntax(true)
         .max_recursion_depth((MAX_RECURSION_DEPTH - 1) as u16)
         .parse_with_source_info(text);
     match result {
