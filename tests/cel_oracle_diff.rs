@@ -335,6 +335,28 @@ fn same_as_cel_go() {
         return;
     };
     let mut exprs: Vec<String> = EXPRESSIONS.iter().map(|s| s.to_string()).collect();
+    for n in [251, 252] {
+        exprs.push(vec!["1"; n].join(" + "));
+        exprs.push(format!("object{}", ".f".repeat(n - 1)));
+    }
+    for n in [249, 250] {
+        exprs.push(format!("{}1{}", "(".repeat(n), ")".repeat(n)));
+        exprs.push(format!("{}1{}", "[".repeat(n), "]".repeat(n)));
+    }
+    exprs.push(format!(
+        "{}object{}{}",
+        "-[".repeat(249),
+        ".f".repeat(249),
+        "]".repeat(249)
+    ));
+    exprs.push(
+        (0..103)
+            .map(|i| format!("x{i}"))
+            .collect::<Vec<_>>()
+            .join(" + "),
+    );
+    exprs.push(format!("{}1", "-".repeat(301)));
+    exprs.push(format!("{}true", "!".repeat(301)));
     exprs.extend(corpus_expressions());
     let decls: Vec<serde_json::Value> = DECLS
         .iter()
