@@ -389,3 +389,41 @@ fn binary_refuses_without_backends_and_names_bad_documents() {
         .unwrap();
     assert_eq!(o.status.code(), Some(2));
 }
+
+/// Every schema lookup fails (e.g. the cluster is unreachable).
+struct Unreachable;
+
+impl SchemaSource for Unreachable {
+    fn resolve(&self, _gvk: &Gvk) -> Result<SchemaLookup, SchemaError> {
+        Err(SchemaError::Failed("connection refused".into()))
+    }
+}
+
+struct UnreachableProvider;
+
+impl BackendProvider for UnreachableProvider {
+    fn load(&self, options: &SchemaOptions) -> Result<LoadedBackends, String> {
+        let mut b = Provider.load(options)?;
+        b.schemas = Box::new(Unreachable);
+        Ok(b)
+    }
+}
+
+#[test]
+fn policies_that_could_not_be_checked_exit_2() {
+    let (code, out, err) = run(
+        &args(OutputFormat::Json, ModeArg::Strict, &["-"]),
+        POLICIES,
+        &UnreachableProvider,
+    );
+    assert_eq!(code, 2);
+    assert_eq!(
+        err,
+        "vapcheck: could not check: replicas (<stdin>: document 1), clean (<stdin>: document 3)\n"
+    );
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        v[0]["status"]["conditions"][0]["reason"],
+        "SchemaUnavailable"
+    );
+}

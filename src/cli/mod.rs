@@ -12,6 +12,7 @@ use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
 
+use crate::policy::status::TYPE_CHECKED;
 use crate::policy::{
     Backends, CheckOptions, DEFAULT_EXTENDED_KIND_LIMIT, Discovery, ExpressionChecker, Mode,
     RestMapper, SchemaSource, check_policy,
@@ -238,7 +239,8 @@ fn not_utf8(source: &str) -> InputError {
 
 /// Runs `vapcheck check`; returns the exit code. Order: read all input (exit 2 on the first
 /// unusable document), require a schema source, load the backends (exit 2 if any is
-/// missing), check every policy, print, exit 1 if any policy has warnings.
+/// missing), check every policy, print; then exit 2 if a policy could not be checked at all
+/// (`TypeChecked=False`), else 1 if any policy has warnings, else 0.
 pub fn run_check(
     args: &CheckArgs,
     provider: &dyn BackendProvider,
@@ -320,6 +322,20 @@ pub fn run_check(
         .and_then(|()| stdout.flush())
     {
         return fail(&format!("cannot write output: {e}"));
+    }
+    // A policy that could not be checked at all (no schema could be fetched) must not pass.
+    let unchecked: Vec<String> = checked
+        .iter()
+        .filter(|c| {
+            c.status
+                .conditions
+                .iter()
+                .any(|k| k.type_ == TYPE_CHECKED && k.status == "False")
+        })
+        .map(|c| format!("{} ({})", c.name, c.origin))
+        .collect();
+    if !unchecked.is_empty() {
+        return fail(&format!("could not check: {}", unchecked.join(", ")));
     }
     if checked.iter().any(|c| c.status.has_warnings()) {
         EXIT_WARNINGS
