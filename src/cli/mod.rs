@@ -11,11 +11,12 @@ use std::io::{Read, Write};
 use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
+pub use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 
 use crate::policy::status::TYPE_CHECKED;
 use crate::policy::{
-    Backends, CheckOptions, DEFAULT_EXTENDED_KIND_LIMIT, Discovery, ExpressionChecker, Mode,
-    RestMapper, SchemaSource, check_policy,
+    Backends, CheckOptions, DEFAULT_EXTENDED_KIND_LIMIT, Discovery, DiscoveryRestMapper,
+    ExpressionChecker, Mode, RestMapper, SchemaSource, check_policy,
 };
 
 use self::input::{InputError, InputPolicy, read_policies};
@@ -165,6 +166,41 @@ impl BackendProvider for MissingBackends {
             "this vapcheck build has no schema and CEL checking backends wired in; cannot check"
                 .into(),
         )
+    }
+}
+
+/// The schema source and checker of an offline run, built from the options and the CRDs read
+/// from `--crd` (supplied by whoever wires `src/schema` and `src/cel` in).
+pub type SchemaAndCheckerFactory =
+    dyn Fn(
+        &SchemaOptions,
+        &[CustomResourceDefinition],
+    ) -> Result<(Box<dyn SchemaSource>, Box<dyn ExpressionChecker>), String>;
+
+/// Offline backends: REST mapping and discovery from `--openapi` and `--crd`
+/// ([`discovery::offline_discovery`]); schemas and checker from `factory`. A live cluster
+/// (`--kubeconfig`, in-cluster) is refused with a message when neither `--openapi` nor
+/// `--crd` is given.
+pub struct OfflineProvider<'a> {
+    /// Builds the schema source and the checker.
+    pub factory: &'a SchemaAndCheckerFactory,
+}
+
+impl BackendProvider for OfflineProvider<'_> {
+    fn load(&self, options: &SchemaOptions) -> Result<LoadedBackends, String> {
+        if options.openapi.is_none() && options.crds.is_empty() {
+            return Err("reading schemas from a live cluster is not available in this build; use --openapi DIR and/or --crd FILE".into());
+        }
+        let crds = discovery::load_crds(&options.crds)?;
+        let groups = discovery::offline_discovery(options.openapi.as_deref(), &crds)?;
+        let (schemas, checker) = (self.factory)(options, &crds)?;
+        let mapper = DiscoveryRestMapper::new(groups);
+        Ok(LoadedBackends {
+            rest_mapper: Box::new(mapper.clone()),
+            discovery: Some(Box::new(mapper)),
+            schemas,
+            checker,
+        })
     }
 }
 
