@@ -349,15 +349,59 @@ fn binary_refuses_without_backends_and_names_bad_documents() {
     let dir = tempfile::tempdir().unwrap();
     let good = dir.path().join("p.yaml");
     std::fs::write(&good, POLICIES).unwrap();
+    let openapi = shared_dir().join("openapi/v1.35");
     let o = binary()
-        .args(["check", "--openapi", "/x", "-o", "json"])
+        .args(["check", "-o", "json", "--openapi"])
+        .arg(&openapi)
         .arg(&good)
-        .env_remove("KUBECONFIG")
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(2));
     assert!(o.stdout.is_empty());
-    assert!(String::from_utf8_lossy(&o.stderr).contains("no schema and CEL checking backends"));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("no schema conversion and CEL type checker wired in"),
+        "{err}"
+    );
+
+    let o = binary()
+        .args(["check", "--openapi", "/nonexistent-dir"])
+        .arg(&good)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("/nonexistent-dir: no OpenAPI v3 documents"),
+        "{err}"
+    );
+
+    let crd = dir.path().join("crd.yaml");
+    std::fs::write(
+        &crd,
+        "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nspec: 3\n",
+    )
+    .unwrap();
+    let o = binary()
+        .args(["check", "--crd"])
+        .arg(&crd)
+        .arg(&good)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("crd.yaml: document 1 (line 1): invalid CustomResourceDefinition"),
+        "{err}"
+    );
+
+    let o = binary()
+        .args(["check", "--kubeconfig", "/k"])
+        .arg(&good)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("live cluster is not available"));
 
     let o = binary()
         .args(["check", "-o", "json"])
@@ -370,9 +414,14 @@ fn binary_refuses_without_backends_and_names_bad_documents() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("no schema source"));
 
     let bad = dir.path().join("bad.json");
-    std::fs::write(&bad, "{\"apiVersion\": \"admissionregistration.k8s.io/v1\", \"kind\": \"ValidatingAdmissionPolicy\", \"spec\": {\"validations\": 5}}").unwrap();
+    std::fs::write(
+        &bad,
+        r#"{"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy", "spec": {"validations": 5}}"#,
+    )
+    .unwrap();
     let o = binary()
-        .args(["check", "--openapi", "/x"])
+        .args(["check", "--openapi"])
+        .arg(&openapi)
         .arg(&bad)
         .output()
         .unwrap();
@@ -383,9 +432,86 @@ fn binary_refuses_without_backends_and_names_bad_documents() {
         "{err}"
     );
 
+    // usage errors
     let o = binary()
         .args(["check", "--mode", "lenient", "x"])
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(2));
+}
+
+/// Every schema lookup fails (e.g. the cluster is unreachable).
+struct Unreachable;
+
+impl SchemaSource for Unreachable {
+    fn resolve(&self, _gvk: &Gvk) -> Result<SchemaLookup, SchemaError> {
+        Err(SchemaError::Failed("connection refused".into()))
+    }
+}
+
+struct UnreachableProvider;
+
+impl BackendProvider for UnreachableProvider {
+    fn load(&self, options: &SchemaOptions) -> Result<LoadedBackends, String> {
+        let mut b = Provider.load(options)?;
+        b.schemas = Box::new(Unreachable);
+        Ok(b)
+    }
+}
+
+#[test]
+fn policies_that_could_not_be_checked_exit_2() {
+    let (code, out, err) = run(
+        &args(OutputFormat::Json, ModeArg::Strict, &["-"]),
+        POLICIES,
+        &UnreachableProvider,
+    );
+    assert_eq!(code, 2);
+    assert_eq!(
+        err,
+        "vapcheck: could not check: replicas (<stdin>: document 1), clean (<stdin>: document 3)\n"
+    );
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        v[0]["status"]["conditions"][0]["reason"],
+        "SchemaUnavailable"
+    );
+}
+
+#[test]
+fn offline_provider_maps_through_the_openapi_folder_and_crds() {
+    let dir = tempfile::tempdir().unwrap();
+    let crd = dir.path().join("crd.yaml");
+    std::fs::write(
+        &crd,
+        "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {name: widgets.example.com}\n\
+         spec:\n  group: example.com\n  scope: Namespaced\n  names: {plural: widgets, singular: widget, kind: Widget}\n\
+         \x20 versions: [{name: v1, served: true, storage: true}]\n",
+    )
+    .unwrap();
+    let factory = |_: &SchemaOptions, crds: &[vapcheck::cli::CustomResourceDefinition]| {
+        assert_eq!(crds.len(), 1);
+        Ok((
+            Box::new(Schemas) as Box<dyn SchemaSource>,
+            Box::new(Checker) as Box<dyn ExpressionChecker>,
+        ))
+    };
+    let provider = vapcheck::cli::OfflineProvider { factory: &factory };
+    let mut a = args(OutputFormat::Json, ModeArg::Extended, &["-"]);
+    a.openapi = Some(shared_dir().join("openapi/v1.35"));
+    a.crds = vec![crd];
+    let widget_policy = POLICIES
+        .replace("[\"apps\", \"\"]", "[\"apps\", \"\", \"example.com\"]")
+        .replace("\"pods\"]", "\"pods\", \"widgets\"]");
+    let (code, out, err) = run(&a, &widget_policy, &provider);
+    assert_eq!((code, err.as_str()), (1, ""));
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let msg = v[0]["status"]["conditions"][0]["message"].as_str().unwrap();
+    assert!(msg.contains("/v1, Kind=Pod (no schema)"), "{msg}");
+    assert!(
+        msg.contains("example.com/v1, Kind=Widget (no schema)"),
+        "{msg}"
+    );
+    // core pods map through the OpenAPI folder; only the cross-product combinations do not
+    assert!(!msg.contains("no matches for /v1, Resource=pods"), "{msg}");
 }

@@ -119,11 +119,13 @@ fn split_yaml(text: &str) -> Vec<RawDocument<'_>> {
     docs
 }
 
-/// Whether a raw YAML document holds nothing but markers, blank lines and comments.
+/// Whether a raw YAML document holds nothing but markers, blank lines, comments and
+/// directives (`%YAML`, `%TAG` end up before the `---` they belong to; manifests do not need
+/// them).
 fn is_blank(text: &str) -> bool {
     text.lines().all(|l| {
         let t = l.trim();
-        t.is_empty() || t.starts_with('#') || t == "---" || t == "..."
+        t.is_empty() || t.starts_with('#') || l.starts_with('%') || t == "---" || t == "..."
     })
 }
 
@@ -400,6 +402,12 @@ mod tests {
 
         let e = read_policies("v.yaml", &VAP.replace("/v1\n", "/v2\n")).unwrap_err();
         assert!(e.message.contains("unsupported apiVersion"), "{e}");
+    }
+
+    #[test]
+    fn directives_are_tolerated() {
+        let ps = read_policies("d", &format!("%YAML 1.2\n---\n{VAP}")).unwrap();
+        assert_eq!(names(&ps), ["d: document 1=a"]);
     }
 
     #[test]

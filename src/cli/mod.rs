@@ -11,10 +11,12 @@ use std::io::{Read, Write};
 use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
+pub use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 
+use crate::policy::status::TYPE_CHECKED;
 use crate::policy::{
-    Backends, CheckOptions, DEFAULT_EXTENDED_KIND_LIMIT, Discovery, ExpressionChecker, Mode,
-    RestMapper, SchemaSource, check_policy,
+    Backends, CheckOptions, DEFAULT_EXTENDED_KIND_LIMIT, Discovery, DiscoveryRestMapper,
+    ExpressionChecker, Mode, RestMapper, SchemaSource, check_policy,
 };
 
 use self::input::{InputError, InputPolicy, read_policies};
@@ -167,6 +169,41 @@ impl BackendProvider for MissingBackends {
     }
 }
 
+/// The schema source and checker of an offline run, built from the options and the CRDs read
+/// from `--crd` (supplied by whoever wires `src/schema` and `src/cel` in).
+pub type SchemaAndCheckerFactory =
+    dyn Fn(
+        &SchemaOptions,
+        &[CustomResourceDefinition],
+    ) -> Result<(Box<dyn SchemaSource>, Box<dyn ExpressionChecker>), String>;
+
+/// Offline backends: REST mapping and discovery from `--openapi` and `--crd`
+/// ([`discovery::offline_discovery`]); schemas and checker from `factory`. A live cluster
+/// (`--kubeconfig`, in-cluster) is refused with a message when neither `--openapi` nor
+/// `--crd` is given.
+pub struct OfflineProvider<'a> {
+    /// Builds the schema source and the checker.
+    pub factory: &'a SchemaAndCheckerFactory,
+}
+
+impl BackendProvider for OfflineProvider<'_> {
+    fn load(&self, options: &SchemaOptions) -> Result<LoadedBackends, String> {
+        if options.openapi.is_none() && options.crds.is_empty() {
+            return Err("reading schemas from a live cluster is not available in this build; use --openapi DIR and/or --crd FILE".into());
+        }
+        let crds = discovery::load_crds(&options.crds)?;
+        let groups = discovery::offline_discovery(options.openapi.as_deref(), &crds)?;
+        let (schemas, checker) = (self.factory)(options, &crds)?;
+        let mapper = DiscoveryRestMapper::new(groups);
+        Ok(LoadedBackends {
+            rest_mapper: Box::new(mapper.clone()),
+            discovery: Some(Box::new(mapper)),
+            schemas,
+            checker,
+        })
+    }
+}
+
 /// The process environment the command reads, injectable for tests.
 pub struct CheckEnvironment<'a> {
     /// Standard input (for `-`).
@@ -238,7 +275,8 @@ fn not_utf8(source: &str) -> InputError {
 
 /// Runs `vapcheck check`; returns the exit code. Order: read all input (exit 2 on the first
 /// unusable document), require a schema source, load the backends (exit 2 if any is
-/// missing), check every policy, print, exit 1 if any policy has warnings.
+/// missing), check every policy, print; then exit 2 if a policy could not be checked at all
+/// (`TypeChecked=False`), else 1 if any policy has warnings, else 0.
 pub fn run_check(
     args: &CheckArgs,
     provider: &dyn BackendProvider,
@@ -320,6 +358,20 @@ pub fn run_check(
         .and_then(|()| stdout.flush())
     {
         return fail(&format!("cannot write output: {e}"));
+    }
+    // A policy that could not be checked at all (no schema could be fetched) must not pass.
+    let unchecked: Vec<String> = checked
+        .iter()
+        .filter(|c| {
+            c.status
+                .conditions
+                .iter()
+                .any(|k| k.type_ == TYPE_CHECKED && k.status == "False")
+        })
+        .map(|c| format!("{} ({})", c.name, c.origin))
+        .collect();
+    if !unchecked.is_empty() {
+        return fail(&format!("could not check: {}", unchecked.join(", ")));
     }
     if checked.iter().any(|c| c.status.has_warnings()) {
         EXIT_WARNINGS

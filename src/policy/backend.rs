@@ -104,8 +104,10 @@ pub trait ExpressionChecker: Send + Sync {
     /// `issues.String()` prints them. Called once per distinct expression of a policy.
     fn parse(&self, expression: &str) -> Result<ParsedExpr, String>;
 
-    /// A fresh environment for one kind of one policy. `Err` is an internal error; it is
-    /// reported as `type checking error: fail to build env: <err>` for every expression.
+    /// A fresh environment for one kind of one policy (called once per kind per policy; an
+    /// implementation should cache the per-kind base environment across policies and only
+    /// add the policy's `params` and `variables`). `Err` is an internal error; it is reported
+    /// as `type checking error: fail to build env: <err>` for every expression.
     fn environment(&self, request: &EnvRequest<'_>) -> Result<Box<dyn CheckEnv>, String>;
 }
 

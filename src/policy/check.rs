@@ -156,8 +156,12 @@ pub fn check_policy(
     }
     let all_schemas_failed = resolved.is_empty() && schema_failures > 0;
 
-    // 3. params
-    let params = params_type(policy, backends.schemas);
+    // 3. params (only looked up when there is a kind to check)
+    let params = if resolved.is_empty() {
+        None
+    } else {
+        params_type(policy, backends.schemas)
+    };
 
     // 4. parse once per distinct expression
     let sites = expression_sites(policy, mode);
@@ -172,14 +176,17 @@ pub fn check_policy(
         })
         .unwrap_or_default();
     let mut parsed: HashMap<&str, Result<ParsedExpr, String>> = HashMap::new();
-    for text in sites
-        .iter()
-        .map(|s| s.expression)
-        .chain(variables.iter().map(|(_, e)| *e))
-    {
-        parsed
-            .entry(text)
-            .or_insert_with(|| backends.checker.parse(text));
+    // Nothing to check against: no parsing either (upstream compiles only per kind).
+    if !resolved.is_empty() {
+        let texts = sites
+            .iter()
+            .map(|s| s.expression)
+            .chain(variables.iter().map(|(_, e)| *e));
+        for text in texts {
+            parsed
+                .entry(text)
+                .or_insert_with(|| backends.checker.parse(text));
+        }
     }
 
     // 5. per kind
@@ -771,6 +778,22 @@ mod tests {
              apps/v1, Kind=ReplicaSet: must evaluate to bool but got int\n"
         );
         assert_eq!(strict.conditions[0].reason, "SomeKindsSkipped");
+    }
+
+    #[test]
+    fn nothing_is_parsed_without_kinds() {
+        let w = World::new();
+        let p = policy(
+            vec![rule(&["*"], &["v1"], &["pods"])],
+            vec![validation("object.@", None)],
+        );
+        let s = w.run(&p, Mode::Strict);
+        assert!(s.expression_warnings.is_empty());
+        assert_eq!(w.checker.parses.load(Ordering::SeqCst), 0);
+        assert_eq!(
+            s.conditions[0].message,
+            "checked no kinds; not checked: resourceRules[0] (wildcard)"
+        );
     }
 
     #[test]

@@ -225,6 +225,159 @@ pub fn discovery_from_crds(crds: &[CustomResourceDefinition]) -> Vec<ApiGroupRes
     b.finish()
 }
 
+/// Reads one legacy `APIResourceList` (`/api/v1`, `/apis/<group>/<version>`): the group and
+/// version come from its `groupVersion`; each resource's `name`, `singularName`, `kind`,
+/// `namespaced` and, for subresources of another group version, `group` and `version`.
+/// Order is kept (client-go builds its mapper in discovery order).
+pub fn discovery_from_resource_list(list: &Value) -> Result<ApiGroupResources, String> {
+    let gv = list
+        .get("groupVersion")
+        .and_then(Value::as_str)
+        .ok_or("APIResourceList without groupVersion")?;
+    let (group, version) = super::gvk::parse_group_version(gv)
+        .ok_or_else(|| format!("invalid groupVersion {gv:?}"))?;
+    let resources = list
+        .get("resources")
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or(&[])
+        .iter()
+        .filter_map(|r| {
+            let s = |k: &str| r.get(k).and_then(Value::as_str).map(str::to_owned);
+            Some(ApiResource {
+                name: s("name")?,
+                singular_name: s("singularName").unwrap_or_default(),
+                kind: s("kind")?,
+                group: s("group"),
+                version: s("version"),
+                namespaced: r
+                    .get("namespaced")
+                    .and_then(Value::as_bool)
+                    .unwrap_or(false),
+            })
+        })
+        .collect();
+    Ok(ApiGroupResources {
+        name: group.to_owned(),
+        preferred_version: version.to_owned(),
+        versions: vec![ApiVersionResources {
+            version: version.to_owned(),
+            resources,
+        }],
+    })
+}
+
+/// Reads an aggregated discovery document (`apidiscovery.k8s.io/v2` `APIGroupDiscoveryList`,
+/// what `/api` and `/apis` serve to clients asking for it). Groups and versions keep their
+/// order (the first version is the preferred one); an empty `responseKind` group or version
+/// means the listing group version; subresources become `<resource>/<subresource>` entries.
+pub fn discovery_from_aggregated(list: &Value) -> Result<Vec<ApiGroupResources>, String> {
+    let items = list
+        .get("items")
+        .and_then(Value::as_array)
+        .ok_or("APIGroupDiscoveryList without items")?;
+    let mut out = Vec::new();
+    for item in items {
+        let name = item
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_owned();
+        let mut versions = Vec::new();
+        for v in item
+            .get("versions")
+            .and_then(Value::as_array)
+            .map(Vec::as_slice)
+            .unwrap_or(&[])
+        {
+            let Some(version) = v.get("version").and_then(Value::as_str) else {
+                continue;
+            };
+            let mut resources = Vec::new();
+            for r in v
+                .get("resources")
+                .and_then(Value::as_array)
+                .map(Vec::as_slice)
+                .unwrap_or(&[])
+            {
+                let Some(resource) = r.get("resource").and_then(Value::as_str) else {
+                    continue;
+                };
+                let namespaced = r.get("scope").and_then(Value::as_str) == Some("Namespaced");
+                let kind_of = |rk: Option<&Value>| -> (String, Option<String>, Option<String>) {
+                    let f = |k: &str| {
+                        rk.and_then(|x| x.get(k))
+                            .and_then(Value::as_str)
+                            .unwrap_or("")
+                            .to_owned()
+                    };
+                    let (g, ver, kind) = (f("group"), f("version"), f("kind"));
+                    // Empty group and version mean the listing group version.
+                    let differs =
+                        (!g.is_empty() && g != name) || (!ver.is_empty() && ver != version);
+                    if differs {
+                        let g = if g.is_empty() { name.clone() } else { g };
+                        let ver = if ver.is_empty() {
+                            version.to_owned()
+                        } else {
+                            ver
+                        };
+                        (kind, Some(g), Some(ver))
+                    } else {
+                        (kind, None, None)
+                    }
+                };
+                let (kind, group, kversion) = kind_of(r.get("responseKind"));
+                resources.push(ApiResource {
+                    name: resource.to_owned(),
+                    singular_name: r
+                        .get("singularResource")
+                        .and_then(Value::as_str)
+                        .unwrap_or("")
+                        .to_owned(),
+                    kind,
+                    group,
+                    version: kversion,
+                    namespaced,
+                });
+                for sub in r
+                    .get("subresources")
+                    .and_then(Value::as_array)
+                    .map(Vec::as_slice)
+                    .unwrap_or(&[])
+                {
+                    let Some(sub_name) = sub.get("subresource").and_then(Value::as_str) else {
+                        continue;
+                    };
+                    let (kind, group, kversion) = kind_of(sub.get("responseKind"));
+                    resources.push(ApiResource {
+                        name: format!("{resource}/{sub_name}"),
+                        singular_name: String::new(),
+                        kind,
+                        group,
+                        version: kversion,
+                        namespaced,
+                    });
+                }
+            }
+            versions.push(ApiVersionResources {
+                version: version.to_owned(),
+                resources,
+            });
+        }
+        let preferred_version = versions
+            .first()
+            .map(|v| v.version.clone())
+            .unwrap_or_default();
+        out.push(ApiGroupResources {
+            name,
+            preferred_version,
+            versions,
+        });
+    }
+    Ok(out)
+}
+
 /// Merges snapshots; for a resource present in several, the first one wins.
 pub fn merge_discovery(
     snapshots: impl IntoIterator<Item = Vec<ApiGroupResources>>,
@@ -309,6 +462,57 @@ mod tests {
                 .map(|k| k[0].to_string()),
             Ok("apps/v1, Kind=Deployment".to_owned())
         );
+    }
+
+    #[test]
+    fn aggregated_and_legacy_formats() {
+        let agg = serde_json::json!({"kind": "APIGroupDiscoveryList", "items": [{
+            "metadata": {"name": "apps"},
+            "versions": [{"version": "v1", "resources": [{
+                "resource": "deployments", "singularResource": "deployment", "scope": "Namespaced",
+                "responseKind": {"group": "", "version": "", "kind": "Deployment"},
+                "subresources": [
+                    {"subresource": "scale", "responseKind": {"group": "autoscaling", "version": "v1", "kind": "Scale"}},
+                    {"subresource": "status", "responseKind": {"group": "", "version": "", "kind": "Deployment"}}
+                ]
+            }]}]
+        }]});
+        let d = discovery_from_aggregated(&agg).unwrap();
+        let r = &d[0].versions[0].resources;
+        assert_eq!(r.len(), 3);
+        assert_eq!(
+            (
+                r[0].name.as_str(),
+                r[0].singular_name.as_str(),
+                r[0].namespaced
+            ),
+            ("deployments", "deployment", true)
+        );
+        assert_eq!(
+            (
+                r[1].name.as_str(),
+                r[1].kind.as_str(),
+                r[1].group.as_deref()
+            ),
+            ("deployments/scale", "Scale", Some("autoscaling"))
+        );
+        assert_eq!(
+            (r[2].name.as_str(), r[2].group.as_deref()),
+            ("deployments/status", None)
+        );
+
+        let legacy = serde_json::json!({"kind": "APIResourceList", "groupVersion": "v1", "resources": [
+            {"name": "pods", "singularName": "pod", "namespaced": true, "kind": "Pod"},
+            {"name": "pods/eviction", "singularName": "", "namespaced": true, "group": "policy", "version": "v1", "kind": "Eviction"}
+        ]});
+        let g = discovery_from_resource_list(&legacy).unwrap();
+        assert_eq!(
+            (g.name.as_str(), g.versions[0].version.as_str()),
+            ("", "v1")
+        );
+        assert_eq!(g.versions[0].resources[1].group.as_deref(), Some("policy"));
+        assert!(discovery_from_resource_list(&serde_json::json!({})).is_err());
+        assert!(discovery_from_aggregated(&serde_json::json!({})).is_err());
     }
 
     #[test]

@@ -312,6 +312,10 @@ fn split_resource(entry: &str) -> (&str, Option<&str>) {
 ///   `deployments/scale` → `autoscaling/v1, Kind=Scale`);
 /// - kinds upstream never reached because of its 10-kind counter.
 ///
+/// Added kinds honour the rule's `scope` (when discovery says whether the resource is
+/// namespaced) and `excludeResourceRules` entries that take the resource out for every
+/// operation (see `excludes`); kinds upstream checks are kept as upstream has them.
+///
 /// At most `limit` kinds in total are selected (strict kinds always are); the others are
 /// reported as [`SkipReason::Limit`]. Without discovery, wildcards and subresources are
 /// reported as skipped. Mapping failures are reported too.
@@ -324,6 +328,54 @@ pub fn types_to_check_extended(
     let mut reset = ResetOnce::default();
     let strict = types_to_check_with(policy, mapper, &mut reset);
     extend_selection(policy, strict.kinds, mapper, discovery, limit, &mut reset)
+}
+
+/// Whether a rule's `scope` admits a resource (`*` or unset: all; `Namespaced`; `Cluster`).
+/// `namespaced` is `None` when unknown (mapped through the REST mapper), which admits it.
+fn scope_admits(scope: Option<&str>, namespaced: Option<bool>) -> bool {
+    match (scope, namespaced) {
+        (Some("Namespaced"), Some(ns)) => ns,
+        (Some("Cluster"), Some(ns)) => !ns,
+        _ => true,
+    }
+}
+
+/// Whether an `excludeResourceRules` entry takes a resource out of the policy entirely: it
+/// matches the group, version, resource/subresource and scope (admission rule semantics),
+/// names no particular objects (`resourceNames` empty) and covers every operation the
+/// including rule matches.
+fn excludes(
+    exclude: &NamedRuleWithOperations,
+    including_operations: &[String],
+    group: &str,
+    version: &str,
+    resource: &str,
+    sub: Option<&str>,
+    namespaced: Option<bool>,
+) -> bool {
+    let any_or = |items: &[String], want: &str| items.iter().any(|i| i == "*" || i == want);
+    if !list(&exclude.resource_names).is_empty() {
+        return false;
+    }
+    let ops = list(&exclude.operations);
+    let covers_ops = ops.iter().any(|o| o == "*")
+        || (!including_operations.iter().any(|o| o == "*")
+            && including_operations.iter().all(|o| ops.contains(o)));
+    let resource_ok = list(&exclude.resources).iter().any(|entry| {
+        let (r, s) = split_resource(entry);
+        (r == "*" || r == resource)
+            && match (s, sub) {
+                (None, None) => true,
+                (Some("*"), _) => true,
+                (Some(a), Some(b)) => a == b,
+                _ => false,
+            }
+    });
+    covers_ops
+        && any_or(list(&exclude.api_groups), group)
+        && any_or(list(&exclude.api_versions), version)
+        && resource_ok
+        && scope_admits(exclude.scope.as_deref(), namespaced)
 }
 
 /// The extended enumeration on top of already computed strict kinds, sharing the policy's
@@ -348,8 +400,20 @@ pub fn extend_selection(
         Some(Ok(g)) => Some(g),
         _ => None,
     };
+    let exclude_rules: &[NamedRuleWithOperations] = policy
+        .spec
+        .as_ref()
+        .and_then(|s| s.match_constraints.as_ref())
+        .and_then(|m| m.exclude_resource_rules.as_deref())
+        .unwrap_or(&[]);
     let mut found: BTreeSet<Gvk> = BTreeSet::new();
     for (ri, rule) in resource_rules(policy).iter().enumerate() {
+        let operations = list(&rule.operations);
+        let excluded = |g: &str, v: &str, r: &str, sub: Option<&str>, ns: Option<bool>| {
+            exclude_rules
+                .iter()
+                .any(|x| excludes(x, operations, g, v, r, sub, ns))
+        };
         let rule_groups = list(&rule.api_groups);
         let rule_versions = list(&rule.api_versions);
         let wild_gv =
@@ -362,6 +426,9 @@ pub fn extend_selection(
                 for g in rule_groups {
                     for v in rule_versions {
                         let gvr = Gvr::new(g.as_str(), v.as_str(), res);
+                        if excluded(g, v, res, None, None) {
+                            continue;
+                        }
                         match reset.kinds_for(mapper, &gvr) {
                             Ok(kinds) => found.extend(kinds.into_iter().filter(|k| !k.is_empty())),
                             Err(e) => skipped.push(Skipped {
@@ -404,12 +471,20 @@ pub fn extend_selection(
                         let res_ok = res == "*" || res == r_res;
                         let sub_ok = match (sub, r_sub) {
                             (None, None) => true,
-                            (Some("*"), Some(_)) => true,
+                            // admission rules.go: a `*` subresource also matches the
+                            // resource itself (`sub == "*" || sub == opSub`).
+                            (Some("*"), _) => true,
                             (Some(s), Some(rs)) => s == rs,
                             _ => false,
                         };
-                        if res_ok && sub_ok && !r.kind.is_empty() {
-                            matched = true;
+                        if !(res_ok && sub_ok) || r.kind.is_empty() {
+                            continue;
+                        }
+                        matched = true;
+                        let ns = Some(r.namespaced);
+                        if scope_admits(rule.scope.as_deref(), ns)
+                            && !excluded(&group.name, &version.version, r_res, r_sub, ns)
+                        {
                             found.insert(Gvk::new(
                                 r.group.clone().unwrap_or_else(|| group.name.clone()),
                                 r.version.clone().unwrap_or_else(|| version.version.clone()),
@@ -866,6 +941,50 @@ mod tests {
                 "g/v1, Kind=R10 (kind limit reached)",
                 "g/v1, Kind=R11 (kind limit reached)"
             ]
+        );
+    }
+
+    #[test]
+    fn extended_honours_scope_and_full_exclusions() {
+        let m = DiscoveryRestMapper::new(sample_discovery());
+        let mut cluster = rule(&[""], &["v1"], &["*"]);
+        cluster.scope = Some("Cluster".into());
+        let mut p = policy(vec![cluster]);
+        let s = types_to_check_extended(&p, &m, Some(&m), 100);
+        assert_eq!(names(&s.kinds), ["/v1, Kind=Namespace"]);
+
+        let all = rule(&["apps"], &["v1"], &["*"]);
+        let mut exclude_all_ops = rule(&["apps"], &["*"], &["replicasets", "daemonsets"]);
+        exclude_all_ops.operations = Some(vec!["*".into()]);
+        let mut exclude_some_ops = rule(&["apps"], &["v1"], &["statefulsets"]);
+        exclude_some_ops.operations = Some(vec!["DELETE".into()]);
+        let mut exclude_named = rule(&["apps"], &["v1"], &["deployments"]);
+        exclude_named.resource_names = Some(vec!["one".into()]);
+        p = policy(vec![all]);
+        p.spec
+            .as_mut()
+            .unwrap()
+            .match_constraints
+            .as_mut()
+            .unwrap()
+            .exclude_resource_rules = Some(vec![exclude_all_ops, exclude_some_ops, exclude_named]);
+        let s = types_to_check_extended(&p, &m, Some(&m), 100);
+        // replicasets and daemonsets are out for every operation; statefulsets only for
+        // DELETE and deployments only for one name, so they stay.
+        assert_eq!(
+            names(&s.kinds),
+            ["apps/v1, Kind=Deployment", "apps/v1, Kind=StatefulSet"]
+        );
+    }
+
+    #[test]
+    fn star_subresource_matches_the_resource_too() {
+        let m = DiscoveryRestMapper::new(sample_discovery());
+        let p = policy(vec![rule(&["apps"], &["v1"], &["deployments/*"])]);
+        let s = types_to_check_extended(&p, &m, Some(&m), 100);
+        assert_eq!(
+            names(&s.kinds),
+            ["apps/v1, Kind=Deployment", "autoscaling/v1, Kind=Scale"]
         );
     }
 

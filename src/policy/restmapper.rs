@@ -291,7 +291,10 @@ pub(crate) mod tests {
                         res("configmaps", "configmap", "ConfigMap"),
                         res("endpoints", "endpoints", "Endpoints"),
                         res("events", "event", "Event"),
-                        res("namespaces", "namespace", "Namespace"),
+                        ApiResource {
+                            namespaced: false,
+                            ..res("namespaces", "namespace", "Namespace")
+                        },
                         res("pods", "pod", "Pod"),
                         sub("pods/eviction", "Eviction", Some("policy"), Some("v1")),
                         sub("pods/status", "Pod", None, None),

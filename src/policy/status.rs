@@ -324,3 +324,36 @@ mod tests {
         assert_eq!(serde_json::to_string(&s.type_checking()).unwrap(), "{}");
     }
 }
+
+#[cfg(test)]
+mod k8s_status_tests {
+    use super::*;
+
+    #[test]
+    fn to_k8s_status_carries_everything() {
+        let now: Time = serde_json::from_str("\"2026-11-21T15:00:00Z\"").unwrap();
+        let w = vec![ExpressionWarning {
+            field_ref: "f".into(),
+            warning: "w".into(),
+        }];
+        let s = PolicyStatus {
+            observed_generation: Some(7),
+            conditions: vec![expressions_valid_condition(Some(7), &w, 1, true)],
+            expression_warnings: w,
+            ..PolicyStatus::default()
+        };
+        let k = serde_json::to_value(s.to_k8s_status(&now)).unwrap();
+        assert_eq!(
+            k,
+            serde_json::json!({
+                "observedGeneration": 7,
+                "typeChecking": {"expressionWarnings": [{"fieldRef": "f", "warning": "w"}]},
+                "conditions": [{
+                    "type": "ExpressionsValid", "status": "False", "observedGeneration": 7,
+                    "reason": "ExpressionWarnings", "message": "1 expression with warnings: f",
+                    "lastTransitionTime": "2026-11-21T15:00:00Z"
+                }]
+            })
+        );
+    }
+}

@@ -1,0 +1,139 @@
+//! Cost of the policy layer alone (reading, kind selection, orchestration, rendering) over the
+//! whole corpus, with a REST mapper built from `../shared/openapi/v1.35` and a trivial
+//! checker (every expression is `bool`), so CEL checking time is excluded.
+//!
+//! Run: `cargo bench --bench policy_layer`.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+use vapcheck::cli::discovery::offline_discovery;
+use vapcheck::cli::read_inputs;
+use vapcheck::policy::{
+    Backends, CheckEnv, CheckOptions, DiscoveryRestMapper, EnvRequest, ExpressionChecker, Gvk,
+    Mode, OutputType, ParsedExpr, SchemaError, SchemaLookup, SchemaSource, check_policy,
+    types_to_check,
+};
+
+fn shared_dir() -> PathBuf {
+    if let Some(d) = std::env::var_os("VAPCHECK_SHARED") {
+        return PathBuf::from(d);
+    }
+    let beside = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared");
+    if beside.is_dir() {
+        return beside;
+    }
+    PathBuf::from("/work/shared")
+}
+
+struct AllUntyped;
+
+impl SchemaSource for AllUntyped {
+    fn resolve(&self, _gvk: &Gvk) -> Result<SchemaLookup, SchemaError> {
+        Ok(SchemaLookup::Untyped)
+    }
+}
+
+struct BoolChecker;
+struct BoolEnv;
+
+impl ExpressionChecker for BoolChecker {
+    fn parse(&self, expression: &str) -> Result<ParsedExpr, String> {
+        Ok(ParsedExpr(Arc::new(expression.len())))
+    }
+    fn environment(&self, _request: &EnvRequest<'_>) -> Result<Box<dyn CheckEnv>, String> {
+        Ok(Box::new(BoolEnv))
+    }
+}
+
+impl CheckEnv for BoolEnv {
+    fn check(&self, _parsed: &ParsedExpr) -> Result<OutputType, String> {
+        Ok(OutputType::Bool)
+    }
+    fn declare_variable(&mut self, _name: &str, _ty: &OutputType) {}
+}
+
+fn time<T>(label: &str, per: usize, iterations: u32, mut f: impl FnMut() -> T) {
+    // warm-up
+    std::hint::black_box(f());
+    let start = Instant::now();
+    for _ in 0..iterations {
+        std::hint::black_box(f());
+    }
+    let total = start.elapsed();
+    let per_iter = total / iterations;
+    let per_item = per_iter.as_nanos() / per.max(1) as u128;
+    println!(
+        "{label:<40} {:>10.3} ms/run  {:>8} ns/policy",
+        per_iter.as_secs_f64() * 1e3,
+        per_item
+    );
+}
+
+fn main() {
+    let shared = shared_dir();
+    let mut files = Vec::new();
+    let mut stack = vec![shared.join("corpus/policies")];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).expect("corpus folder") {
+            let p = e.expect("corpus entry").path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                files.push(p);
+            }
+        }
+    }
+    files.sort();
+    let policies = read_inputs(&files, &mut std::io::empty()).expect("corpus reads");
+    let n = policies.len();
+    println!("corpus: {} files, {n} policies", files.len());
+
+    let t = Instant::now();
+    let groups =
+        offline_discovery(Some(&shared.join("openapi/v1.35")), &[]).expect("openapi folder");
+    println!(
+        "{:<40} {:>10.3} ms (once)",
+        "discovery from openapi/v1.35",
+        t.elapsed().as_secs_f64() * 1e3
+    );
+    let mapper = DiscoveryRestMapper::new(groups);
+
+    time("read corpus (YAML → policies)", n, 20, || {
+        read_inputs(&files, &mut std::io::empty()).map(|p| p.len())
+    });
+    time("typesToCheck (strict)", n, 50, || {
+        policies
+            .iter()
+            .map(|p| types_to_check(&p.policy, &mapper).kinds.len())
+            .sum::<usize>()
+    });
+    let backends = Backends {
+        rest_mapper: &mapper,
+        discovery: Some(&mapper),
+        schemas: &AllUntyped,
+        checker: &BoolChecker,
+    };
+    for mode in [Mode::Strict, Mode::Extended] {
+        let options = CheckOptions {
+            mode,
+            ..CheckOptions::default()
+        };
+        time(
+            &format!("check_policy ({mode}, trivial checker)"),
+            n,
+            50,
+            || {
+                policies
+                    .iter()
+                    .map(|p| {
+                        check_policy(&p.policy, &options, &backends)
+                            .expression_warnings
+                            .len()
+                    })
+                    .sum::<usize>()
+            },
+        );
+    }
+}
