@@ -16,6 +16,7 @@ import (
 	"sync"
 
 	admissionv1 "k8s.io/api/admissionregistration/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/klog/v2"
@@ -39,6 +40,25 @@ type request struct {
 	Variables []admissionv1.Variable `json:"variables,omitempty"`
 	Policy    json.RawMessage        `json:"policy,omitempty"`
 	Discovery string                 `json:"discovery,omitempty"`
+	CRDs      []json.RawMessage      `json:"crds,omitempty"`
+}
+
+// parseCRDs reads each entry as a CRD object or as a YAML/JSON string.
+func parseCRDs(raw []json.RawMessage) ([]*apiextensionsv1.CustomResourceDefinition, error) {
+	var out []*apiextensionsv1.CustomResourceDefinition
+	for i, r := range raw {
+		data := []byte(r)
+		var str string
+		if err := json.Unmarshal(r, &str); err == nil {
+			data = []byte(str)
+		}
+		crd, err := oracle.ParseCRD(data)
+		if err != nil {
+			return nil, fmt.Errorf("crds[%d]: %w", i, err)
+		}
+		out = append(out, crd)
+	}
+	return out, nil
 }
 
 type server struct {
@@ -130,7 +150,17 @@ func (s *server) handle(line []byte) (resp any) {
 			}
 			vr.ParamKind = &admissionv1.ParamKind{APIVersion: pg.GroupVersion().String(), Kind: pg.Kind}
 		}
-		r := s.oracle.CheckVap(vr)
+		o := s.oracle
+		if len(req.CRDs) > 0 {
+			crds, err := parseCRDs(req.CRDs)
+			if err != nil {
+				return fail(err)
+			}
+			if o, err = s.oracle.WithCRDs(crds, "", false); err != nil {
+				return fail(err)
+			}
+		}
+		r := o.CheckVap(vr)
 		out := map[string]any{"warning": r.Warning, "type": r.Type, "schemaFound": r.SchemaFound}
 		if r.ObjectDyn {
 			out["objectDyn"] = true
@@ -162,12 +192,27 @@ func (s *server) handle(line []byte) (resp any) {
 		if which != "ga" && which != "all" {
 			return fail(errors.New(`discovery: want "ga" or "all"`))
 		}
-		m, err := s.mapper(which)
-		if err != nil {
-			return fail(err)
-		}
 		o := *s.oracle
-		o.Mapper = m
+		if len(req.CRDs) > 0 {
+			crds, err := parseCRDs(req.CRDs)
+			if err != nil {
+				return fail(err)
+			}
+			if s.discoveryPath == "" {
+				return fail(errors.New("no discovery documents: pass -discovery"))
+			}
+			withCRDs, err := s.oracle.WithCRDs(crds, s.discoveryPath, which == "all")
+			if err != nil {
+				return fail(err)
+			}
+			o = *withCRDs
+		} else {
+			m, err := s.mapper(which)
+			if err != nil {
+				return fail(err)
+			}
+			o.Mapper = m
+		}
 		r := o.CheckPolicy(p)
 		return withID(map[string]any{"gvks": r.GVKs, "paramsGvk": r.ParamsGVK, "typeChecking": r.TypeChecking, "perGvk": r.PerGVK})
 	default:

@@ -27,6 +27,14 @@ var gaVersion = regexp.MustCompile(`^v[0-9]+$`)
 // (`v<N>`) are kept: kube-apiserver 1.37.1 serves no alpha or beta version by default
 // (pkg/controlplane/instance.go, DefaultAPIResourceConfigSource).
 func NewDiscoveryMapper(dir string, allVersions bool) (meta.RESTMapper, error) {
+	groups, err := discoveryGroups(dir, allVersions)
+	if err != nil {
+		return nil, err
+	}
+	return restmapper.NewDiscoveryRESTMapper(groups), nil
+}
+
+func discoveryGroups(dir string, allVersions bool) ([]*restmapper.APIGroupResources, error) {
 	readJSON := func(name string, into any) error {
 		data, err := os.ReadFile(filepath.Join(dir, name))
 		if err != nil {
@@ -72,7 +80,7 @@ func NewDiscoveryMapper(dir string, allVersions bool) (meta.RESTMapper, error) {
 		}
 		out = append(out, agr)
 	}
-	return restmapper.NewDiscoveryRESTMapper(out), nil
+	return out, nil
 }
 
 // ParsePolicy reads a ValidatingAdmissionPolicy from JSON or YAML.

@@ -1,0 +1,135 @@
+package oracle
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/google/cel-go/cel"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+func TestParseTypeRoundTrip(t *testing.T) {
+	for _, s := range []string{"int", "list(string)", "map(string, dyn)", "optional_type(int)",
+		"list(map(string, list(bytes)))", "type(int)", "timestamp", "null_type", "A", "list(A)"} {
+		ty, err := ParseType(s)
+		if err != nil {
+			t.Fatalf("%s: %v", s, err)
+		}
+		want := s
+		if s == "null_type" {
+			want = "null"
+		}
+		if got := cel.FormatCELType(ty); got != want {
+			t.Errorf("ParseType(%q) prints %q", s, got)
+		}
+	}
+	for _, bad := range []string{"", "list(", "map(int)", "Foo", "int(int)", "list(int))", "list int"} {
+		if _, err := ParseType(bad); err == nil {
+			t.Errorf("ParseType(%q): expected an error", bad)
+		}
+	}
+}
+
+func TestNormalizeTypeNames(t *testing.T) {
+	in := "apps/v1, Kind=Deployment: ERROR: <input>:1:13: found no matching overload for '_==_' applied to '(Deployment123456789.spec, MyDeployment42)'\n | object.kind == 'Deployment12'\n | ............^\n"
+	want := "apps/v1, Kind=Deployment: ERROR: <input>:1:13: found no matching overload for '_==_' applied to '(Deployment.spec, MyDeployment42)'\n | object.kind == 'Deployment12'\n | ............^\n"
+	if got := NormalizeTypeNames(in, "Deployment"); got != want {
+		t.Errorf("got\n%q\nwant\n%q", got, want)
+	}
+}
+
+func TestParseGVK(t *testing.T) {
+	for s, want := range map[string]schema.GroupVersionKind{
+		"apps/v1, Kind=Deployment": {Group: "apps", Version: "v1", Kind: "Deployment"},
+		"/v1, Kind=Pod":            {Version: "v1", Kind: "Pod"},
+		"v1, Kind=Pod":             {Version: "v1", Kind: "Pod"},
+	} {
+		got, err := ParseGVK(s)
+		if err != nil || got != want {
+			t.Errorf("ParseGVK(%q) = %v, %v", s, got, err)
+		}
+	}
+	for _, bad := range []string{"", "Pod", "a/b/c, Kind=X", "/v1, Kind="} {
+		if _, err := ParseGVK(bad); err == nil {
+			t.Errorf("ParseGVK(%q): expected an error", bad)
+		}
+	}
+}
+
+var (
+	oracleOnce sync.Once
+	theOracle  *Oracle
+)
+
+func testOracle() *Oracle {
+	oracleOnce.Do(func() {
+		theOracle = &Oracle{Resolver: NewCachingResolver(NewSchemaResolver())}
+	})
+	return theOracle
+}
+
+func TestCheckVapKnownAnswers(t *testing.T) {
+	o := testOracle()
+	deploy := schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}
+	cases := []struct {
+		expr, warning, typ string
+	}{
+		// shared doc §2.6 example
+		{"object.replicas > 1", "apps/v1, Kind=Deployment: ERROR: <input>:1:7: undefined field 'replicas'\n | object.replicas > 1\n | ......^\n", ""},
+		{"object.spec.replicas > 1", "", "bool"},
+		{"object.metadata.namespace", "", "string"},
+		{"object.spec == 1", "apps/v1, Kind=Deployment: ERROR: <input>:1:13: found no matching overload for '_==_' applied to '(Deployment.spec, int)'\n | object.spec == 1\n | ............^\n", ""},
+		{"'😀' + 1", "apps/v1, Kind=Deployment: ERROR: <input>:1:5: found no matching overload for '_+_' applied to '(string, int)'\n | '😀' + 1\n | .．..^\n", ""},
+	}
+	for _, c := range cases {
+		r := o.CheckVap(VapRequest{GVK: deploy, Expression: c.expr})
+		if r.Warning != c.warning || r.Type != c.typ || !r.SchemaFound || r.ReplicaMismatch != nil {
+			t.Errorf("%q: got %+v", c.expr, r)
+		}
+	}
+	r := o.CheckVap(VapRequest{GVK: schema.GroupVersionKind{Group: "example.com", Version: "v1", Kind: "Widget"}, Expression: "undeclared"})
+	if r.SchemaFound || r.Warning != "" {
+		t.Errorf("unknown kind: got %+v", r)
+	}
+}
+
+func TestCheckPolicyCoreGroupMatchesAllGroups(t *testing.T) {
+	dir := os.Getenv("ORACLE_DISCOVERY")
+	if dir == "" {
+		t.Skip("ORACLE_DISCOVERY (kubernetes module api/discovery) not set")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "api__v1.json")); err != nil {
+		t.Fatal(err)
+	}
+	m, err := NewDiscoveryMapper(dir, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := ParsePolicy([]byte(`
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: t}
+spec:
+  matchConstraints:
+    resourceRules:
+    - {apiGroups: [""], apiVersions: [v1], resources: [events, deployments, "pods/status"]}
+  validations:
+  - expression: object.foo == 1
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := *testOracle()
+	o.Mapper = m
+	r := o.CheckPolicy(p)
+	want := []string{"/v1, Kind=Event", "apps/v1, Kind=Deployment", "events.k8s.io/v1, Kind=Event"}
+	if strings.Join(r.GVKs, "|") != strings.Join(want, "|") {
+		t.Fatalf("gvks = %v, want %v", r.GVKs, want)
+	}
+	if len(r.TypeChecking.ExpressionWarnings) != 1 || strings.Count(r.TypeChecking.ExpressionWarnings[0].Warning, "undefined field 'foo'") != 3 {
+		t.Fatalf("warnings = %+v", r.TypeChecking.ExpressionWarnings)
+	}
+}
