@@ -381,8 +381,13 @@ impl Config {
                 ),
             ));
         }
-        self.metrics_addr()?;
-        self.health_addr()?;
+        let (metrics_addr, health_addr) = (self.metrics_addr()?, self.health_addr()?);
+        if self.metrics.secure.enabled && metrics_addr == health_addr && metrics_addr.port() != 0 {
+            return Err(invalid(
+                "metrics.bindAddress",
+                "HTTPS metrics (metrics.secure.enabled) need an address other than health.bindAddress",
+            ));
+        }
         let secure = &self.metrics.secure;
         if secure.cert_file.is_empty() != secure.key_file.is_empty() {
             let key = if secure.cert_file.is_empty() {
@@ -1333,6 +1338,10 @@ mod tests {
                 "metrics.secure.keyFile",
             ),
             ("log:\n  level: 'info,[[['\n", "log.level"),
+            (
+                "metrics:\n  bindAddress: ':9000'\n  secure:\n    enabled: true\nhealth:\n  bindAddress: ':9000'\n",
+                "metrics.bindAddress",
+            ),
             ("kubernetesVersion: latest\n", "kubernetesVersion"),
         ];
         for (yaml, key) in cases {

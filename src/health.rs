@@ -8,7 +8,8 @@
 //!   the [`Readiness`] handle. The body lists each check as `[+]name ok` / `[-]name reason`,
 //!   like the Kubernetes API server's verbose probes.
 //! - `/metrics`: [`Metrics`] in OpenMetrics or classic text, chosen by the `Accept` header;
-//!   served on its own address (or together with the probes when both addresses are equal).
+//!   served on its own address (or together with the probes when both addresses are equal),
+//!   optionally over HTTPS with TokenReview/SubjectAccessReview ([`secure`]).
 //!
 //! Both servers stop gracefully when the shutdown future completes.
 
@@ -26,6 +27,8 @@ use axum::routing::get;
 use tokio::net::TcpListener;
 
 use crate::metrics::Metrics;
+
+pub mod secure;
 
 /// Where the replica stands in leader election, as far as readiness is concerned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -297,12 +300,17 @@ pub async fn bind(what: &str, addr: SocketAddr) -> anyhow::Result<TcpListener> {
         .map_err(|e| anyhow::anyhow!("cannot listen for {what} on {addr}: {e}"))
 }
 
-/// Serves `router` on `listener` until `shutdown` completes, then finishes in-flight requests.
-pub async fn serve(
-    listener: TcpListener,
+/// Serves `router` on `listener` (a `TcpListener` or a [`secure::TlsListener`]) until
+/// `shutdown` completes, then finishes in-flight requests.
+pub async fn serve<L>(
+    listener: L,
     router: Router,
     shutdown: impl Future<Output = ()> + Send + 'static,
-) -> std::io::Result<()> {
+) -> std::io::Result<()>
+where
+    L: axum::serve::Listener,
+    L::Addr: std::fmt::Debug,
+{
     axum::serve(listener, router)
         .with_graceful_shutdown(shutdown)
         .await
@@ -347,32 +355,60 @@ impl Shutdown {
 #[derive(Debug)]
 pub struct HttpServers {
     metrics: Option<TcpListener>,
+    metrics_tls: Option<Arc<tokio_rustls::rustls::ServerConfig>>,
     health: TcpListener,
     metrics_router: Router,
     health_router: Router,
 }
 
 impl HttpServers {
-    /// Binds the plain-HTTP metrics and health listeners from the configuration. When both
-    /// addresses are equal (and not port 0), one listener serves all three paths. Fails with a message naming
-    /// the address when a port is taken.
+    /// Binds the metrics and health listeners from the configuration. When both addresses
+    /// are equal (and not port 0), one plain-HTTP listener serves all three paths. With
+    /// `metrics.secure.enabled`, `/metrics` is served over HTTPS on its own address and, with
+    /// `metrics.secure.authorize`, needs `client` for TokenReview and SubjectAccessReview.
+    /// Fails with a message naming the key or address (port taken, bad certificate, ...).
     pub async fn bind(
         config: &crate::config::Config,
         metrics: Metrics,
         health: Health,
+        client: Option<kube::Client>,
     ) -> anyhow::Result<HttpServers> {
         let metrics_addr = config.metrics_addr()?;
         let health_addr = config.health_addr()?;
+        let shared = metrics_addr == health_addr && metrics_addr.port() != 0;
+        let secure = &config.metrics.secure;
+        let mut router = metrics_router(metrics);
+        let mut metrics_tls = None;
+        if secure.enabled {
+            if shared {
+                anyhow::bail!(
+                    "invalid config: key `metrics.bindAddress`: HTTPS metrics need an address of their own, not health.bindAddress ({health_addr})"
+                );
+            }
+            metrics_tls = Some(secure::tls_from_config(secure)?);
+            if secure.authorize {
+                let client = client.ok_or_else(|| {
+                    anyhow::anyhow!(
+                        "metrics.secure.authorize needs a Kubernetes client for TokenReview and SubjectAccessReview"
+                    )
+                })?;
+                router = secure::protect(
+                    router,
+                    secure::MetricsAuth::new(secure::KubeReviewer::new(client)),
+                );
+            }
+        }
         let health_listener = bind("health probes", health_addr).await?;
-        let metrics_listener = if metrics_addr == health_addr && metrics_addr.port() != 0 {
+        let metrics_listener = if shared {
             None
         } else {
             Some(bind("metrics", metrics_addr).await?)
         };
         Ok(HttpServers {
             metrics: metrics_listener,
+            metrics_tls,
             health: health_listener,
-            metrics_router: metrics_router(metrics),
+            metrics_router: router,
             health_router: health_router(health),
         })
     }
@@ -395,9 +431,18 @@ impl HttpServers {
                 serve(self.health, router, shutdown.wait()).await
             }
             Some(metrics_listener) => {
+                let metrics_server = async {
+                    match self.metrics_tls {
+                        Some(tls) => {
+                            let listener = secure::TlsListener::new(metrics_listener, tls)?;
+                            serve(listener, self.metrics_router, shutdown.wait()).await
+                        }
+                        None => serve(metrics_listener, self.metrics_router, shutdown.wait()).await,
+                    }
+                };
                 let (a, b) = tokio::join!(
                     serve(self.health, self.health_router, shutdown.wait()),
-                    serve(metrics_listener, self.metrics_router, shutdown.wait()),
+                    metrics_server,
                 );
                 a.and(b)
             }
@@ -555,7 +600,7 @@ mod tests {
         let health = Health::default();
         health.readiness().set_caches_synced(true);
         health.readiness().set_election(ElectionState::Leading);
-        let servers = HttpServers::bind(&config, Metrics::new(), health)
+        let servers = HttpServers::bind(&config, Metrics::new(), health, None)
             .await
             .unwrap_or_else(|e| panic!("{e}"));
         let (maddr, haddr) = (
@@ -586,7 +631,7 @@ mod tests {
         let mut config = crate::config::Config::default();
         config.metrics.bind_address = addr.to_string();
         config.health.bind_address = addr.to_string();
-        let servers = HttpServers::bind(&config, Metrics::new(), Health::default())
+        let servers = HttpServers::bind(&config, Metrics::new(), Health::default(), None)
             .await
             .unwrap_or_else(|e| panic!("{e}"));
         let shutdown = Shutdown::default();
