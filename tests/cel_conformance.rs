@@ -360,7 +360,11 @@ fn needs_proto(expr: &str, container: &str) -> bool {
 }
 
 /// Individual tests that cannot pass against the core checker, with the reason.
-const SKIPPED_TESTS: &[(&str, &str)] = &[];
+const SKIPPED_TESTS: &[(&str, &str)] = &[(
+    "type_deduction/legacy_nullable_types/null_assignable_to_abstract_parameter_candidate",
+    "newer cel-spec than cel-go v0.29.2: cel-go 0.29.2 joins [optional.of(1), null] to list(null), \
+     so the index deduces `null` (confirmed with the cel-go oracle)",
+)];
 
 fn build_env(base: &Arc<Env>, test: &Msg) -> Option<Env> {
     let mut b = Env::extend(base);

@@ -18,7 +18,7 @@ use super::types::{Kind, Type, TypeKind};
 /// The deepest AST the checker accepts (nodes on the longest root-to-leaf path). Deeper
 /// expressions get one error instead of being checked (cel-go has no such limit; real
 /// expressions are far below it).
-pub const MAX_CHECK_DEPTH: usize = 500;
+pub const MAX_CHECK_DEPTH: usize = 1000;
 
 /// cel-go checker/env.go crossTypeNumericComparisonOverloads: filtered out unless the
 /// CrossTypeNumericComparisons option is on.

@@ -175,6 +175,48 @@ fn measure(root: &IdedExpr) -> (u64, usize) {
     (max_id, max_depth)
 }
 
+/// Whether cel-go's parser visitor counts this node against its recursion limit
+/// (`checkAndIncrementRecursionDepth` in parser/parser.go: ternaries, relations, arithmetic,
+/// selections, member calls and indexing). Macro-generated nodes (placed at the macro call's
+/// offset) do not count.
+fn counts_for_visitor(e: &IdedExpr, info: &SourceInfo, macro_offset: Option<u32>) -> bool {
+    if let Some(off) = macro_offset
+        && info.offset_for(e.id).map(|(s, _)| s) == Some(off)
+        && !matches!(e.expr, Expr::Comprehension(_) | Expr::Select(_))
+    {
+        return false;
+    }
+    match &e.expr {
+        Expr::Select(_) | Expr::Comprehension(_) => true,
+        Expr::Call(c) => match c.func_name.as_str() {
+            "_<_" | "_<=_" | "_>_" | "_>=_" | "_==_" | "_!=_" | "@in" | "_+_" | "_*_" | "_/_"
+            | "_%_" | "_?_:_" | "_[_]" | "_[?_]" | "_?._" => true,
+            "_-_" => c.args.len() == 2,
+            "-_" | "!_" | "_&&_" | "_||_" => false,
+            _ => c.target.is_some(),
+        },
+        _ => false,
+    }
+}
+
+/// cel-go's parser visitor recursion depth of the expression (see [`counts_for_visitor`]).
+fn visitor_depth(root: &IdedExpr, info: &SourceInfo) -> usize {
+    let mut max = 0;
+    let mut stack = vec![(root, 0usize, None::<u32>)];
+    while let Some((e, d, macro_offset)) = stack.pop() {
+        let d = d + usize::from(counts_for_visitor(e, info, macro_offset));
+        max = max.max(d);
+        let inner_offset = match &e.expr {
+            Expr::Comprehension(_) => info.offset_for(e.id).map(|(s, _)| s),
+            _ => macro_offset,
+        };
+        for c in children(e) {
+            stack.push((c, d, inner_offset));
+        }
+    }
+    max
+}
+
 /// Calls `f` on every node of the tree, iteratively (pre-order).
 pub fn walk<'e>(root: &'e IdedExpr, mut f: impl FnMut(&'e IdedExpr)) {
     let mut stack = vec![root];
@@ -251,10 +293,18 @@ pub fn parse(text: &str) -> Result<ParsedExpr, Issues> {
     }
     let result = cel::parser::Parser::new()
         .enable_optional_syntax(true)
+        // cel-go v0.29.2 parser.NewParser enables backtick-escaped identifiers by default.
+        .enable_ident_escape_syntax(true)
         .max_recursion_depth((MAX_RECURSION_DEPTH - 1) as u16)
         .parse_with_source_info(text);
     match result {
         Ok((expr, info)) => {
+            if visitor_depth(&expr, &info) > MAX_RECURSION_DEPTH {
+                // cel-go v0.29.2 parser/parser.go: checkAndIncrementRecursionDepth
+                issues.report(None, 0, "max recursion depth exceeded".to_string());
+                drop_iteratively(expr);
+                return Err(issues);
+            }
             let (max_id, depth) = measure(&expr);
             Ok(ParsedExpr {
                 expr,

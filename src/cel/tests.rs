@@ -374,7 +374,38 @@ fn deep_expressions_do_not_overflow() {
         .expect("no stack overflow");
     assert_eq!(
         out.as_deref(),
-        Some("ERROR: <input>:-1:0: expression nesting exceeds the type checker limit of 500")
+        Some("ERROR: <input>:-1:0: max recursion depth exceeded")
     );
-    assert_eq!(ty(&env, &vec!["1"; 300].join(" + ")), "int");
+    // cel-go's visitor limit: 250 nested arithmetic/relational/selection nodes.
+    assert_eq!(ty(&env, &vec!["1"; 251].join(" + ")), "int");
+    assert_eq!(
+        err(&env, &vec!["1"; 252].join(" + ")),
+        "ERROR: <input>:-1:0: max recursion depth exceeded"
+    );
+    assert_eq!(ty(&env, &format!("object{}", ".f".repeat(250))), "dyn");
+    assert_eq!(
+        err(&env, &format!("object{}", ".f".repeat(251))),
+        "ERROR: <input>:-1:0: max recursion depth exceeded"
+    );
+    // Unary chains do not count in cel-go; the checker's own depth limit applies.
+    assert_eq!(ty(&env, &format!("{}1", "-".repeat(300))), "int");
+    // The deepest ASTs cel-go's parser limits allow (two unlimited nodes per bracket level
+    // plus 250 counted nodes) are checked on a 2 MiB stack.
+    let deepest = format!(
+        "{}object{}{}",
+        "-[".repeat(249),
+        ".f".repeat(249),
+        "]".repeat(249)
+    );
+    let out = std::thread::Builder::new()
+        .stack_size(2 * 1024 * 1024)
+        .spawn(move || {
+            compile(&k8s_env(), &deepest)
+                .err()
+                .map(|e| e.to_display_string())
+        })
+        .expect("thread")
+        .join()
+        .expect("no stack overflow");
+    assert!(out.is_some_and(|e| e.contains("found no matching overload for '-_'")));
 }

@@ -372,6 +372,8 @@ pub fn parse_rfc3339_seconds(s: &str) -> Option<i64> {
 /// repetition counts at most 1000.
 pub fn valid_re2(pattern: &str) -> bool {
     use regex_syntax::ast::{self, Ast};
+    let pattern = expand_quoted_literals(pattern);
+    let pattern = pattern.as_str();
     let Ok(parsed) = ast::parse::ParserBuilder::new()
         .nest_limit(1000)
         .build()
@@ -394,6 +396,10 @@ pub fn valid_re2(pattern: &str) -> bool {
                     _ => None,
                 },
                 Ast::Repetition(r) => {
+                    // RE2: "invalid nested repetition operator" (`a**`, `a+{2}`).
+                    if matches!(*r.ast, Ast::Repetition(_)) {
+                        return Err(());
+                    }
                     if let ast::RepetitionKind::Range(range) = &r.op.kind {
                         let (lo, hi) = match *range {
                             ast::RepetitionRange::Exactly(n) => (n, n),
@@ -432,6 +438,66 @@ pub fn valid_re2(pattern: &str) -> bool {
         .build()
         .translate(pattern, &parsed)
         .is_ok()
+}
+
+/// Rewrites RE2 syntax that `regex-syntax` spells differently into an equivalent pattern:
+/// `\Q...\E` quoting becomes escaped literals, a `{` that does not start a valid repetition is
+/// a literal in RE2 (`a{,3}`, `a{`), and the empty flag group `(?)` is a plain group.
+fn expand_quoted_literals(pattern: &str) -> String {
+    fn valid_repeat(rest: &str) -> bool {
+        // rest starts after `{`: digits, optionally `,` and digits, then `}`.
+        let b = rest.as_bytes();
+        let mut i = 0;
+        while i < b.len() && b[i].is_ascii_digit() {
+            i += 1;
+        }
+        if i == 0 {
+            return false;
+        }
+        if b.get(i) == Some(&b',') {
+            i += 1;
+            while i < b.len() && b[i].is_ascii_digit() {
+                i += 1;
+            }
+        }
+        b.get(i) == Some(&b'}')
+    }
+    let mut out = String::with_capacity(pattern.len());
+    let mut chars = pattern.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => match chars.next() {
+                Some('Q') => {
+                    let rest = chars.as_str();
+                    let (quoted, after) = match rest.find("\\E") {
+                        Some(i) => (&rest[..i], &rest[i + 2..]),
+                        None => (rest, ""),
+                    };
+                    out.push_str(&regex_syntax::escape(quoted));
+                    chars = after.chars();
+                }
+                Some(n) => {
+                    out.push('\\');
+                    out.push(n);
+                    // `\x{..}`, `\p{..}`, `\P{..}`: the braces belong to the escape.
+                    if matches!(n, 'x' | 'p' | 'P') && chars.as_str().starts_with('{') {
+                        let rest = chars.as_str();
+                        let end = rest.find('}').map_or(rest.len(), |i| i + 1);
+                        out.push_str(&rest[..end]);
+                        chars = rest[end..].chars();
+                    }
+                }
+                None => out.push('\\'),
+            },
+            '{' if !valid_repeat(chars.as_str()) => out.push_str("\\{"),
+            '(' if chars.as_str().starts_with("?)") => {
+                out.push_str("(?:");
+                chars.next();
+            }
+            _ => out.push(c),
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -489,5 +555,15 @@ mod tests {
         assert!(!valid_re2("(abc"));
         assert!(!valid_re2("a(?=b)"));
         assert!(!valid_re2("\\1"));
+        assert!(!valid_re2("a**"));
+        assert!(valid_re2("(?:a*)*"));
+        assert!(valid_re2("\\Q...\\E"));
+        assert!(valid_re2("\\Qa(b"));
+        assert!(valid_re2("a{,3}"));
+        assert!(valid_re2("a{"));
+        assert!(valid_re2("(?)"));
+        assert!(valid_re2("\\x{10FFFF}\\p{Greek}"));
+        assert!(valid_re2("a{2,3}"));
+        assert!(!valid_re2("a{3,2}"));
     }
 }

@@ -1,0 +1,418 @@
+//! Differential test against the real cel-go v0.29.2 (the Go oracle built in
+//! `e2e/oracle`, `bin/celcheck`). Ignored by default: it needs the oracle binary
+//! (`CELCHECK=/path/to/celcheck cargo test --test cel_oracle_diff -- --ignored --nocapture`).
+//! Every expression is checked by both; the error text (or the deduced type) must be equal.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+
+use vapcheck::cel::{Env, EnvBuilder, EnvOptions, Type, add_two_var_comprehensions, compile};
+
+const DECLS: &[(&str, &str)] = &[
+    ("object", "dyn"),
+    ("oldObject", "dyn"),
+    ("params", "dyn"),
+    ("request", "dyn"),
+    ("i", "int"),
+    ("u", "uint"),
+    ("d", "double"),
+    ("s", "string"),
+    ("b", "bytes"),
+    ("l", "list(int)"),
+    ("ls", "list(string)"),
+    ("m", "map(string, int)"),
+    ("mm", "map(string, dyn)"),
+    ("opt", "optional_type(int)"),
+    ("ts", "timestamp"),
+    ("du", "duration"),
+];
+
+/// Hand-written expressions covering the checker's paths, errors included.
+const EXPRESSIONS: &[&str] = &[
+    "i + 1",
+    "i + u",
+    "i < d",
+    "u >= i && d > 1",
+    "s + 1",
+    "s.size() + size(b)",
+    "s.startsWith(1)",
+    "s.matches('[')",
+    "matches(s, 'a+')",
+    "1 == 1u",
+    "[] + 1",
+    "[1, 'a']",
+    "[1, 2.0][0]",
+    "{'a': 1, 2: 'b'}",
+    "{}",
+    "[]",
+    "[[1], []]",
+    "[optional.of(1), null][0]",
+    "[null, optional.of(1)][0]",
+    "[1, null]",
+    "[null, 1]",
+    "i && true",
+    "true || s",
+    "!i",
+    "-s",
+    "l.all(x, x)",
+    "i.all(x, x > 0)",
+    "l.map(x, x * 2)",
+    "l.map(x, x > 1, x * 2)",
+    "m.filter(k, k != '')",
+    "m.exists(k, m[k] > 1)",
+    "l.exists_one(x, x > 1)",
+    "m.all(k, v, v > 0)",
+    "l.all(i, v, i < v)",
+    "l.transformList(i, v, v * 2)",
+    "l.transformList(i, v, i > 0, v * 2)",
+    "m.transformMap(k, v, v > 1)",
+    "m.transformMapEntry(k, v, {k: v})",
+    "m.all(1, v, true)",
+    "m.all(k, k, true)",
+    "ls.exists(x, x.startsWith('a'))",
+    "object.spec.replicas > 1",
+    "object.metadata.name.startsWith('x')",
+    "has(object.spec)",
+    "has(m.a)",
+    "has(i.a)",
+    "i.foo",
+    "m.foo",
+    "mm.foo.bar",
+    "object.?spec.replicas.orValue(1) > 0",
+    "opt.orValue(1) + 1",
+    "opt.value()",
+    "opt.hasValue()",
+    "opt.or(optional.of(2))",
+    "opt.optMap(x, x + 1)",
+    "opt.optFlatMap(x, optional.of(x + 1))",
+    "opt.optMap(1, 2)",
+    "m[?'a']",
+    "m[?1]",
+    "l[?0]",
+    "[?opt, 1]",
+    "[?i]",
+    "{?'a': opt}",
+    "{?'a': i}",
+    "optional.none()",
+    "optional.of(1) == optional.none()",
+    "optional.ofNonZeroValue('')",
+    "type(1)",
+    "type(1) == int",
+    "int",
+    "list",
+    "map",
+    "dyn",
+    "null_type",
+    "type",
+    "google.protobuf.Duration",
+    "optional_type",
+    "int{}",
+    "foo.Bar{}",
+    "dyn(1)",
+    "int('1') + uint(1)",
+    "double(i) + 1.0",
+    "string(b)",
+    "bytes(s)",
+    "bool('true')",
+    "duration('1h') + timestamp('2020-01-01T00:00:00Z')",
+    "duration('1x')",
+    "timestamp('2023')",
+    "timestamp(0)",
+    "ts.getHours('UTC') + ts.getHours()",
+    "du.getSeconds()",
+    "ts - ts",
+    "ts - du",
+    "ts + ts",
+    "i in l",
+    "s in m",
+    "i in m",
+    "'a' in ls",
+    "m['a']",
+    "m[1]",
+    "l['a']",
+    "l[0]",
+    "mm['a'].b",
+    "true ? 1 : 2",
+    "true ? 1 : 'a'",
+    "i ? 1 : 2",
+    "foo + 1",
+    "foo(1)",
+    "s.foo()",
+    "a.b.c",
+    "x0 + x1 + x2",
+    "'ééé' + i",
+    "i == 1 &&\n\tfoo",
+    "foo &&\r\n  bar",
+    "object.spec.(",
+    "1 +",
+    "'unterminated",
+    "a.`b-c`",
+    "{'a/b': 1}.`a/b`",
+    "[1,2,3].map(x, [x]).map(y, y[0])",
+    "l.map(x, l.map(y, x + y))",
+    "[].map(x, x)",
+    "{}.map(k, k)",
+    "[1].all(x, true) && 1 < 2.0",
+    "size(l) > 0 ? l[0] : 0",
+    "l + [1.0]",
+    "l + []",
+    "[1] + ['a']",
+    "m + m",
+    "null == null",
+    "null == 1",
+    "object == null",
+    "opt == null",
+    "ts == null",
+    "b'abc' < b'abd'",
+    "1u % 2u",
+    "1.0 % 2.0",
+    "-1u",
+    "9223372036854775808",
+    "0x1F + 1",
+    "1e3 > 5",
+    "'\\u00e9'.size()",
+    "r'\\d+'.matches('x')",
+    "s.matches(r'\\d+(')",
+    "s.matches('(?x)a')",
+    "s.matches('a{2000}')",
+    "s.matches('\\\\Z')",
+    "s.matches('[[:alpha:]]')",
+    "s.matches('\\\\pL')",
+    "s.matches('(?P<n>a)')",
+    "s.matches('(?<n>a)')",
+    "s.matches('\\\\_')",
+    "s.matches('a**')",
+    "s.matches('\\\\Q...\\\\E')",
+    "s.matches('\\\\C')",
+    "s.matches('[a-\\\\d]')",
+    "s.matches('\\\\z\\\\b\\\\B')",
+    "s.matches('(?i:a)(?s).(?m)^')",
+    "s.matches('[[:^alpha:]]')",
+    "s.matches('\\\\x{10FFFF}')",
+    "s.matches('\\\\p{Greek}\\\\pN')",
+    "s.matches('\\\\p{Foo}')",
+    "s.matches('a{,3}')",
+    "s.matches('a{3,2}')",
+    "s.matches('(?U)a+')",
+    "s.matches('\\\\8')",
+    "s.matches('[]a]')",
+    "s.matches('[^]a]')",
+    "s.matches('x{1000}')",
+    "s.matches('x{1001}')",
+    "s.matches('(a)(?P<a>b)')",
+    "s.matches('a+{2}')",
+    "s.matches('a*?')",
+    "s.matches('\\\\Qa(b')",
+    "s.matches('(?i)\\\\Q*\\\\E+')",
+    "s.matches('[a-z&&[^x]]')",
+    "s.matches('\\\\e')",
+    "s.matches('(?-i)a')",
+    "s.matches('(?i-s:a)')",
+    "s.matches('(?)')",
+    "s.matches('()')",
+    "s.matches('|')",
+    "s.matches('a{2}{3}')",
+    "s.matches('\\\\%')",
+    "s.matches('\\\\-')",
+    "s.matches('[\\\\_]')",
+    "s.matches('\\\\_')",
+    "s.matches('\\\\@')",
+    "s.matches('\\\\ ')",
+    "s.matches('\\\\`')",
+    "s.matches('\\\\~')",
+    "s.matches('[[:word:]]')",
+    "s.matches('(?P=n)')",
+    "s.matches('\\\\k<n>')",
+    "duration('1.5h')",
+    "duration('-1s')",
+    "duration('1d')",
+    "duration('')",
+    "duration('0')",
+    "timestamp('2023-01-01T00:00:00.123456789Z')",
+    "timestamp('2023-01-01t00:00:00Z')",
+    "timestamp('0000-01-01T00:00:00Z')",
+    "timestamp('2023-01-01T00:00:00+25:00')",
+    "timestamp(253402300800)",
+    "object.items.all(i, i.name != '')",
+    "object.items.map(i, i.x).size()",
+    "params.data.exists_one(x, x.startsWith('tokenAudience'))",
+];
+
+fn oracle_path() -> Option<PathBuf> {
+    if let Ok(p) = std::env::var("CELCHECK") {
+        return Some(PathBuf::from(p));
+    }
+    [
+        "/work/wt/oracle/e2e/oracle/bin/celcheck",
+        "../oracle/e2e/oracle/bin/celcheck",
+    ]
+    .iter()
+    .map(PathBuf::from)
+    .find(|p| p.exists())
+}
+
+fn corpus_expressions() -> Vec<String> {
+    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for e in entries.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                walk(&p, out);
+            } else if p.extension().is_some_and(|x| x == "yaml" || x == "yml") {
+                out.push(p);
+            }
+        }
+    }
+    fn collect(v: &serde_json::Value, out: &mut Vec<String>) {
+        match v {
+            serde_json::Value::Object(m) => {
+                for (k, v) in m {
+                    match (k.as_str(), v) {
+                        ("expression" | "messageExpression", serde_json::Value::String(s)) => {
+                            out.push(s.clone())
+                        }
+                        _ => collect(v, out),
+                    }
+                }
+            }
+            serde_json::Value::Array(a) => a.iter().for_each(|x| collect(x, out)),
+            _ => {}
+        }
+    }
+    let mut files = Vec::new();
+    walk(Path::new("/work/shared/corpus/policies"), &mut files);
+    files.sort();
+    let mut out = Vec::new();
+    for f in files {
+        let Ok(text) = std::fs::read_to_string(&f) else {
+            continue;
+        };
+        let Ok(docs) = serde_saphyr::from_multiple::<serde_json::Value>(&text) else {
+            continue;
+        };
+        for d in &docs {
+            collect(d, &mut out);
+        }
+    }
+    out
+}
+
+fn our_env(validators: bool) -> Env {
+    let mut opts = EnvOptions::kubernetes();
+    if !validators {
+        opts.homogeneous_aggregate_literals = false;
+        opts.validate_duration_literals = false;
+        opts.validate_timestamp_literals = false;
+        opts.validate_regex_literals = false;
+    }
+    let mut b = EnvBuilder::standard(opts);
+    add_two_var_comprehensions(&mut b).expect("library");
+    let base = Arc::new(b.build());
+    let mut o = Env::extend(&base);
+    for (n, t) in DECLS {
+        o.add_variable(n, Type::parse(t).expect("type"))
+            .expect("variable");
+    }
+    o.build()
+}
+
+fn ours(env: &Env, expr: &str) -> String {
+    match compile(env, expr) {
+        Ok(c) => format!("type: {}", c.result_type()),
+        Err(e) => format!("issues: {e}"),
+    }
+}
+
+#[test]
+#[ignore = "needs the cel-go oracle binary (e2e/oracle/bin/celcheck)"]
+fn same_as_cel_go() {
+    let Some(oracle) = oracle_path() else {
+        println!("oracle not found; set CELCHECK");
+        return;
+    };
+    let mut exprs: Vec<String> = EXPRESSIONS.iter().map(|s| s.to_string()).collect();
+    for n in [251, 252] {
+        exprs.push(vec!["1"; n].join(" + "));
+        exprs.push(format!("object{}", ".f".repeat(n - 1)));
+    }
+    for n in [249, 250] {
+        exprs.push(format!("{}1{}", "(".repeat(n), ")".repeat(n)));
+        exprs.push(format!("{}1{}", "[".repeat(n), "]".repeat(n)));
+    }
+    exprs.push(format!(
+        "{}object{}{}",
+        "-[".repeat(249),
+        ".f".repeat(249),
+        "]".repeat(249)
+    ));
+    exprs.push(
+        (0..103)
+            .map(|i| format!("x{i}"))
+            .collect::<Vec<_>>()
+            .join(" + "),
+    );
+    exprs.push(format!("{}1", "-".repeat(301)));
+    exprs.push(format!("{}true", "!".repeat(301)));
+    exprs.extend(corpus_expressions());
+    let decls: Vec<serde_json::Value> = DECLS
+        .iter()
+        .map(|(n, t)| serde_json::json!({"name": n, "type": t}))
+        .collect();
+    let mut mismatches = 0;
+    let mut total = 0;
+    for validators in [false, true] {
+        let env = our_env(validators);
+        let mut input = String::new();
+        for e in &exprs {
+            let req = serde_json::json!({
+                "env": "std",
+                "decls": decls,
+                "options": {"validators": validators, "homogeneousAggregateLiterals": validators,
+                            "ext": ["twovar"]},
+                "expr": e,
+            });
+            input.push_str(&req.to_string());
+            input.push('\n');
+        }
+        let mut child = Command::new(&oracle)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start oracle");
+        let mut stdin = child.stdin.take().expect("stdin");
+        // Write from another thread: the oracle answers while it reads.
+        let writer = std::thread::spawn(move || stdin.write_all(input.as_bytes()));
+        let out = child.wait_with_output().expect("oracle output");
+        writer.join().expect("writer").expect("write");
+        let text = String::from_utf8_lossy(&out.stdout);
+        for (e, line) in exprs.iter().zip(text.lines()) {
+            total += 1;
+            let v: serde_json::Value = serde_json::from_str(line).expect("json");
+            let theirs = match v
+                .get("issues")
+                .and_then(|i| i.as_str())
+                .filter(|s| !s.is_empty())
+            {
+                Some(i) => format!("issues: {i}"),
+                None => format!(
+                    "type: {}",
+                    v.get("type").and_then(|t| t.as_str()).unwrap_or("?")
+                ),
+            };
+            let mine = ours(&env, e);
+            if mine != theirs {
+                mismatches += 1;
+                println!(
+                    "MISMATCH (validators={validators}) {e:?}\n  cel-go: {theirs}\n  ours:   {mine}"
+                );
+            }
+        }
+    }
+    println!("oracle diff: {total} comparisons, {mismatches} mismatches");
+    assert_eq!(mismatches, 0);
+}
