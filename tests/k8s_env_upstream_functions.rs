@@ -98,6 +98,25 @@ fn every_upstream_overload_exists_with_identical_types_and_nothing_extra() {
             problems.push(format!("{name}: extra or different overload {o:?}"));
         }
     }
+    // Nothing extra: the `cel` Env has no enumeration API, but its Debug output counts the
+    // functions of a single-layer env, which the base env is. Equal counts plus every
+    // upstream name present means the same set of names.
+    let base = vapcheck::k8s_env::build_base_env(vapcheck::k8s_env::KubeVersion::PINNED)
+        .expect("base env builds");
+    let debug = format!("{base:?}");
+    let count: Option<usize> = debug
+        .split("functions: ")
+        .nth(1)
+        .and_then(|r| r.split(|c: char| !c.is_ascii_digit()).next())
+        .and_then(|n| n.parse().ok());
+    match count {
+        Some(n) if n == dump.functions.len() => {}
+        Some(n) => problems.push(format!(
+            "{n} functions declared here, {} upstream",
+            dump.functions.len()
+        )),
+        None => problems.push(format!("cannot count functions in {debug}")),
+    }
     assert!(
         problems.is_empty(),
         "{} differences:\n{}",
