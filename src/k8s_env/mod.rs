@@ -118,6 +118,30 @@ pub enum Mode {
     Extended,
 }
 
+impl std::str::FromStr for Mode {
+    type Err = VersionError;
+
+    /// `upstream` or `extended`.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "upstream" => Ok(Mode::Upstream),
+            "extended" => Ok(Mode::Extended),
+            other => Err(VersionError(format!(
+                "unknown mode '{other}' (expected 'upstream' or 'extended')"
+            ))),
+        }
+    }
+}
+
+impl fmt::Display for Mode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Mode::Upstream => "upstream",
+            Mode::Extended => "extended",
+        })
+    }
+}
+
 /// A Kubernetes version and a [`Mode`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Target {

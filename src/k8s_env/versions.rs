@@ -11,7 +11,7 @@
 
 use cel::common::ast::{Expr, IdedExpr};
 
-use crate::cel::{CompiledExpr, Env, Location, Type, TypeKind};
+use crate::cel::{CelError, CompiledExpr, Env, Location, Source, Type, TypeKind};
 
 use super::KubeVersion;
 use super::decls::{self, Library};
@@ -45,6 +45,21 @@ impl VersionWarning {
             self.introduced,
             self.target
         )
+    }
+
+    /// The warning in cel-go's error layout with `WARNING` instead of `ERROR`:
+    /// `WARNING: <input>:1:5: <message>` followed by the snippet and caret lines.
+    pub fn to_display_string(&self, source: &Source) -> String {
+        let as_error = CelError {
+            location: self.location,
+            message: self.message(),
+            expr_id: self.expr_id,
+        };
+        let text = as_error.to_display_string(source);
+        match text.strip_prefix("ERROR:") {
+            Some(rest) => format!("WARNING:{rest}"),
+            None => text,
+        }
     }
 
     fn is_macro(&self) -> bool {
