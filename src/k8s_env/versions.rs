@@ -11,7 +11,9 @@
 
 use cel::common::ast::{Expr, IdedExpr};
 
-use crate::cel::{CelError, CompiledExpr, Env, Location, Source, Type, TypeKind};
+use crate::cel::{
+    CelError, CheckedTypes, CompiledExpr, Env, Location, ParsedExpr, Source, Type, TypeKind,
+};
 
 use super::KubeVersion;
 use super::decls::{self, Library};
@@ -163,9 +165,17 @@ pub fn version_warnings(
     compiled: &CompiledExpr,
     target: KubeVersion,
 ) -> Vec<VersionWarning> {
+    version_warnings_of(env, &compiled.parsed, &compiled.types, target)
+}
+
+/// [`version_warnings`] for an expression parsed once and checked in `env`.
+pub fn version_warnings_of(
+    env: &Env,
+    parsed: &ParsedExpr,
+    types: &CheckedTypes,
+    target: KubeVersion,
+) -> Vec<VersionWarning> {
     let mut out = Vec::new();
-    let parsed = &compiled.parsed;
-    let types = &compiled.types;
     let mut report = |e: &IdedExpr, function: String, since: u32, library: Library| {
         if since > target.minor() {
             out.push(VersionWarning {
