@@ -213,6 +213,45 @@ fn recursive_builtin_schemas_are_cut_with_empty_objects() {
 }
 
 #[test]
+fn types_with_custom_openapi_definitions() {
+    let source = builtin();
+    let rev = source
+        .resolve(&gvk("apps", "v1", "ControllerRevision"))
+        .expect("ControllerRevision");
+    // RawExtension and FieldsV1 are `type: object` without properties: objects with no fields.
+    let data = rev
+        .root()
+        .at_path("data")
+        .and_then(DeclType::as_object)
+        .expect("object");
+    assert_eq!(
+        (data.name(), data.fields().len()),
+        ("ControllerRevision.data", 0)
+    );
+    let f = rev
+        .root()
+        .at_path("metadata.managedFields[0].fieldsV1")
+        .and_then(DeclType::as_object)
+        .expect("object");
+    assert_eq!(f.fields().len(), 0);
+    // Time and MicroTime are date-time strings.
+    assert_eq!(
+        at(&rev, "metadata.managedFields[0].time").as_deref(),
+        Some("timestamp")
+    );
+    let lease = source
+        .resolve(&gvk("coordination.k8s.io", "v1", "Lease"))
+        .expect("Lease");
+    assert_eq!(at(&lease, "spec.renewTime").as_deref(), Some("timestamp"));
+    // IntOrString is dyn.
+    let svc = source.resolve(&gvk("", "v1", "Service")).expect("Service");
+    assert_eq!(at(&svc, "spec.ports[0].targetPort").as_deref(), Some("dyn"));
+    // Byte strings.
+    let secret = source.resolve(&gvk("", "v1", "Secret")).expect("Secret");
+    assert_eq!(at(&secret, "data['k']").as_deref(), Some("bytes"));
+}
+
+#[test]
 fn type_registry_answers_provider_queries() {
     let source = builtin();
     let pod = source.resolve(&gvk("", "v1", "Pod")).expect("Pod");

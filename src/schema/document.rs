@@ -107,7 +107,7 @@ impl OpenApiDocument {
     /// Builds a document from an already parsed JSON value.
     pub fn from_value(gv: GroupVersion, hash: impl Into<String>, mut value: Value) -> Self {
         let hash = hash.into();
-        let schemas = match value.pointer_mut("/components/schemas").map(Value::take) {
+        let mut schemas = match value.pointer_mut("/components/schemas").map(Value::take) {
             Some(Value::Object(m)) => m,
             Some(Value::Null) | None => Map::new(),
             Some(_) => {
@@ -123,6 +123,9 @@ impl OpenApiDocument {
         }
         let mut kinds = HashMap::new();
         if malformed.is_none() {
+            for schema in schemas.values_mut() {
+                strip_documentation(schema, 0);
+            }
             match index_kinds(&gv, &schemas) {
                 Ok(k) => kinds = k,
                 Err(e) => malformed = Some(e),
@@ -308,6 +311,39 @@ pub fn gvks_of(v: &Value) -> Result<Vec<GroupVersionKind>, String> {
         Value::Array(a) => a.iter().map(one).collect(),
         Value::Object(_) => Ok(vec![one(ext)?]),
         _ => Err("not a list".into()),
+    }
+}
+
+/// Documentation keys of a schema node; they never influence typing.
+const DOCUMENTATION_KEYS: [&str; 4] = ["description", "example", "externalDocs", "title"];
+
+/// Removes documentation from a (validated) schema and its sub-schemas, to keep documents held
+/// in memory small. Property names are not touched (a property may be called `description`).
+fn strip_documentation(v: &mut Value, depth: usize) {
+    let Value::Object(obj) = v else { return };
+    if depth > MAX_VALIDATION_DEPTH {
+        return;
+    }
+    for key in DOCUMENTATION_KEYS {
+        obj.remove(key);
+    }
+    if let Some(Value::Object(props)) = obj.get_mut("properties") {
+        for p in props.values_mut() {
+            strip_documentation(p, depth + 1);
+        }
+    }
+    for key in ["additionalProperties", "items", "not"] {
+        if let Some(child) = obj.get_mut(key) {
+            match child {
+                Value::Array(a) => a.iter_mut().for_each(|c| strip_documentation(c, depth + 1)),
+                other => strip_documentation(other, depth + 1),
+            }
+        }
+    }
+    for key in ["allOf", "oneOf", "anyOf"] {
+        if let Some(Value::Array(a)) = obj.get_mut(key) {
+            a.iter_mut().for_each(|c| strip_documentation(c, depth + 1));
+        }
     }
 }
 
@@ -514,6 +550,36 @@ mod tests {
         );
         let schemas_not_object = doc(json!({"components": {"schemas": []}}));
         assert!(schemas_not_object.malformed_reason().is_some());
+    }
+
+    #[test]
+    fn documentation_is_dropped_but_properties_named_like_it_stay() {
+        let d = doc(json!({"components": {"schemas": {
+            "a.Foo": {"type": "object", "description": "docs", "title": "t",
+                "properties": {"description": {"type": "string", "description": "d"},
+                               "title": {"type": "object", "properties": {"example": {"type": "integer"}}}},
+                EXT_GVK: [{"group": "example.com", "version": "v1", "kind": "Foo"}]}
+        }}}));
+        let foo = &d.schemas()["a.Foo"];
+        assert!(foo.get("description").is_none() && foo.get("title").is_none());
+        assert!(foo.pointer("/properties/description/description").is_none());
+        let t = d
+            .resolve("Foo", Limits::default(), ConvertOptions::default())
+            .expect("typed");
+        assert_eq!(
+            t.root()
+                .at_path("description")
+                .map(ToString::to_string)
+                .as_deref(),
+            Some("string")
+        );
+        assert_eq!(
+            t.root()
+                .at_path("title.example")
+                .map(ToString::to_string)
+                .as_deref(),
+            Some("int")
+        );
     }
 
     #[test]
