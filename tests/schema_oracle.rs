@@ -122,6 +122,31 @@ fn gvk(g: &str, v: &str, k: &str) -> GroupVersionKind {
 }
 
 #[test]
+fn subresource_kinds_resolve_like_kcm_definitions() {
+    // Published only beside their parent resources; KCM finds them in its compiled-in
+    // definitions. The result equals KCM 1.37.1's.
+    let source = builtin();
+    // (TokenRequest gained `spec.attestations` in 1.37, so only its presence is checked.)
+    let wanted = ["autoscaling/v1/Scale", "policy/v1/Eviction"];
+    let rows: Vec<OracleRow> = oracle("definitions-k8s-1.37.1.tsv")
+        .into_iter()
+        .filter(|r| {
+            wanted.contains(&format!("{}/{}/{}", r.gvk.group, r.gvk.version, r.gvk.kind).as_str())
+        })
+        .collect();
+    assert_eq!(rows.len(), 2);
+    compare(&source, &rows);
+    let token = source
+        .resolve(&gvk("authentication.k8s.io", "v1", "TokenRequest"))
+        .expect("TokenRequest");
+    assert_eq!(at(&token, "spec.audiences[0]").as_deref(), Some("string"));
+    let scale = source
+        .resolve(&gvk("autoscaling", "v1", "Scale"))
+        .expect("Scale");
+    assert_eq!(at(&scale, "spec.replicas").as_deref(), Some("int"));
+}
+
+#[test]
 fn deployment_field_paths_type_as_upstream() {
     let source = builtin();
     let d = source
