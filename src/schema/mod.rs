@@ -1,1 +1,43 @@
 //! OpenAPI v3 schemas to CEL types, and the sources that supply schemas.
+//!
+//! - [`types`]: the declaration-type model ([`DeclType`], [`ObjectType`], [`RootType`]) with
+//!   deterministic, path-derived object type names.
+//! - [`convert`]: upstream's `SchemaDeclType` + ref inlining over an OpenAPI v3 document.
+//! - [`escape`]: property-name escaping.
+//! - [`document`], [`mapper`], [`crd`]: OpenAPI documents, RESTMapper semantics, CRD manifests.
+//! - [`source`]: the [`SchemaSource`] trait and [`Catalog`]; [`files`] and [`live`] implement it.
+//!
+//! Design notes and the list of deliberate upstream facts are in `docs/schemas.md`.
+
+pub mod convert;
+pub mod crd;
+pub mod document;
+pub mod escape;
+pub mod files;
+pub mod gvk;
+pub mod live;
+pub mod mapper;
+pub mod source;
+pub mod types;
+
+pub use convert::{Components, ConvertError, ConvertOptions, Limits};
+pub use document::{KindError, OpenApiDocument};
+pub use files::{FilesConfig, FilesError, FilesSource};
+pub use gvk::{GroupVersion, GroupVersionKind, GroupVersionResource};
+pub use live::{Changes, LiveError, LiveSource};
+pub use mapper::{GroupVersionResources, ResourceInfo, RestMapper, SubresourceInfo};
+pub use source::{Catalog, SchemaError, SchemaErrorKind, SchemaSource};
+pub use types::{DeclType, ObjectType, RootType, Scalar};
+
+/// The shared reading folder (`shared/` next to the repository): `$VAPCHECK_SHARED`, else
+/// `<manifest>/../shared`, else `/work/shared`. Used by tests and benchmarks.
+pub fn shared_dir() -> std::path::PathBuf {
+    if let Some(p) = std::env::var_os("VAPCHECK_SHARED") {
+        return p.into();
+    }
+    let sibling = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared");
+    if sibling.is_dir() {
+        return sibling;
+    }
+    std::path::PathBuf::from("/work/shared")
+}
