@@ -1,7 +1,8 @@
-//! Replays every non-CRD `vap` case of the oracle's golden file
+//! Replays every `vap` case of the oracle's golden file
 //! `tests/golden/upstream-exprs-1.37.jsonl` (the real 1.37.1 `TypeChecker` on Deployment, Pod,
-//! ConfigMap, with params and variables) with the kinds typed by `src/schema/` from the
-//! published OpenAPI v3 documents in `shared/openapi/v1.35`, bridged to a `cel::TypeProvider`
+//! ConfigMap, a `Widget` CRD, with params and variables) with the kinds typed by
+//! `src/schema/` from the published OpenAPI v3 documents in `shared/openapi/v1.35` and the
+//! cases' CRD manifests, bridged to a `cel::TypeProvider`
 //! here. Compared: the per-GVK warning text byte for byte, or the deduced type. The oracle
 //! names root types `<Kind>` (upstream appends random digits), as `src/schema/` does.
 //!
@@ -90,6 +91,20 @@ fn gvk_of(v: &serde_json::Value) -> Option<GroupVersionKind> {
     ))
 }
 
+/// Writes each CRD manifest of a case to its own file in `dir`.
+fn crds_paths(dir: &tempfile::TempDir, crds: &serde_json::Value) -> Vec<std::path::PathBuf> {
+    crds.as_array()
+        .into_iter()
+        .flatten()
+        .enumerate()
+        .map(|(i, crd)| {
+            let p = dir.path().join(format!("crd-{i}.json"));
+            std::fs::write(&p, crd.to_string()).expect("write CRD");
+            p
+        })
+        .collect()
+}
+
 #[test]
 fn typed_vap_cases_match_kcm() {
     let shared = vapcheck::schema::shared_dir();
@@ -100,11 +115,13 @@ fn typed_vap_cases_match_kcm() {
     .expect("OpenAPI documents load");
     let mut compared = 0;
     let mut skipped = 0;
+    let mut crd_sources: std::collections::HashMap<String, FilesSource> =
+        std::collections::HashMap::new();
     let mut mismatches = Vec::new();
     for case in golden() {
         let input = &case["input"];
         let output = &case["output"];
-        if input["env"] != "vap" || input.get("crds").is_some() || output["schemaFound"] == false {
+        if input["env"] != "vap" || output["schemaFound"] == false {
             continue;
         }
         let expr = input["expr"].as_str().unwrap_or_default();
@@ -115,6 +132,26 @@ fn typed_vap_cases_match_kcm() {
         }
         let Some(gvk) = gvk_of(&input["gvk"]) else {
             panic!("bad gvk in {}", input["id"]);
+        };
+        // CRD cases: the documents plus the case's CRD manifests (loaded once per distinct set).
+        let crd_source;
+        let source: &FilesSource = match input.get("crds") {
+            None => &source,
+            Some(crds) => {
+                let key = crds.to_string();
+                if !crd_sources.contains_key(&key) {
+                    let dir = tempfile::tempdir().expect("temp dir");
+                    let loaded = FilesSource::load(&FilesConfig {
+                        openapi_dir: Some(shared.join("openapi/v1.35")),
+                        crd_paths: crds_paths(&dir, crds),
+                        ..FilesConfig::default()
+                    })
+                    .unwrap_or_else(|e| panic!("{}: CRDs load: {e}", input["id"]));
+                    crd_sources.insert(key.clone(), loaded);
+                }
+                crd_source = crd_sources.get(&key).expect("just inserted");
+                crd_source
+            }
         };
         let root = source
             .resolve(&gvk)
