@@ -323,13 +323,23 @@ pub fn parse(text: &str) -> Result<ParsedExpr, Issues> {
                 issues.report(None, 0, recursion_message());
                 return Err(issues);
             }
+            let has_syntax_error = errs
+                .errors
+                .iter()
+                .any(|e| !e.msg.starts_with("Incomplete `"));
             for e in &errs.errors {
+                // The `cel` parser also reports the incomplete parse-tree nodes it meets after
+                // a syntax error; cel-go's visitor stays silent about them.
+                if has_syntax_error && e.msg.starts_with("Incomplete `") {
+                    continue;
+                }
                 let (line, col) = e.pos;
                 let loc = (line >= 1 && col >= 1).then(|| Location {
                     line: line as usize,
                     column: (col - 1) as usize,
                 });
-                issues.report(loc, e.expr_id, e.msg.clone());
+                let msg = cel_go_message(&source, loc, &e.msg);
+                issues.report(loc, e.expr_id, msg);
             }
             if issues.is_empty() {
                 issues.report(None, 0, "Syntax error: unknown parse failure".to_string());
@@ -337,6 +347,36 @@ pub fn parse(text: &str) -> Result<ParsedExpr, Issues> {
             Err(issues)
         }
     }
+}
+
+/// Rewrites a `cel` parser message into cel-go's wording.
+fn cel_go_message(source: &Source, loc: Option<Location>, msg: &str) -> String {
+    // cel-go parser/parser.go SyntaxError: reserved words used as field names.
+    for word in ["true", "false", "null"] {
+        let from = format!("no viable alternative at input '.{word}'");
+        if msg.contains(&from) {
+            return msg.replace(
+                &from,
+                &format!("mismatched input '{word}' expecting IDENTIFIER"),
+            );
+        }
+    }
+    // cel-go parser/macro.go: map and filter say "argument is not an identifier", the
+    // quantifiers "argument must be a simple name"; the `cel` parser uses the latter for all.
+    if msg == "argument must be a simple name"
+        && let Some(loc) = loc
+        && let Some(line) = source.snippet(loc.line)
+    {
+        let before: String = line.chars().take(loc.column).collect();
+        let before = before.trim_end();
+        if let Some(head) = before.strip_suffix('(') {
+            let head = head.trim_end();
+            if head.ends_with(".map") || head.ends_with(".filter") {
+                return "argument is not an identifier".to_string();
+            }
+        }
+    }
+    msg.to_string()
 }
 
 fn recursion_message() -> String {
