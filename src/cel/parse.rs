@@ -298,7 +298,8 @@ pub fn parse(text: &str) -> Result<ParsedExpr, Issues> {
         .max_recursion_depth((MAX_RECURSION_DEPTH - 1) as u16)
         .parse_with_source_info(text);
     match result {
-        Ok((expr, info)) => {
+        Ok((expr, mut info)) => {
+            move_negative_literal_offsets(&expr, &mut info, text);
             if visitor_depth(&expr, &info) > MAX_RECURSION_DEPTH {
                 // cel-go v0.29.2 parser/parser.go: checkAndIncrementRecursionDepth
                 issues.report(None, 0, "max recursion depth exceeded".to_string());
@@ -349,16 +350,48 @@ pub fn parse(text: &str) -> Result<ParsedExpr, Issues> {
     }
 }
 
+/// cel-go places a negative numeric literal (`-1`, grammar `sign=MINUS? tok=NUM_INT`) at its
+/// sign; the `cel` parser places it at the digits. Moves such literals' offsets to the sign.
+fn move_negative_literal_offsets(root: &IdedExpr, info: &mut SourceInfo, text: &str) {
+    use cel::common::ast::LiteralValue;
+    let mut moves = Vec::new();
+    walk(root, |e| {
+        let negative = match &e.expr {
+            Expr::Literal(LiteralValue::Int(i)) => *i.inner() < 0,
+            Expr::Literal(LiteralValue::Double(d)) => d.inner().is_sign_negative(),
+            _ => false,
+        };
+        if negative && let Some((start, stop)) = info.offset_for(e.id) {
+            let before = text.get(..start as usize).unwrap_or_default().trim_end();
+            if before.ends_with('-') {
+                moves.push((e.id, (before.len() - 1) as u32, stop));
+            }
+        }
+    });
+    for (id, start, stop) in moves {
+        info.add_offset(id, start, stop);
+    }
+}
+
 /// Rewrites a `cel` parser message into cel-go's wording.
 fn cel_go_message(source: &Source, loc: Option<Location>, msg: &str) -> String {
-    // cel-go parser/parser.go SyntaxError: reserved words used as field names.
-    for word in ["true", "false", "null"] {
-        let from = format!("no viable alternative at input '.{word}'");
-        if msg.contains(&from) {
-            return msg.replace(
-                &from,
-                &format!("mismatched input '{word}' expecting IDENTIFIER"),
-            );
+    // cel-go parser/parser.go SyntaxError: the regexp
+    // `no viable alternative at input '.(true|false|null)'` (any one character before the
+    // word) becomes `mismatched input '<word>' expecting IDENTIFIER`.
+    const PREFIX: &str = "no viable alternative at input '";
+    if let Some(i) = msg.find(PREFIX) {
+        let rest = &msg[i + PREFIX.len()..];
+        let mut chars = rest.chars();
+        if let Some(c) = chars.next().filter(|c| *c != '\n') {
+            let after = &rest[c.len_utf8()..];
+            for word in ["true", "false", "null"] {
+                if let Some(tail) = after.strip_prefix(word).and_then(|t| t.strip_prefix('\'')) {
+                    return format!(
+                        "{}mismatched input '{word}' expecting IDENTIFIER{tail}",
+                        &msg[..i]
+                    );
+                }
+            }
         }
     }
     // cel-go parser/macro.go: map and filter say "argument is not an identifier", the
