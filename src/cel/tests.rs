@@ -161,6 +161,24 @@ fn type_mismatch_in_logic_and_comprehensions() {
 }
 
 #[test]
+fn negative_literals_are_located_at_their_sign() {
+    let env = k8s_env();
+    assert_eq!(
+        err(&env, "-1 && true"),
+        "ERROR: <input>:1:1: expected type 'bool' but found 'int'\n | -1 && true\n | ^"
+    );
+    assert_eq!(
+        err(&env, "true && - 2.5"),
+        "ERROR: <input>:1:9: expected type 'bool' but found 'double'\n | true && - 2.5\n | ........^"
+    );
+    // Binary minus keeps the literal where it is.
+    assert_eq!(
+        err(&env, "i -1 && true"),
+        "ERROR: <input>:1:3: expected type 'bool' but found 'int'\n | i -1 && true\n | ..^"
+    );
+}
+
+#[test]
 fn struct_creation_messages() {
     let env = k8s_env();
     assert_eq!(
