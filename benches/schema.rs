@@ -64,6 +64,7 @@ fn main() {
     let mut converts = Vec::new();
     let mut kinds = 0;
     let mut nodes = 0;
+    let mut largest = (0, String::new());
     for _ in 0..5 {
         let t = Instant::now();
         let source = FilesSource::load(&config).expect("load documents");
@@ -74,13 +75,20 @@ fn main() {
         nodes = 0;
         for gvk in &all {
             let r = source.resolve(gvk).expect("every built-in kind converts");
-            nodes += r.root().node_count();
+            let n = r.root().node_count();
+            nodes += n;
+            if n > largest.0 {
+                largest = (n, gvk.to_string());
+            }
         }
         converts.push(t.elapsed());
         black_box(&source);
     }
     println!("documents: {}", dir.display());
-    println!("kinds converted: {kinds}, type nodes in total: {nodes}");
+    println!(
+        "kinds converted: {kinds}, type nodes in total: {nodes}, largest: {} ({} nodes)",
+        largest.1, largest.0
+    );
     println!(
         "load (read+parse+validate+index), median of 5: {:?}",
         median(loads)

@@ -34,11 +34,10 @@ fn main() -> ExitCode {
                 kubeconfig_env: std::env::var_os("KUBECONFIG"),
                 in_cluster: std::env::var_os("KUBERNETES_SERVICE_HOST").is_some(),
             };
-            // REST mapping and discovery come from --openapi/--crd; the schema source and the
-            // CEL checker are plugged in here once src/schema and src/cel exist. Until then the
-            // command says so and exits 2: it never prints made-up results.
-            let factory = |_: &vapcheck::cli::SchemaOptions, _: &[_]| {
-                Err("this vapcheck build has no schema conversion and CEL type checker wired in yet; cannot check".to_owned())
+            // REST mapping and discovery come from --openapi/--crd; schemas from the same
+            // files, converted by src/schema; checking in the Kubernetes CEL environment.
+            let factory = |options: &vapcheck::cli::SchemaOptions, _: &[_]| {
+                vapcheck::engine::offline_backends(options)
             };
             let code = run_check(&args, &OfflineProvider { factory: &factory }, env);
             ExitCode::from(u8::try_from(code).unwrap_or(2))

@@ -88,6 +88,22 @@ const EXPRESSIONS: &[&str] = &[
     "opt.optMap(x, x + 1)",
     "opt.optFlatMap(x, optional.of(x + 1))",
     "opt.optMap(1, 2)",
+    "foo.optMap(x, x)",
+    "opt.optMap(x, x + 'a')",
+    "i.optMap(x, x)",
+    "opt.optFlatMap(x, x)",
+    "opt.optMap(x, y)",
+    "foo.bar.optMap(x, x)",
+    "opt.optMap(opt, opt)",
+    "m.transformMap(k, v, k + 1)",
+    "m.transformList(k, v, k, v)",
+    "l.transformMapEntry(i, v, v)",
+    "l.transformMapEntry(i, v, {i: v})",
+    "i.all(k, v, true)",
+    "m.existsOne(k, v, v)",
+    "mm.all(k, v, v.x > 1)",
+    "object.all(k, v, v)",
+    "l.all(i, v, i)",
     "m[?'a']",
     "m[?1]",
     "l[?0]",
@@ -146,6 +162,43 @@ const EXPRESSIONS: &[&str] = &[
     "i == 1 &&\n\tfoo",
     "foo &&\r\n  bar",
     "object.spec.(",
+    "a.true",
+    "a.null",
+    ")",
+    "{'a' 1}",
+    "[1,,2]",
+    "a[",
+    "'\\q'",
+    "1.2.3",
+    "0x",
+    "18446744073709551616u",
+    "9223372036854775808",
+    "-9223372036854775808",
+    "if",
+    "package.x",
+    "as + 1",
+    "x.as",
+    "1 + + 2",
+    "'a' 'b'",
+    "a ? b",
+    "[1, 2",
+    "{1: 2, }",
+    "m.",
+    "has(m)",
+    "has(m.a.b())",
+    "l.all(x.y, true)",
+    "l.map(1, 2)",
+    "l.exists(x)",
+    "\"\\u00\"",
+    "b'\\xff'.size()",
+    "'\\xff'",
+    "`a`",
+    "a.`b`",
+    "a.`b.c`()",
+    "1 ? 2 : 3 ? 4 : 5",
+    "é",
+    "1 + é",
+    "'ok' +\n  é + 1",
     "1 +",
     "'unterminated",
     "a.`b-c`",
@@ -239,6 +292,191 @@ const EXPRESSIONS: &[&str] = &[
     "object.items.map(i, i.x).size()",
     "params.data.exists_one(x, x.startsWith('tokenAudience'))",
 ];
+
+/// Known differences, with the reason.
+const KNOWN_DIFFERENCES: &[(&str, &str)] = &[
+    (
+        "a ? b",
+        "ANTLR runtimes compute a different expected-token set",
+    ),
+    (
+        "a.`b.c`()",
+        "ANTLR runtimes compute a different expected-token set",
+    ),
+];
+
+/// A deterministic generator of random expressions (mostly plausible, often ill-typed).
+struct Gen(u64);
+
+impl Gen {
+    fn next(&mut self) -> u64 {
+        // xorshift64*
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    fn pick<'a>(&mut self, xs: &[&'a str]) -> &'a str {
+        xs[(self.next() % xs.len() as u64) as usize]
+    }
+    fn expr(&mut self, depth: u32) -> String {
+        const LEAVES: &[&str] = &[
+            "i",
+            "u",
+            "d",
+            "s",
+            "b",
+            "l",
+            "ls",
+            "m",
+            "mm",
+            "opt",
+            "ts",
+            "du",
+            "object",
+            "1",
+            "2u",
+            "3.0",
+            "'x'",
+            "b'y'",
+            "true",
+            "null",
+            "[]",
+            "{}",
+            "[1]",
+            "['a']",
+            "{'k': 1}",
+            "x",
+            "int",
+            "dyn(1)",
+            "optional.none()",
+            "duration('1s')",
+            "timestamp(0)",
+        ];
+        if depth == 0 || self.next().is_multiple_of(4) {
+            return self.pick(LEAVES).to_string();
+        }
+        let a = self.expr(depth - 1);
+        let b = self.expr(depth - 1);
+        match self.next() % 22 {
+            0 => format!("{a} {} {b}", self.pick(&["+", "-", "*", "/", "%"])),
+            1 => format!("{a} {} {b}", self.pick(&["==", "!=", "<", "<=", ">", ">="])),
+            2 => format!("{a} {} {b}", self.pick(&["&&", "||"])),
+            3 => format!("{a} in {b}"),
+            4 => format!("{a} ? {b} : {}", self.expr(depth - 1)),
+            5 => format!("[{a}, {b}]"),
+            6 => format!("{{{a}: {b}}}"),
+            7 => format!("{a}[{b}]"),
+            8 => format!("{a}.{}", self.pick(&["f", "spec", "a", "k"])),
+            9 => format!("{a}.?{}", self.pick(&["f", "k"])),
+            10 => format!("{a}[?{b}]"),
+            11 => format!("size({a})"),
+            12 => format!(
+                "{a}.{}(x, {b})",
+                self.pick(&["all", "exists", "exists_one", "map", "filter"])
+            ),
+            13 => format!(
+                "{a}.{}(k, v, {b})",
+                self.pick(&["all", "exists", "transformList", "transformMap"])
+            ),
+            14 => format!(
+                "{}({a})",
+                self.pick(&[
+                    "int",
+                    "uint",
+                    "double",
+                    "string",
+                    "bytes",
+                    "bool",
+                    "type",
+                    "dyn",
+                    "duration",
+                    "timestamp"
+                ])
+            ),
+            15 => format!(
+                "{a}.{}({b})",
+                self.pick(&[
+                    "orValue",
+                    "or",
+                    "startsWith",
+                    "contains",
+                    "matches",
+                    "getHours"
+                ])
+            ),
+            16 => format!(
+                "{a}.{}()",
+                self.pick(&["hasValue", "value", "size", "getSeconds"])
+            ),
+            17 => format!("optional.of({a})"),
+            18 => format!("has({a}.f)"),
+            19 => format!("{a}.optMap(x, {b})"),
+            20 => format!("-{a}"),
+            _ => format!("!{a}"),
+        }
+    }
+}
+
+fn generated_expressions() -> Vec<String> {
+    let mut out = Vec::new();
+    for n in [251, 252] {
+        out.push(vec!["1"; n].join(" + "));
+        out.push(format!("object{}", ".f".repeat(n - 1)));
+    }
+    for n in [249, 250] {
+        out.push(format!("{}1{}", "(".repeat(n), ")".repeat(n)));
+        out.push(format!("{}1{}", "[".repeat(n), "]".repeat(n)));
+    }
+    out.push(format!(
+        "{}object{}{}",
+        "-[".repeat(249),
+        ".f".repeat(249),
+        "]".repeat(249)
+    ));
+    out.push(
+        (0..103)
+            .map(|i| format!("x{i}"))
+            .collect::<Vec<_>>()
+            .join(" + "),
+    );
+    let mut g = Gen(0x9e37_79b9_7f4a_7c15);
+    for _ in 0..3000 {
+        out.push(g.expr(4));
+    }
+    out.push(format!("{}1", "-".repeat(301)));
+    out.push(format!("{}true", "!".repeat(301)));
+    out.extend(corpus_expressions());
+    out
+}
+
+/// Replaces every `_var<digits>` by `_var`.
+fn normalize_vars(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut rest = s;
+    while let Some(i) = rest.find("_var") {
+        out.push_str(&rest[..i + 4]);
+        rest = rest[i + 4..].trim_start_matches(|c: char| c.is_ascii_digit());
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Drops the `expecting ...` part of ANTLR "mismatched input" messages.
+fn strip_expected_sets(s: &str) -> String {
+    s.lines()
+        .map(|l| {
+            match (
+                l.contains("Syntax error: mismatched input"),
+                l.find(" expecting "),
+            ) {
+                (true, Some(i)) => &l[..i],
+                _ => l,
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
 
 fn oracle_path() -> Option<PathBuf> {
     if let Ok(p) = std::env::var("CELCHECK") {
@@ -335,34 +573,24 @@ fn same_as_cel_go() {
         return;
     };
     let mut exprs: Vec<String> = EXPRESSIONS.iter().map(|s| s.to_string()).collect();
-    for n in [251, 252] {
-        exprs.push(vec!["1"; n].join(" + "));
-        exprs.push(format!("object{}", ".f".repeat(n - 1)));
+    if let Ok(file) = std::env::var("CEL_DIFF_EXPRS") {
+        // Only the expressions of this file, one per line (for investigating a difference).
+        exprs = std::fs::read_to_string(file)
+            .expect("read")
+            .lines()
+            .map(str::to_string)
+            .collect();
+    } else {
+        exprs.extend(generated_expressions());
     }
-    for n in [249, 250] {
-        exprs.push(format!("{}1{}", "(".repeat(n), ")".repeat(n)));
-        exprs.push(format!("{}1{}", "[".repeat(n), "]".repeat(n)));
-    }
-    exprs.push(format!(
-        "{}object{}{}",
-        "-[".repeat(249),
-        ".f".repeat(249),
-        "]".repeat(249)
-    ));
-    exprs.push(
-        (0..103)
-            .map(|i| format!("x{i}"))
-            .collect::<Vec<_>>()
-            .join(" + "),
-    );
-    exprs.push(format!("{}1", "-".repeat(301)));
-    exprs.push(format!("{}true", "!".repeat(301)));
-    exprs.extend(corpus_expressions());
+
     let decls: Vec<serde_json::Value> = DECLS
         .iter()
         .map(|(n, t)| serde_json::json!({"name": n, "type": t}))
         .collect();
     let mut mismatches = 0;
+    let mut var_numbering = 0;
+    let mut antlr_sets = 0;
     let mut total = 0;
     for validators in [false, true] {
         let env = our_env(validators);
@@ -405,7 +633,23 @@ fn same_as_cel_go() {
                 ),
             };
             let mine = ours(&env, e);
+            if mine != theirs && normalize_vars(&mine) == normalize_vars(&theirs) {
+                // cel-go numbers the type variables of an overload with several type
+                // parameters in Go map order, which is random.
+                var_numbering += 1;
+                continue;
+            }
+            if mine != theirs && strip_expected_sets(&mine) == strip_expected_sets(&theirs) {
+                // The Go and Rust ANTLR runtimes compute different expected-token sets for some
+                // "mismatched input" syntax errors (same error, position and offending token).
+                antlr_sets += 1;
+                continue;
+            }
             if mine != theirs {
+                if let Some((_, why)) = KNOWN_DIFFERENCES.iter().find(|(k, _)| k == e) {
+                    println!("KNOWN DIFFERENCE {e:?}: {why}");
+                    continue;
+                }
                 mismatches += 1;
                 println!(
                     "MISMATCH (validators={validators}) {e:?}\n  cel-go: {theirs}\n  ours:   {mine}"
@@ -413,6 +657,9 @@ fn same_as_cel_go() {
             }
         }
     }
-    println!("oracle diff: {total} comparisons, {mismatches} mismatches");
+    println!(
+        "oracle diff: {total} comparisons, {mismatches} mismatches, {var_numbering} differing only in \
+         _varN numbering, {antlr_sets} differing only in ANTLR expected-token sets"
+    );
     assert_eq!(mismatches, 0);
 }

@@ -122,6 +122,31 @@ fn gvk(g: &str, v: &str, k: &str) -> GroupVersionKind {
 }
 
 #[test]
+fn subresource_kinds_resolve_like_kcm_definitions() {
+    // Published only beside their parent resources; KCM finds them in its compiled-in
+    // definitions. The result equals KCM 1.37.1's.
+    let source = builtin();
+    // (TokenRequest gained `spec.attestations` in 1.37, so only its presence is checked.)
+    let wanted = ["autoscaling/v1/Scale", "policy/v1/Eviction"];
+    let rows: Vec<OracleRow> = oracle("definitions-k8s-1.37.1.tsv")
+        .into_iter()
+        .filter(|r| {
+            wanted.contains(&format!("{}/{}/{}", r.gvk.group, r.gvk.version, r.gvk.kind).as_str())
+        })
+        .collect();
+    assert_eq!(rows.len(), 2);
+    compare(&source, &rows);
+    let token = source
+        .resolve(&gvk("authentication.k8s.io", "v1", "TokenRequest"))
+        .expect("TokenRequest");
+    assert_eq!(at(&token, "spec.audiences[0]").as_deref(), Some("string"));
+    let scale = source
+        .resolve(&gvk("autoscaling", "v1", "Scale"))
+        .expect("Scale");
+    assert_eq!(at(&scale, "spec.replicas").as_deref(), Some("int"));
+}
+
+#[test]
 fn deployment_field_paths_type_as_upstream() {
     let source = builtin();
     let d = source
@@ -210,6 +235,45 @@ fn recursive_builtin_schemas_are_cut_with_empty_objects() {
     assert_eq!(at(&crd, &format!("{s}.default")), None);
     assert_eq!(at(&crd, &format!("{s}.items")), None);
     assert_eq!(at(&crd, &format!("{s}.additionalProperties")), None);
+}
+
+#[test]
+fn types_with_custom_openapi_definitions() {
+    let source = builtin();
+    let rev = source
+        .resolve(&gvk("apps", "v1", "ControllerRevision"))
+        .expect("ControllerRevision");
+    // RawExtension and FieldsV1 are `type: object` without properties: objects with no fields.
+    let data = rev
+        .root()
+        .at_path("data")
+        .and_then(DeclType::as_object)
+        .expect("object");
+    assert_eq!(
+        (data.name(), data.fields().len()),
+        ("ControllerRevision.data", 0)
+    );
+    let f = rev
+        .root()
+        .at_path("metadata.managedFields[0].fieldsV1")
+        .and_then(DeclType::as_object)
+        .expect("object");
+    assert_eq!(f.fields().len(), 0);
+    // Time and MicroTime are date-time strings.
+    assert_eq!(
+        at(&rev, "metadata.managedFields[0].time").as_deref(),
+        Some("timestamp")
+    );
+    let lease = source
+        .resolve(&gvk("coordination.k8s.io", "v1", "Lease"))
+        .expect("Lease");
+    assert_eq!(at(&lease, "spec.renewTime").as_deref(), Some("timestamp"));
+    // IntOrString is dyn.
+    let svc = source.resolve(&gvk("", "v1", "Service")).expect("Service");
+    assert_eq!(at(&svc, "spec.ports[0].targetPort").as_deref(), Some("dyn"));
+    // Byte strings.
+    let secret = source.resolve(&gvk("", "v1", "Secret")).expect("Secret");
+    assert_eq!(at(&secret, "data['k']").as_deref(), Some("bytes"));
 }
 
 #[test]

@@ -36,8 +36,10 @@ impl OverloadDecl {
     }
 
     fn new(id: Arc<str>, arg_types: Vec<Type>, result_type: Type, is_member: bool) -> Self {
+        // cel-go collects the names into a Go map (result type first, then the arguments) and
+        // iterates it, so its order is random; insertion order is the most likely one.
         let mut type_params = Vec::new();
-        for t in arg_types.iter().chain(std::iter::once(&result_type)) {
+        for t in std::iter::once(&result_type).chain(arg_types.iter()) {
             collect_type_params(t, &mut type_params);
         }
         Self {

@@ -298,7 +298,8 @@ pub fn parse(text: &str) -> Result<ParsedExpr, Issues> {
         .max_recursion_depth((MAX_RECURSION_DEPTH - 1) as u16)
         .parse_with_source_info(text);
     match result {
-        Ok((expr, info)) => {
+        Ok((expr, mut info)) => {
+            move_negative_literal_offsets(&expr, &mut info, text);
             if visitor_depth(&expr, &info) > MAX_RECURSION_DEPTH {
                 // cel-go v0.29.2 parser/parser.go: checkAndIncrementRecursionDepth
                 issues.report(None, 0, "max recursion depth exceeded".to_string());
@@ -323,13 +324,23 @@ pub fn parse(text: &str) -> Result<ParsedExpr, Issues> {
                 issues.report(None, 0, recursion_message());
                 return Err(issues);
             }
+            let has_syntax_error = errs
+                .errors
+                .iter()
+                .any(|e| !e.msg.starts_with("Incomplete `"));
             for e in &errs.errors {
+                // The `cel` parser also reports the incomplete parse-tree nodes it meets after
+                // a syntax error; cel-go's visitor stays silent about them.
+                if has_syntax_error && e.msg.starts_with("Incomplete `") {
+                    continue;
+                }
                 let (line, col) = e.pos;
                 let loc = (line >= 1 && col >= 1).then(|| Location {
                     line: line as usize,
                     column: (col - 1) as usize,
                 });
-                issues.report(loc, e.expr_id, e.msg.clone());
+                let msg = cel_go_message(&source, loc, &e.msg);
+                issues.report(loc, e.expr_id, msg);
             }
             if issues.is_empty() {
                 issues.report(None, 0, "Syntax error: unknown parse failure".to_string());
@@ -337,6 +348,68 @@ pub fn parse(text: &str) -> Result<ParsedExpr, Issues> {
             Err(issues)
         }
     }
+}
+
+/// cel-go places a negative numeric literal (`-1`, grammar `sign=MINUS? tok=NUM_INT`) at its
+/// sign; the `cel` parser places it at the digits. Moves such literals' offsets to the sign.
+fn move_negative_literal_offsets(root: &IdedExpr, info: &mut SourceInfo, text: &str) {
+    use cel::common::ast::LiteralValue;
+    let mut moves = Vec::new();
+    walk(root, |e| {
+        let negative = match &e.expr {
+            Expr::Literal(LiteralValue::Int(i)) => *i.inner() < 0,
+            Expr::Literal(LiteralValue::Double(d)) => d.inner().is_sign_negative(),
+            _ => false,
+        };
+        if negative && let Some((start, stop)) = info.offset_for(e.id) {
+            let before = text.get(..start as usize).unwrap_or_default().trim_end();
+            if before.ends_with('-') {
+                moves.push((e.id, (before.len() - 1) as u32, stop));
+            }
+        }
+    });
+    for (id, start, stop) in moves {
+        info.add_offset(id, start, stop);
+    }
+}
+
+/// Rewrites a `cel` parser message into cel-go's wording.
+fn cel_go_message(source: &Source, loc: Option<Location>, msg: &str) -> String {
+    // cel-go parser/parser.go SyntaxError: the regexp
+    // `no viable alternative at input '.(true|false|null)'` (any one character before the
+    // word) becomes `mismatched input '<word>' expecting IDENTIFIER`.
+    const PREFIX: &str = "no viable alternative at input '";
+    if let Some(i) = msg.find(PREFIX) {
+        let rest = &msg[i + PREFIX.len()..];
+        let mut chars = rest.chars();
+        if let Some(c) = chars.next().filter(|c| *c != '\n') {
+            let after = &rest[c.len_utf8()..];
+            for word in ["true", "false", "null"] {
+                if let Some(tail) = after.strip_prefix(word).and_then(|t| t.strip_prefix('\'')) {
+                    return format!(
+                        "{}mismatched input '{word}' expecting IDENTIFIER{tail}",
+                        &msg[..i]
+                    );
+                }
+            }
+        }
+    }
+    // cel-go parser/macro.go: map and filter say "argument is not an identifier", the
+    // quantifiers "argument must be a simple name"; the `cel` parser uses the latter for all.
+    if msg == "argument must be a simple name"
+        && let Some(loc) = loc
+        && let Some(line) = source.snippet(loc.line)
+    {
+        let before: String = line.chars().take(loc.column).collect();
+        let before = before.trim_end();
+        if let Some(head) = before.strip_suffix('(') {
+            let head = head.trim_end();
+            if head.ends_with(".map") || head.ends_with(".filter") {
+                return "argument is not an identifier".to_string();
+            }
+        }
+    }
+    msg.to_string()
 }
 
 fn recursion_message() -> String {

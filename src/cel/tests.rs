@@ -161,6 +161,24 @@ fn type_mismatch_in_logic_and_comprehensions() {
 }
 
 #[test]
+fn negative_literals_are_located_at_their_sign() {
+    let env = k8s_env();
+    assert_eq!(
+        err(&env, "-1 && true"),
+        "ERROR: <input>:1:1: expected type 'bool' but found 'int'\n | -1 && true\n | ^"
+    );
+    assert_eq!(
+        err(&env, "true && - 2.5"),
+        "ERROR: <input>:1:9: expected type 'bool' but found 'double'\n | true && - 2.5\n | ........^"
+    );
+    // Binary minus keeps the literal where it is.
+    assert_eq!(
+        err(&env, "i -1 && true"),
+        "ERROR: <input>:1:3: expected type 'bool' but found 'int'\n | i -1 && true\n | ..^"
+    );
+}
+
+#[test]
 fn struct_creation_messages() {
     let env = k8s_env();
     assert_eq!(
@@ -408,4 +426,65 @@ fn deep_expressions_do_not_overflow() {
         .join()
         .expect("no stack overflow");
     assert!(out.is_some_and(|e| e.contains("found no matching overload for '-_'")));
+}
+
+#[test]
+fn public_types_are_send_and_sync() {
+    fn assert_send_sync<T: Send + Sync>() {}
+    assert_send_sync::<Env>();
+    assert_send_sync::<Arc<Env>>();
+    assert_send_sync::<ParsedExpr>();
+    assert_send_sync::<CompiledExpr>();
+    assert_send_sync::<Issues>();
+    assert_send_sync::<Type>();
+    assert_send_sync::<CheckedTypes>();
+}
+
+#[test]
+fn one_parse_many_checks() {
+    // A parsed expression can be checked against several environments (one per kind).
+    let parsed = parse("object.spec.replicas > 1").expect("parse");
+    let base = base(EnvOptions::kubernetes());
+    let mut with_dyn = Env::extend(&base);
+    with_dyn
+        .add_variable("object", Type::dyn_type())
+        .expect("var");
+    let with_dyn = with_dyn.build();
+    let mut typed = Env::extend(&base);
+    typed
+        .add_variable("object", Type::object("Deployment"))
+        .expect("var");
+    typed.add_provider(Arc::new(
+        StructTypes::new()
+            .with_type("Deployment", [("spec", Type::object("Deployment.spec"))])
+            .with_type("Deployment.spec", [("replicas", Type::int())]),
+    ));
+    let typed = typed.build();
+    let mut wrong = Env::extend(&base);
+    wrong
+        .add_variable("object", Type::object("Deployment"))
+        .expect("var");
+    wrong.add_provider(Arc::new(
+        StructTypes::new().with_type("Deployment", [("status", Type::dyn_type())]),
+    ));
+    let wrong = wrong.build();
+    assert_eq!(
+        check(&with_dyn, &parsed).map(|t| t.result_type().to_string()),
+        Ok("bool".to_string())
+    );
+    let checked = check(&typed, &parsed).expect("typed");
+    assert_eq!(checked.result_type().to_string(), "bool");
+    // The select `object.spec` (id of the first `.`) is typed as the nested object type.
+    assert!(
+        checked
+            .iter()
+            .any(|(_, t)| t.to_string() == "Deployment.spec")
+    );
+    assert_eq!(
+        check(&wrong, &parsed)
+            .map_err(|e| e.to_display_string())
+            .err()
+            .as_deref(),
+        Some("ERROR: <input>:1:7: undefined field 'spec'\n | object.spec.replicas > 1\n | ......^")
+    );
 }

@@ -61,7 +61,7 @@ pub fn validate(
     }
     if options.homogeneous_aggregate_literals {
         let exempt = &options.homogeneous_exempt_functions;
-        let ty = |id: u64| types.type_of(id).cloned().unwrap_or_else(Type::error);
+        let ty = |id: u64| types.type_of(id).cloned().unwrap_or_else(Type::dyn_type);
         let unwrap_opt = |t: Type| t.param(0).cloned().unwrap_or(t);
         let mismatch = |issues: &mut Issues, id: u64, expected: &Type, actual: &Type| {
             // cel-go v0.29.2 cel/validator.go: homogeneousAggregateLiteralValidator.typeMismatch

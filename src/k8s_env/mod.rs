@@ -35,10 +35,13 @@ pub mod versions;
 use std::fmt;
 use std::sync::{Arc, OnceLock};
 
-use crate::cel::{CompiledExpr, Env, EnvBuilder, EnvError, EnvOptions, Issues, Type, TypeProvider};
+use crate::cel::{
+    CheckedTypes, CompiledExpr, Env, EnvBuilder, EnvError, EnvOptions, Issues, ParsedExpr, Type,
+    TypeProvider,
+};
 
 pub use admission::{KeywordFieldNames, Params, VariablesType, variable_field_type};
-pub use versions::{VersionWarning, version_warnings};
+pub use versions::{VersionWarning, version_warnings, version_warnings_of};
 
 /// A Kubernetes minor version (`1.<minor>`) that the environment can be built for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -116,6 +119,30 @@ pub enum Mode {
     /// Every library of the pinned release is declared, so expressions type-check as far as
     /// possible; [`version_warnings`] then reports what the target version lacks.
     Extended,
+}
+
+impl std::str::FromStr for Mode {
+    type Err = VersionError;
+
+    /// `upstream` or `extended`.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "upstream" => Ok(Mode::Upstream),
+            "extended" => Ok(Mode::Extended),
+            other => Err(VersionError(format!(
+                "unknown mode '{other}' (expected 'upstream' or 'extended')"
+            ))),
+        }
+    }
+}
+
+impl fmt::Display for Mode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Mode::Upstream => "upstream",
+            Mode::Extended => "extended",
+        })
+    }
 }
 
 /// A Kubernetes version and a [`Mode`].
@@ -205,19 +232,27 @@ pub fn build_base_env(version: KubeVersion) -> Result<Env, EnvError> {
 /// extension.
 pub fn compile(env: &Env, text: &str) -> Result<CompiledExpr, Issues> {
     let parsed = crate::cel::parse(text)?;
-    if let Some(issues) = crate::cel::macro_expansion_errors(env, &parsed) {
+    let types = check(env, &parsed)?;
+    Ok(CompiledExpr { parsed, types })
+}
+
+/// [`compile`] after parsing: for an expression parsed once (`crate::cel::parse`) and checked
+/// in several environments (one per matched kind). Reports the macro expansion errors of
+/// `env`'s call-shaped macros, then checks and validates.
+pub fn check(env: &Env, parsed: &ParsedExpr) -> Result<CheckedTypes, Issues> {
+    if let Some(issues) = crate::cel::macro_expansion_errors(env, parsed) {
         return Err(issues);
     }
-    let (types, mut issues) = crate::cel::checker::check(env, &parsed);
+    let (types, mut issues) = crate::cel::checker::check(env, parsed);
     if !issues.is_empty() {
         return Err(issues);
     }
-    crate::cel::validators::validate(env.options(), &parsed, &types, &mut issues);
+    crate::cel::validators::validate(env.options(), parsed, &types, &mut issues);
     if format_validator::enabled(env) {
-        format_validator::StringFormatValidator.validate(&parsed, &types, &mut issues);
+        format_validator::StringFormatValidator.validate(parsed, &types, &mut issues);
     }
     if issues.is_empty() {
-        Ok(CompiledExpr { parsed, types })
+        Ok(types)
     } else {
         Err(issues)
     }
@@ -357,6 +392,14 @@ impl PolicyEnv {
         }
     }
 
+    /// Declares the field `name` of `variables` with an already deduced type (converted by
+    /// [`variable_field_type`]; `None` declares it `dyn`), for callers that compile the
+    /// variable's expression themselves.
+    pub fn declare_variable(&mut self, name: &str, deduced: Option<&Type>) {
+        self.variables.add(name, deduced);
+        self.env = Self::variables_overlay(&self.kind_env, &self.variables);
+    }
+
     /// [`PolicyEnv::add_variable`] for each `(name, expression)` in `spec.variables` order.
     pub fn add_variables<'a>(
         &mut self,
@@ -387,6 +430,23 @@ impl PolicyEnv {
     /// `Issues::to_display_string`, exactly upstream's `issues.String()`). See [`compile`].
     pub fn compile(&self, expression: &str) -> Result<CompiledExpr, Issues> {
         compile(&self.env, expression)
+    }
+
+    /// [`check`] of an already parsed expression in this environment.
+    pub fn check(&self, parsed: &ParsedExpr) -> Result<CheckedTypes, Issues> {
+        check(&self.env, parsed)
+    }
+
+    /// [`PolicyEnv::version_warnings`] for a parsed expression checked by [`PolicyEnv::check`].
+    pub fn version_warnings_of(
+        &self,
+        parsed: &ParsedExpr,
+        types: &CheckedTypes,
+    ) -> Vec<VersionWarning> {
+        match self.target.mode {
+            Mode::Upstream => Vec::new(),
+            Mode::Extended => version_warnings_of(&self.env, parsed, types, self.target.version),
+        }
     }
 
     /// The [`version_warnings`] of an expression compiled in this environment (always empty

@@ -437,6 +437,34 @@ fn extended_mode_warns_about_newer_functions() {
     assert!(warnings("string(ip('::1')) != ''").is_empty());
     // A dyn receiver matches a pre-1.37 overload too: no warning.
     assert!(warnings("params.x.indexOf(1) == 0").is_empty());
+    let c = env.compile("[1].includes(1)").expect("compiles");
+    let w = env.version_warnings(&c);
+    assert_eq!(
+        w.first().map(|w| w.to_display_string(c.parsed.source())),
+        Some("WARNING: <input>:1:13: function 'includes' (library kubernetes.lists) was introduced in Kubernetes 1.37; the target version is 1.31\n | [1].includes(1)\n | ............^".to_string())
+    );
+    // Parse once, check per environment.
+    let parsed = crate::cel::parse("[1].includes(1)").expect("parses");
+    let types = env.check(&parsed).expect("checks");
+    assert_eq!(env.version_warnings_of(&parsed, &types), w);
+    let at36 = PolicyEnv::new(
+        Target {
+            version: KubeVersion::new(36).expect("supported"),
+            mode: Mode::Upstream,
+        },
+        KindDecls::untyped(Params::Absent),
+    )
+    .expect("env");
+    assert_eq!(
+        at36.check(&parsed)
+            .map_err(|i| i.errors()[0].message.clone())
+            .err()
+            .as_deref(),
+        Some("undeclared reference to 'includes' (in container '')")
+    );
+    assert_eq!("extended".parse::<Mode>(), Ok(Mode::Extended));
+    assert_eq!(Mode::Upstream.to_string(), "upstream");
+    assert!("other".parse::<Mode>().is_err());
     // Upstream mode never warns.
     let up = upstream_env(Params::Untyped);
     let c = up.compile("[1].includes(1)").expect("compiles at 1.37");

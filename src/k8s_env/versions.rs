@@ -11,7 +11,9 @@
 
 use cel::common::ast::{Expr, IdedExpr};
 
-use crate::cel::{CompiledExpr, Env, Location, Type, TypeKind};
+use crate::cel::{
+    CelError, CheckedTypes, CompiledExpr, Env, Location, ParsedExpr, Source, Type, TypeKind,
+};
 
 use super::KubeVersion;
 use super::decls::{self, Library};
@@ -45,6 +47,21 @@ impl VersionWarning {
             self.introduced,
             self.target
         )
+    }
+
+    /// The warning in cel-go's error layout with `WARNING` instead of `ERROR`:
+    /// `WARNING: <input>:1:5: <message>` followed by the snippet and caret lines.
+    pub fn to_display_string(&self, source: &Source) -> String {
+        let as_error = CelError {
+            location: self.location,
+            message: self.message(),
+            expr_id: self.expr_id,
+        };
+        let text = as_error.to_display_string(source);
+        match text.strip_prefix("ERROR:") {
+            Some(rest) => format!("WARNING:{rest}"),
+            None => text,
+        }
     }
 
     fn is_macro(&self) -> bool {
@@ -148,9 +165,17 @@ pub fn version_warnings(
     compiled: &CompiledExpr,
     target: KubeVersion,
 ) -> Vec<VersionWarning> {
+    version_warnings_of(env, &compiled.parsed, &compiled.types, target)
+}
+
+/// [`version_warnings`] for an expression parsed once and checked in `env`.
+pub fn version_warnings_of(
+    env: &Env,
+    parsed: &ParsedExpr,
+    types: &CheckedTypes,
+    target: KubeVersion,
+) -> Vec<VersionWarning> {
     let mut out = Vec::new();
-    let parsed = &compiled.parsed;
-    let types = &compiled.types;
     let mut report = |e: &IdedExpr, function: String, since: u32, library: Library| {
         if since > target.minor() {
             out.push(VersionWarning {

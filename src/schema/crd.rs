@@ -169,10 +169,9 @@ pub fn crd_versions(crd: &Value) -> Result<Vec<CrdVersion>, String> {
             Some(s) => check_structural(s, "openAPIV3Schema", true)
                 .map(|()| published_kind_schema(s, &gvk))
                 .map_err(|e| {
-                    format!(
-                        "{}: schema of version {vname:?} is not structural: {e}",
-                        err("").trim_end_matches(": ")
-                    )
+                    err(&format!(
+                        "schema of version {vname:?} is not structural: {e}"
+                    ))
                 }),
         };
         out.push(CrdVersion {

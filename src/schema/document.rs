@@ -75,11 +75,11 @@ pub struct OpenApiDocument {
     gv: GroupVersion,
     hash: String,
     schemas: Map<String, Value>,
-    /// Kind (of this group-version) → component name.
-    kinds: HashMap<String, String>,
+    /// Every GVK a component declares (also of other group-versions) → component name.
+    kinds: HashMap<GroupVersionKind, String>,
     resources: Vec<ResourceInfo>,
     malformed: Option<String>,
-    cache: Mutex<HashMap<String, Result<Arc<RootType>, KindError>>>,
+    cache: Mutex<HashMap<GroupVersionKind, Result<Arc<RootType>, KindError>>>,
 }
 
 impl OpenApiDocument {
@@ -107,7 +107,7 @@ impl OpenApiDocument {
     /// Builds a document from an already parsed JSON value.
     pub fn from_value(gv: GroupVersion, hash: impl Into<String>, mut value: Value) -> Self {
         let hash = hash.into();
-        let schemas = match value.pointer_mut("/components/schemas").map(Value::take) {
+        let mut schemas = match value.pointer_mut("/components/schemas").map(Value::take) {
             Some(Value::Object(m)) => m,
             Some(Value::Null) | None => Map::new(),
             Some(_) => {
@@ -123,7 +123,10 @@ impl OpenApiDocument {
         }
         let mut kinds = HashMap::new();
         if malformed.is_none() {
-            match index_kinds(&gv, &schemas) {
+            for schema in schemas.values_mut() {
+                strip_documentation(schema, 0);
+            }
+            match index_kinds(&schemas) {
                 Ok(k) => kinds = k,
                 Err(e) => malformed = Some(e),
             }
@@ -178,7 +181,12 @@ impl OpenApiDocument {
 
     /// The kinds of this group-version that a component declares, sorted.
     pub fn kinds(&self) -> Vec<&str> {
-        let mut k: Vec<&str> = self.kinds.keys().map(String::as_str).collect();
+        let mut k: Vec<&str> = self
+            .kinds
+            .keys()
+            .filter(|g| g.group == self.gv.group && g.version == self.gv.version)
+            .map(|g| g.kind.as_str())
+            .collect();
         k.sort_unstable();
         k
     }
@@ -198,35 +206,65 @@ impl OpenApiDocument {
         &self.schemas
     }
 
-    /// The converted type of `kind`, computed once per document and kind.
+    /// GVKs of other group-versions that components of this document declare, sorted (e.g.
+    /// `autoscaling/v1 Scale` in `apps/v1`, for the scale subresources).
+    pub fn foreign_kinds(&self) -> Vec<&GroupVersionKind> {
+        let mut k: Vec<&GroupVersionKind> = self
+            .kinds
+            .keys()
+            .filter(|g| g.group != self.gv.group || g.version != self.gv.version)
+            .collect();
+        k.sort_unstable();
+        k
+    }
+
+    /// Whether a component declares `gvk`.
+    pub fn declares(&self, gvk: &GroupVersionKind) -> bool {
+        self.kinds.contains_key(gvk)
+    }
+
+    /// The converted type of `kind` of this document's group-version, computed once per
+    /// document and kind.
     pub fn resolve(
         &self,
         kind: &str,
         limits: Limits,
         options: ConvertOptions,
     ) -> Result<Arc<RootType>, KindError> {
+        self.resolve_gvk(&self.gv.with_kind(kind), limits, options)
+    }
+
+    /// The converted type of any GVK a component of this document declares (see
+    /// [`OpenApiDocument::foreign_kinds`]), computed once per document and GVK.
+    pub fn resolve_gvk(
+        &self,
+        gvk: &GroupVersionKind,
+        limits: Limits,
+        options: ConvertOptions,
+    ) -> Result<Arc<RootType>, KindError> {
         let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(hit) = cache.get(kind) {
+        if let Some(hit) = cache.get(gvk) {
             return hit.clone();
         }
-        let result = self.convert(kind, limits, options);
-        cache.insert(kind.to_owned(), result.clone());
+        let result = self.convert(gvk, limits, options);
+        cache.insert(gvk.clone(), result.clone());
         result
     }
 
     fn convert(
         &self,
-        kind: &str,
+        gvk: &GroupVersionKind,
         limits: Limits,
         options: ConvertOptions,
     ) -> Result<Arc<RootType>, KindError> {
+        let kind = gvk.kind.as_str();
         if let Some(reason) = &self.malformed {
             return Err(KindError::Malformed {
                 gv: self.gv.clone(),
                 reason: reason.clone(),
             });
         }
-        let component = self.kinds.get(kind).ok_or_else(|| KindError::NotDeclared {
+        let component = self.kinds.get(gvk).ok_or_else(|| KindError::NotDeclared {
             kind: kind.to_owned(),
             gv: self.gv.clone(),
         })?;
@@ -246,13 +284,10 @@ impl OpenApiDocument {
     }
 }
 
-/// Maps each kind of `gv` to the component whose GVK extension lists it. When several do,
-/// the smallest name wins (upstream takes whichever its map iteration meets first).
-fn index_kinds(
-    gv: &GroupVersion,
-    schemas: &Map<String, Value>,
-) -> Result<HashMap<String, String>, String> {
-    let mut kinds: HashMap<String, String> = HashMap::new();
+/// Maps each GVK to the component whose GVK extension lists it. When several do, the smallest
+/// name wins (upstream takes whichever its map iteration meets first).
+fn index_kinds(schemas: &Map<String, Value>) -> Result<HashMap<GroupVersionKind, String>, String> {
+    let mut kinds: HashMap<GroupVersionKind, String> = HashMap::new();
     for (name, schema) in schemas {
         if schema.get(EXT_GVK).is_some_and(Value::is_object) {
             // Upstream decodes the component extension into a list; an object fails.
@@ -263,13 +298,11 @@ fn index_kinds(
         for gvk in
             gvks_of(schema).map_err(|e| format!("components.schemas[{name:?}].{EXT_GVK}: {e}"))?
         {
-            if gvk.group == gv.group && gvk.version == gv.version {
-                match kinds.get_mut(&gvk.kind) {
-                    Some(existing) if existing.as_str() <= name.as_str() => {}
-                    Some(existing) => *existing = name.clone(),
-                    None => {
-                        kinds.insert(gvk.kind, name.clone());
-                    }
+            match kinds.get_mut(&gvk) {
+                Some(existing) if existing.as_str() <= name.as_str() => {}
+                Some(existing) => *existing = name.clone(),
+                None => {
+                    kinds.insert(gvk, name.clone());
                 }
             }
         }
@@ -308,6 +341,39 @@ pub fn gvks_of(v: &Value) -> Result<Vec<GroupVersionKind>, String> {
         Value::Array(a) => a.iter().map(one).collect(),
         Value::Object(_) => Ok(vec![one(ext)?]),
         _ => Err("not a list".into()),
+    }
+}
+
+/// Documentation keys of a schema node; they never influence typing.
+const DOCUMENTATION_KEYS: [&str; 4] = ["description", "example", "externalDocs", "title"];
+
+/// Removes documentation from a (validated) schema and its sub-schemas, to keep documents held
+/// in memory small. Property names are not touched (a property may be called `description`).
+fn strip_documentation(v: &mut Value, depth: usize) {
+    let Value::Object(obj) = v else { return };
+    if depth > MAX_VALIDATION_DEPTH {
+        return;
+    }
+    for key in DOCUMENTATION_KEYS {
+        obj.remove(key);
+    }
+    if let Some(Value::Object(props)) = obj.get_mut("properties") {
+        for p in props.values_mut() {
+            strip_documentation(p, depth + 1);
+        }
+    }
+    for key in ["additionalProperties", "items", "not"] {
+        if let Some(child) = obj.get_mut(key) {
+            match child {
+                Value::Array(a) => a.iter_mut().for_each(|c| strip_documentation(c, depth + 1)),
+                other => strip_documentation(other, depth + 1),
+            }
+        }
+    }
+    for key in ["allOf", "oneOf", "anyOf"] {
+        if let Some(Value::Array(a)) = obj.get_mut(key) {
+            a.iter_mut().for_each(|c| strip_documentation(c, depth + 1));
+        }
     }
 }
 
@@ -514,6 +580,36 @@ mod tests {
         );
         let schemas_not_object = doc(json!({"components": {"schemas": []}}));
         assert!(schemas_not_object.malformed_reason().is_some());
+    }
+
+    #[test]
+    fn documentation_is_dropped_but_properties_named_like_it_stay() {
+        let d = doc(json!({"components": {"schemas": {
+            "a.Foo": {"type": "object", "description": "docs", "title": "t",
+                "properties": {"description": {"type": "string", "description": "d"},
+                               "title": {"type": "object", "properties": {"example": {"type": "integer"}}}},
+                EXT_GVK: [{"group": "example.com", "version": "v1", "kind": "Foo"}]}
+        }}}));
+        let foo = &d.schemas()["a.Foo"];
+        assert!(foo.get("description").is_none() && foo.get("title").is_none());
+        assert!(foo.pointer("/properties/description/description").is_none());
+        let t = d
+            .resolve("Foo", Limits::default(), ConvertOptions::default())
+            .expect("typed");
+        assert_eq!(
+            t.root()
+                .at_path("description")
+                .map(ToString::to_string)
+                .as_deref(),
+            Some("string")
+        );
+        assert_eq!(
+            t.root()
+                .at_path("title.example")
+                .map(ToString::to_string)
+                .as_deref(),
+            Some("int")
+        );
     }
 
     #[test]

@@ -88,6 +88,9 @@ pub trait SchemaSource: Send + Sync {
 #[derive(Debug, Clone)]
 pub struct Catalog {
     documents: HashMap<GroupVersion, Arc<OpenApiDocument>>,
+    /// GVKs not declared by their own group-version's document → the first document (in
+    /// group-version order) that declares them.
+    foreign: HashMap<GroupVersionKind, GroupVersion>,
     mapper: RestMapper,
     limits: Limits,
     options: ConvertOptions,
@@ -101,11 +104,26 @@ impl Catalog {
         limits: Limits,
         options: ConvertOptions,
     ) -> Self {
+        let documents: HashMap<GroupVersion, Arc<OpenApiDocument>> = documents
+            .into_iter()
+            .map(|d| (d.group_version().clone(), d))
+            .collect();
+        let mut sorted: Vec<&Arc<OpenApiDocument>> = documents.values().collect();
+        sorted.sort_by(|a, b| a.group_version().cmp(b.group_version()));
+        let mut foreign = HashMap::new();
+        for d in sorted {
+            for gvk in d.foreign_kinds() {
+                let own_declares = documents
+                    .get(&gvk.group_version())
+                    .is_some_and(|o| o.declares(gvk));
+                if !own_declares && !foreign.contains_key(gvk) {
+                    foreign.insert(gvk.clone(), d.group_version().clone());
+                }
+            }
+        }
         Catalog {
-            documents: documents
-                .into_iter()
-                .map(|d| (d.group_version().clone(), d))
-                .collect(),
+            documents,
+            foreign,
             mapper: RestMapper::new(resources),
             limits,
             options,
@@ -156,7 +174,17 @@ impl Catalog {
 }
 
 impl SchemaSource for Catalog {
+    /// The kind's own group-version document first (upstream's discovery resolver). If that does
+    /// not declare it, the first other document that does: built-in subresource kinds such as
+    /// `autoscaling/v1 Scale`, `policy/v1 Eviction` or `authentication.k8s.io/v1 TokenRequest`
+    /// are only published beside their parent resource, while KCM finds them in its compiled-in
+    /// definitions.
     fn resolve(&self, gvk: &GroupVersionKind) -> Result<Arc<RootType>, SchemaError> {
+        if let Some(doc) = self.foreign.get(gvk).and_then(|gv| self.documents.get(gv)) {
+            return doc
+                .resolve_gvk(gvk, self.limits, self.options)
+                .map_err(|e| SchemaError::from_kind_error(gvk, &e));
+        }
         let gv = gvk.group_version();
         let doc = self.documents.get(&gv).ok_or_else(|| {
             SchemaError::new(

@@ -1,0 +1,268 @@
+//! The CEL backends of the policy layer: [`crate::policy`]'s seams ([`SchemaSource`],
+//! [`ExpressionChecker`], [`CheckEnv`]) implemented with the schema conversion
+//! ([`crate::schema`]), the CEL checker ([`crate::cel`]) and the Kubernetes environment
+//! ([`crate::k8s_env`]).
+//!
+//! Pure like the modules it joins: schemas come from a [`schema::SchemaSource`] that has
+//! already done its I/O.
+
+use std::sync::Arc;
+
+use crate::cel::{self, Type, TypeKind, TypeProvider};
+use crate::k8s_env::{self, KindDecls, Params, PolicyEnv, Target};
+use crate::policy::{
+    self, CheckEnv, EnvRequest, ExpressionChecker, Gvk, ObjectDecl, OutputType, ParamsDecl,
+    ParsedExpr, SchemaLookup, SchemaType,
+};
+use crate::schema::{self, DeclType, RootType, Scalar};
+
+/// The CEL type of a converted schema node. Object types are referred to by name; their
+/// fields come from a [`RootTypes`] provider.
+pub fn cel_type(decl: &DeclType) -> Type {
+    match decl {
+        DeclType::Scalar(s) => match s {
+            Scalar::Bool => Type::bool(),
+            Scalar::Int => Type::int(),
+            Scalar::Double => Type::double(),
+            Scalar::String => Type::string(),
+            Scalar::Bytes => Type::bytes(),
+            Scalar::Duration => Type::duration(),
+            Scalar::Timestamp => Type::timestamp(),
+        },
+        DeclType::Dyn => Type::dyn_type(),
+        DeclType::List(e) => Type::list(cel_type(e)),
+        DeclType::Map(v) => Type::map(Type::string(), cel_type(v)),
+        DeclType::Object(o) => Type::object(o.name()),
+    }
+}
+
+/// A type provider over the object types of converted schemas (upstream's
+/// `DeclTypeProvider` over the root `DeclType` of a kind, and of its params kind).
+#[derive(Debug, Clone, Default)]
+pub struct RootTypes {
+    roots: Vec<Arc<RootType>>,
+}
+
+impl RootTypes {
+    /// A provider over the given roots; the first that knows a type name answers.
+    pub fn new(roots: impl IntoIterator<Item = Arc<RootType>>) -> Self {
+        Self {
+            roots: roots.into_iter().collect(),
+        }
+    }
+}
+
+impl TypeProvider for RootTypes {
+    /// Known object types. The checker needs them for field selection, as cel-go does.
+    ///
+    /// Upstream names these types `<Kind><random digits>`, so no expression can name them,
+    /// while ours are plain (`Deployment`): an identifier `Deployment` type-checks here as
+    /// `type(Deployment)` where upstream reports an undeclared reference. Only an expression
+    /// that names a kind as a bare identifier sees the difference.
+    fn find_struct_type(&self, name: &str) -> Option<Type> {
+        self.roots
+            .iter()
+            .find_map(|r| r.find_type(name))
+            .and_then(DeclType::as_object)
+            .map(|o| Type::object(o.name()))
+    }
+
+    fn find_struct_field_type(&self, struct_name: &str, field: &str) -> Option<Type> {
+        let root = self
+            .roots
+            .iter()
+            .find(|r| r.find_type(struct_name).is_some())?;
+        root.find_field(struct_name, field).map(cel_type)
+    }
+}
+
+/// [`policy::SchemaSource`] over a [`schema::SchemaSource`].
+pub struct Schemas {
+    source: Arc<dyn schema::SchemaSource>,
+}
+
+impl Schemas {
+    /// Wraps a schema source.
+    pub fn new(source: Arc<dyn schema::SchemaSource>) -> Self {
+        Self { source }
+    }
+}
+
+impl policy::SchemaSource for Schemas {
+    fn resolve(&self, gvk: &Gvk) -> Result<SchemaLookup, policy::SchemaError> {
+        let key = schema::GroupVersionKind {
+            group: gvk.group.clone(),
+            version: gvk.version.clone(),
+            kind: gvk.kind.clone(),
+        };
+        match self.source.resolve(&key) {
+            Ok(root) if root.is_typed() => Ok(SchemaLookup::Typed(SchemaType(root))),
+            Ok(_) => Ok(SchemaLookup::Untyped),
+            Err(e) if e.is_not_found() => Err(policy::SchemaError::NotFound),
+            Err(e) => Err(policy::SchemaError::Failed(e.to_string())),
+        }
+    }
+}
+
+/// [`ExpressionChecker`] in the Kubernetes environment of one [`Target`].
+pub struct KubeChecker {
+    target: Target,
+    base: Arc<cel::Env>,
+}
+
+impl KubeChecker {
+    /// A checker for `target`; builds (or takes from the process-wide cache) its base
+    /// environment.
+    pub fn new(target: Target) -> Result<Self, String> {
+        let base = k8s_env::base_env(target).map_err(|e| e.to_string())?;
+        Ok(Self { target, base })
+    }
+}
+
+/// The converted root type behind a [`SchemaType`] made by [`Schemas`].
+fn root_of(t: &SchemaType) -> Result<Arc<RootType>, String> {
+    Arc::clone(&t.0)
+        .downcast::<RootType>()
+        .map_err(|_| "schema type from another backend".to_owned())
+}
+
+impl ExpressionChecker for KubeChecker {
+    fn parse(&self, expression: &str) -> Result<ParsedExpr, String> {
+        cel::parse(expression)
+            .map(|p| ParsedExpr(Arc::new(p)))
+            .map_err(|issues| issues.to_display_string())
+    }
+
+    fn environment(&self, request: &EnvRequest<'_>) -> Result<Box<dyn CheckEnv>, String> {
+        let mut roots = Vec::new();
+        let object = match request.object {
+            ObjectDecl::Typed(t) => {
+                let root = root_of(t)?;
+                let ty = cel_type(root.root());
+                roots.push(root);
+                Some(ty)
+            }
+            ObjectDecl::Dyn => None,
+        };
+        let params = match request.params {
+            ParamsDecl::Absent => Params::Absent,
+            ParamsDecl::Dyn => Params::Untyped,
+            ParamsDecl::Typed(t) => {
+                let root = root_of(t)?;
+                let ty = cel_type(root.root());
+                roots.push(root);
+                Params::Typed(ty)
+            }
+        };
+        let types: Option<Arc<dyn TypeProvider>> =
+            (!roots.is_empty()).then(|| Arc::new(RootTypes::new(roots)) as Arc<dyn TypeProvider>);
+        let env = PolicyEnv::with_base(
+            self.target,
+            &self.base,
+            KindDecls {
+                object,
+                params,
+                types,
+            },
+        )
+        .map_err(|e| e.to_string())?;
+        Ok(Box::new(KindEnv { env }))
+    }
+}
+
+/// One kind's environment ([`CheckEnv`]).
+struct KindEnv {
+    env: PolicyEnv,
+}
+
+impl CheckEnv for KindEnv {
+    fn check(&self, parsed: &ParsedExpr) -> Result<OutputType, String> {
+        let parsed = parsed
+            .0
+            .downcast_ref::<cel::ParsedExpr>()
+            .ok_or_else(|| "parsed expression from another backend".to_owned())?;
+        match self.env.check(parsed) {
+            Ok(types) => Ok(output_type(types.result_type())),
+            Err(issues) => Err(issues.to_display_string()),
+        }
+    }
+
+    fn declare_variable(&mut self, name: &str, ty: &OutputType) {
+        self.env.declare_variable(name, Some(&from_output_type(ty)));
+    }
+}
+
+/// The policy layer's view of a deduced type.
+pub fn output_type(t: &Type) -> OutputType {
+    match t.type_kind() {
+        TypeKind::Bool => OutputType::Bool,
+        TypeKind::Int => OutputType::Int,
+        TypeKind::Uint => OutputType::Uint,
+        TypeKind::Double => OutputType::Double,
+        TypeKind::String => OutputType::String,
+        TypeKind::Bytes => OutputType::Bytes,
+        TypeKind::Duration => OutputType::Duration,
+        TypeKind::Timestamp => OutputType::Timestamp,
+        TypeKind::Null => OutputType::Null,
+        TypeKind::Dyn => OutputType::Dyn,
+        TypeKind::Any => OutputType::Any,
+        TypeKind::List(e) => OutputType::List(Box::new(output_type(e))),
+        TypeKind::Map(k, v) => OutputType::Map(Box::new(output_type(k)), Box::new(output_type(v))),
+        _ => OutputType::Other(t.to_string()),
+    }
+}
+
+/// The inverse of [`output_type`] for the types a variable can be declared with (object,
+/// opaque and other types were already turned into `dyn` by the policy layer).
+fn from_output_type(t: &OutputType) -> Type {
+    match t {
+        OutputType::Bool => Type::bool(),
+        OutputType::Int => Type::int(),
+        OutputType::Uint => Type::uint(),
+        OutputType::Double => Type::double(),
+        OutputType::String => Type::string(),
+        OutputType::Bytes => Type::bytes(),
+        OutputType::Duration => Type::duration(),
+        OutputType::Timestamp => Type::timestamp(),
+        OutputType::Null => Type::null(),
+        OutputType::Any => Type::any(),
+        OutputType::List(e) => Type::list(from_output_type(e)),
+        OutputType::Map(k, v) => Type::map(from_output_type(k), from_output_type(v)),
+        OutputType::Dyn | OutputType::Other(_) => Type::dyn_type(),
+    }
+}
+
+/// A schema source and a checker, as [`offline_backends`] returns them.
+pub type OfflineBackends = (Box<dyn policy::SchemaSource>, Box<dyn ExpressionChecker>);
+
+/// The schema source and the checker of an offline `vapcheck check` run: schemas from the
+/// `--openapi` folder and `--crd` manifests, checking in the Kubernetes environment of
+/// `--kubernetes-version` (default: the pinned release) exactly as upstream declares it, so a
+/// function that version does not have is an ordinary `undeclared reference` or
+/// `found no matching overload` error.
+pub fn offline_backends(options: &crate::cli::SchemaOptions) -> Result<OfflineBackends, String> {
+    use crate::k8s_env::{KubeVersion, Mode};
+    use crate::schema::{FilesConfig, FilesSource};
+
+    let files = FilesSource::load(&FilesConfig {
+        openapi_dir: options.openapi.clone(),
+        crd_paths: options.crds.clone(),
+        ..FilesConfig::default()
+    })
+    .map_err(|e| e.to_string())?;
+    let version = match options.kubernetes_version {
+        Some(v) if v.major != 1 => {
+            return Err(format!(
+                "unsupported Kubernetes version {}.{}",
+                v.major, v.minor
+            ));
+        }
+        Some(v) => KubeVersion::new(v.minor).map_err(|e| e.to_string())?,
+        None => KubeVersion::PINNED,
+    };
+    let checker = KubeChecker::new(Target {
+        version,
+        mode: Mode::Upstream,
+    })?;
+    Ok((Box::new(Schemas::new(Arc::new(files))), Box::new(checker)))
+}
