@@ -81,10 +81,10 @@ ensure_binaries() {
 
 	pkgs=(./cmd/etcd ./cmd/clustertool k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager)
 	[[ " ${want[*]} " == *" kubectl "* ]] && pkgs+=(k8s.io/kubernetes/cmd/kubectl)
-	local tmp="$BIN_DIR/.new.$$" buildlog="$BIN_DIR/../build.log" start=$SECONDS
+	local tmp="$BIN_DIR/.new.$$" buildlog="$(dirname "$BIN_DIR")/build.log" start=$SECONDS
 	rm -rf "$tmp" && mkdir -p "$tmp"
 	log "building Kubernetes $KUBE_VERSION (${want[*]}) into $BIN_DIR"
-	log "  a cold build takes about 25 minutes on 2 cores; later builds reuse Go's build cache (log: $buildlog)"
+	log "  a cold build needs about 13 CPU-minutes (44 minutes measured on 2 cores busy with other builds); later builds reuse Go's build cache (log: $buildlog)"
 	if ! (cd "$CLUSTER_DIR" && CGO_ENABLED=0 GOFLAGS="${GOFLAGS:--buildvcs=false}" \
 		go build -ldflags "$(version_ldflags)" -o "$tmp/" "${pkgs[@]}") >"$buildlog" 2>&1; then
 		tail -n 40 "$buildlog" >&2
