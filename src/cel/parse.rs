@@ -306,6 +306,17 @@ pub fn parse(text: &str) -> Result<ParsedExpr, Issues> {
                 drop_iteratively(expr);
                 return Err(issues);
             }
+            if let Some(loc) = overwritten_accumulator(&expr, &info, &source) {
+                // cel-go v0.29.2 parser/macro.go: the iteration variable may not be named like
+                // the accumulator (`__result__`); the `cel` parser does not check this.
+                issues.report(
+                    Some(loc),
+                    0,
+                    "iteration variable overwrites accumulator variable".to_string(),
+                );
+                drop_iteratively(expr);
+                return Err(issues);
+            }
             let (max_id, depth) = measure(&expr);
             Ok(ParsedExpr {
                 expr,
@@ -370,6 +381,31 @@ fn move_negative_literal_offsets(root: &IdedExpr, info: &mut SourceInfo, text: &
     for (id, start, stop) in moves {
         info.add_offset(id, start, stop);
     }
+}
+
+/// The location of the first macro whose iteration variable is `__result__`: its first
+/// argument, the first non-blank character after the macro call's `(`.
+fn overwritten_accumulator(
+    root: &IdedExpr,
+    info: &SourceInfo,
+    source: &Source,
+) -> Option<Location> {
+    let mut found = None;
+    walk(root, |e| {
+        if found.is_some() {
+            return;
+        }
+        if let Expr::Comprehension(c) = &e.expr
+            && c.iter_var == "__result__"
+            && let Some((start, _)) = info.offset_for(e.id)
+        {
+            let text = source.text();
+            let after = text.get(start as usize + 1..).unwrap_or_default();
+            let skipped = after.len() - after.trim_start().len();
+            found = Some(source.location_of_byte(start as usize + 1 + skipped));
+        }
+    });
+    found
 }
 
 /// Macro errors are reported at the argument; for a negative number literal cel-go's
