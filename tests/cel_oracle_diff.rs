@@ -163,6 +163,12 @@ const EXPRESSIONS: &[&str] = &[
     "foo &&\r\n  bar",
     "object.spec.(",
     "a.true",
+    "l.all(__result__, true)",
+    "l.map( __result__, 1)",
+    "l.exists(x, l.filter(__result__, true).size() > 0)",
+    "has(-1)",
+    "has(a ? b : c)",
+    "--!'x'.exists_one(x, null)",
     "a.null",
     ")",
     "{'a' 1}",
@@ -440,7 +446,11 @@ fn generated_expressions() -> Vec<String> {
             .collect::<Vec<_>>()
             .join(" + "),
     );
-    let mut g = Gen(0x9e37_79b9_7f4a_7c15);
+    let seed = std::env::var("CEL_DIFF_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0x9e37_79b9_7f4a_7c15u64);
+    let mut g = Gen(seed);
     for _ in 0..3000 {
         out.push(g.expr(4));
     }

@@ -163,6 +163,13 @@ proptest! {
     }
 
     #[test]
+    fn literal_validators_never_panic(text in "[-+0-9.a-zµ:TZ()\\[\\]{}*?|^$\\\\Q E]{0,40}") {
+        let _ = vapcheck::cel::validators::parse_go_duration(&text);
+        let _ = vapcheck::cel::validators::parse_rfc3339_seconds(&text);
+        let _ = vapcheck::cel::validators::valid_re2(&text);
+    }
+
+    #[test]
     fn printed_types_parse_back(t in arb_type()) {
         let printed = t.to_string();
         let back = Type::parse(&printed);

@@ -6,7 +6,7 @@
 //! [`MAX_CHECK_DEPTH`], enforced before checking starts, so it cannot overflow the stack.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
 use cel::common::ast::{EntryExpr, Expr, IdedExpr, LiteralValue};
 
@@ -381,9 +381,18 @@ impl<'a> Checker<'a> {
 
     /// A fresh type variable `_varN`.
     pub fn new_type_var(&mut self) -> Type {
-        let t = Type::type_param(format!("_var{}", self.free_type_var_counter));
+        /// `_var0` .. `_var255`, built once.
+        static CACHE: LazyLock<Vec<Type>> = LazyLock::new(|| {
+            (0..256)
+                .map(|i| Type::type_param(format!("_var{i}")))
+                .collect()
+        });
+        let n = self.free_type_var_counter;
         self.free_type_var_counter += 1;
-        t
+        match CACHE.get(n) {
+            Some(t) => t.clone(),
+            None => Type::type_param(format!("_var{n}")),
+        }
     }
 
     /// Types a comprehension built from synthetic parts, exactly like a parsed one; errors on
@@ -541,6 +550,9 @@ impl<'a> Checker<'a> {
             return None;
         }
         let name = qualifiers.join(".");
+        if self.env.options().container.is_empty() && !name.starts_with('.') {
+            return self.lookup_global_ident(&name);
+        }
         self.env
             .candidate_names(&name)
             .iter()
@@ -898,13 +910,26 @@ impl<'a> Checker<'a> {
                 }
                 return if failed { None } else { Some(Type::bool()) };
             }
-            let (cand_args, cand_result) = self.instantiate(o);
+            if o.arg_types().len() != args.len() {
+                // Cannot match; cel-go still allocates the overload's type variables.
+                self.free_type_var_counter += o.type_params().len();
+                continue;
+            }
             let mark = self.mapping.trail.len();
-            let ok = cand_args.len() == args.len()
-                && args
+            let (ok, cand_result) = if o.type_params().is_empty() {
+                let ok = args
+                    .iter()
+                    .zip(o.arg_types())
+                    .all(|((_, a), c)| self.internal_is_assignable(a, c));
+                (ok, o.result_type().clone())
+            } else {
+                let (cand_args, cand_result) = self.instantiate(o);
+                let ok = args
                     .iter()
                     .zip(&cand_args)
                     .all(|((_, a), c)| self.internal_is_assignable(a, c));
+                (ok, cand_result)
+            };
             if ok {
                 self.mapping.trail.truncate(mark);
                 let fn_result = self.substitute(&cand_result, false);

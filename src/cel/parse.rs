@@ -306,6 +306,17 @@ pub fn parse(text: &str) -> Result<ParsedExpr, Issues> {
                 drop_iteratively(expr);
                 return Err(issues);
             }
+            if let Some(loc) = overwritten_accumulator(&expr, &info, &source) {
+                // cel-go v0.29.2 parser/macro.go: the iteration variable may not be named like
+                // the accumulator (`__result__`); the `cel` parser does not check this.
+                issues.report(
+                    Some(loc),
+                    0,
+                    "iteration variable overwrites accumulator variable".to_string(),
+                );
+                drop_iteratively(expr);
+                return Err(issues);
+            }
             let (max_id, depth) = measure(&expr);
             Ok(ParsedExpr {
                 expr,
@@ -324,14 +335,12 @@ pub fn parse(text: &str) -> Result<ParsedExpr, Issues> {
                 issues.report(None, 0, recursion_message());
                 return Err(issues);
             }
-            let has_syntax_error = errs
-                .errors
-                .iter()
-                .any(|e| !e.msg.starts_with("Incomplete `"));
+            // The `cel` parser also reports the incomplete parse-tree nodes it meets after a
+            // syntax error (`Incomplete ...`, `No ...`); cel-go's visitor stays silent.
+            let follow_up = |m: &str| m.starts_with("Incomplete ") || m.starts_with("No `");
+            let has_syntax_error = errs.errors.iter().any(|e| !follow_up(&e.msg));
             for e in &errs.errors {
-                // The `cel` parser also reports the incomplete parse-tree nodes it meets after
-                // a syntax error; cel-go's visitor stays silent about them.
-                if has_syntax_error && e.msg.starts_with("Incomplete `") {
+                if has_syntax_error && follow_up(&e.msg) {
                     continue;
                 }
                 let (line, col) = e.pos;
@@ -340,6 +349,7 @@ pub fn parse(text: &str) -> Result<ParsedExpr, Issues> {
                     column: (col - 1) as usize,
                 });
                 let msg = cel_go_message(&source, loc, &e.msg);
+                let loc = macro_argument_location(&source, loc, &msg);
                 issues.report(loc, e.expr_id, msg);
             }
             if issues.is_empty() {
@@ -371,6 +381,63 @@ fn move_negative_literal_offsets(root: &IdedExpr, info: &mut SourceInfo, text: &
     for (id, start, stop) in moves {
         info.add_offset(id, start, stop);
     }
+}
+
+/// The location of the first macro whose iteration variable is `__result__`: its first
+/// argument, the first non-blank character after the macro call's `(`.
+fn overwritten_accumulator(
+    root: &IdedExpr,
+    info: &SourceInfo,
+    source: &Source,
+) -> Option<Location> {
+    let mut found = None;
+    walk(root, |e| {
+        if found.is_some() {
+            return;
+        }
+        if let Expr::Comprehension(c) = &e.expr
+            && c.iter_var == "__result__"
+            && let Some((start, _)) = info.offset_for(e.id)
+        {
+            let text = source.text();
+            let after = text.get(start as usize + 1..).unwrap_or_default();
+            let skipped = after.len() - after.trim_start().len();
+            found = Some(source.location_of_byte(start as usize + 1 + skipped));
+        }
+    });
+    found
+}
+
+/// Macro errors are reported at the argument; for a negative number literal cel-go's
+/// position is its sign, the `cel` parser's its digits.
+fn macro_argument_location(source: &Source, loc: Option<Location>, msg: &str) -> Option<Location> {
+    let loc = loc?;
+    if !matches!(
+        msg,
+        "invalid argument to has() macro"
+            | "argument must be a simple name"
+            | "argument is not an identifier"
+    ) {
+        return Some(loc);
+    }
+    let line: Vec<char> = source.snippet(loc.line)?.chars().collect();
+    if !line
+        .get(loc.column)
+        .is_some_and(|c| c.is_ascii_digit() || *c == '.')
+    {
+        return Some(loc);
+    }
+    let mut i = loc.column;
+    while i > 0 && line[i - 1].is_whitespace() {
+        i -= 1;
+    }
+    if i > 0 && line[i - 1] == '-' {
+        return Some(Location {
+            line: loc.line,
+            column: i - 1,
+        });
+    }
+    Some(loc)
 }
 
 /// Rewrites a `cel` parser message into cel-go's wording.

@@ -277,7 +277,7 @@ pub fn parse_go_duration(s: &str) -> Option<i128> {
         if !frac_part.is_empty() {
             let mut f: i128 = 0;
             let mut denom: i128 = 1;
-            for d in frac_part.bytes().take(30) {
+            for d in frac_part.bytes().take(18) {
                 f = f * 10 + i128::from(d - b'0');
                 denom *= 10;
             }
@@ -531,6 +531,8 @@ mod tests {
             assert!(parse_go_duration(bad).is_none(), "{bad}");
         }
         assert_eq!(parse_go_duration("1.5s"), Some(1_500_000_000));
+        // Long fractions must not overflow.
+        assert!(parse_go_duration(&format!("1.{}h", "9".repeat(60))).is_some());
     }
 
     #[test]
