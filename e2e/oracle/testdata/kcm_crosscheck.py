@@ -111,4 +111,4 @@ for name, pid in created.items():
         diff += 1
         print(f"DIFF {pid}\n  kcm:    {json.dumps(real_w)[:800]}\n  oracle: {json.dumps(want_w)[:800]}")
 print(f"{len(created)} created, {same} passed, {diff} failed")
-sys.exit(1 if diff else 0)
+sys.exit(1 if diff or not created else 0)

@@ -136,4 +136,4 @@ for name, (cid, want, kinds) in created.items():
 print(f"{len(created)} checked ({rejected} refused by the API server{', written to etcd' if etcd_endpoint else ''}, "
       f"{skipped} not applicable), "
       f"{same} passed, {diff} failed")
-sys.exit(1 if diff else 0)
+sys.exit(1 if diff or not created else 0)
