@@ -117,6 +117,19 @@ for e in [
     "optional.of(1).?x", "i.?x", "s[0]", "by[0]", "m.a", "m.a + 'x'",
     "dyn([1]).all(x, x)", "[1].all(x, x)", "[1].exists(x, 1)", "[1].filter(x, 'a')",
     "has(m.a) + 1", "has(md.a.b)", "has(i.a)", "has(o.a)",
+    # message literals and type names
+    "google.protobuf.Timestamp{seconds: 'a'}", "google.protobuf.Duration{seconds: 1, nanos: 'x'}",
+    "google.protobuf.Timestamp{?seconds: optional.of(1)}", "google.protobuf.Timestamp{?seconds: 1}",
+    "google.protobuf.Timestamp{foo: 1}", "google.protobuf.Int64Value{value: 1}",
+    "google.protobuf.Int64Value{value: 1} + 1", "google.protobuf.Struct{}", "google.protobuf.Value{}",
+    "google.protobuf.ListValue{} + [1]", "object{}", "authorizer{}", "request{}",
+    "kubernetes.AdmissionRequest{}", "kubernetes.AdmissionRequest{name: 1}", "Deployment{}",
+    "net.IP{}", "kubernetes.Quantity{}", "has(object.?spec)", "[1][?'a']", "{'a': 1}[?1]",
+    "true ? optional.of(1) : optional.of('a')", "true ? [] : [1]", "true ? {} : {'a': 1}",
+    "[] + [1] + ['a']", "[[]] + [[1]]", "[1, [], 'a']",
+    # operator positions
+    "x in b", "l[0] in 1", "!i", "-s", "i ? 1 : 2", "(i + 1) * 'a'", "i  +  'a'", "((i)) == 'a'",
+    "i.x.y.z", "m['a']['b']", "m.a.b", "l[0][0]", "[1][0]['a']",
 ]:
     add(e)
 
