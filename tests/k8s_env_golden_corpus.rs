@@ -7,47 +7,9 @@
 
 use std::sync::Arc;
 
-use vapcheck::cel::{Type, TypeProvider};
+use vapcheck::engine::{RootTypes, cel_type};
 use vapcheck::k8s_env::{KindDecls, Params, PolicyEnv, Target};
-use vapcheck::schema::{
-    DeclType, FilesConfig, FilesSource, GroupVersion, GroupVersionKind, RootType, Scalar,
-    SchemaSource,
-};
-
-fn cel_type(t: &DeclType) -> Type {
-    match t {
-        DeclType::Scalar(s) => match s {
-            Scalar::Bool => Type::bool(),
-            Scalar::Int => Type::int(),
-            Scalar::Double => Type::double(),
-            Scalar::String => Type::string(),
-            Scalar::Bytes => Type::bytes(),
-            Scalar::Duration => Type::duration(),
-            Scalar::Timestamp => Type::timestamp(),
-        },
-        DeclType::Dyn => Type::dyn_type(),
-        DeclType::List(e) => Type::list(cel_type(e)),
-        DeclType::Map(v) => Type::map(Type::string(), cel_type(v)),
-        DeclType::Object(o) => Type::object(o.name()),
-    }
-}
-
-/// The object types of the kinds in use (object first, then params).
-struct Roots(Vec<Arc<RootType>>);
-
-impl TypeProvider for Roots {
-    fn find_struct_type(&self, name: &str) -> Option<Type> {
-        self.0
-            .iter()
-            .find_map(|r| r.find_type(name))
-            .map(|_| Type::object(name))
-    }
-
-    fn find_struct_field_type(&self, struct_name: &str, field: &str) -> Option<Type> {
-        let root = self.0.iter().find(|r| r.find_type(struct_name).is_some())?;
-        root.find_field(struct_name, field).map(cel_type)
-    }
-}
+use vapcheck::schema::{FilesConfig, FilesSource, GroupVersion, GroupVersionKind, SchemaSource};
 
 /// `"apps/v1, Kind=Deployment"` (core group: `"/v1, Kind=Pod"`).
 fn gvk_of(s: &str) -> Option<GroupVersionKind> {
@@ -115,7 +77,7 @@ fn corpus_per_gvk_warnings_match_kcm() {
             KindDecls {
                 object,
                 params,
-                types: Some(Arc::new(Roots(roots))),
+                types: Some(Arc::new(RootTypes::new(roots))),
             },
         )
         .expect("env builds");
