@@ -345,24 +345,33 @@ fn binary() -> Command {
 }
 
 #[test]
-fn binary_refuses_without_backends_and_names_bad_documents() {
+fn binary_checks_with_the_real_backends_and_names_bad_documents() {
     let dir = tempfile::tempdir().unwrap();
     let good = dir.path().join("p.yaml");
     std::fs::write(&good, POLICIES).unwrap();
     let openapi = shared_dir().join("openapi/v1.35");
     let o = binary()
-        .args(["check", "-o", "json", "--openapi"])
+        .args(["check", "-o", "json", "--mode", "strict", "--openapi"])
         .arg(&openapi)
         .arg(&good)
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(2));
-    assert!(o.stdout.is_empty());
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert!(
-        err.contains("no schema conversion and CEL type checker wired in"),
-        "{err}"
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
     );
+    let out: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(out[0]["name"], "replicas");
+    // Kinds in upstream's order (core group first), each block ending in a newline.
+    assert_eq!(
+        out[0]["status"]["typeChecking"]["expressionWarnings"][0]["warning"],
+        "/v1, Kind=Pod: ERROR: <input>:1:7: undefined field 'replicas'\n | object.replicas\n | ......^\n\n\
+         apps/v1, Kind=Deployment: ERROR: <input>:1:7: undefined field 'replicas'\n | object.replicas\n | ......^\n"
+    );
+    assert_eq!(out[1]["name"], "clean");
+    assert_eq!(out[1]["status"]["typeChecking"], serde_json::json!({}));
 
     let o = binary()
         .args(["check", "--openapi", "/nonexistent-dir"])
