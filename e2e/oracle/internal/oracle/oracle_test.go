@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/google/cel-go/cel"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
@@ -131,5 +132,55 @@ spec:
 	}
 	if len(r.TypeChecking.ExpressionWarnings) != 1 || strings.Count(r.TypeChecking.ExpressionWarnings[0].Warning, "undefined field 'foo'") != 3 {
 		t.Fatalf("warnings = %+v", r.TypeChecking.ExpressionWarnings)
+	}
+}
+
+func TestCheckVapWithCRD(t *testing.T) {
+	crd, err := ParseCRD([]byte(`
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: gadgets.example.com}
+spec:
+  group: example.com
+  scope: Namespaced
+  names: {plural: gadgets, singular: gadget, kind: Gadget}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            properties:
+              size: {type: integer}
+              port: {x-kubernetes-int-or-string: true}
+              template: {type: object, x-kubernetes-embedded-resource: true, x-kubernetes-preserve-unknown-fields: true}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, err := testOracle().WithCRDs([]*apiextensionsv1.CustomResourceDefinition{crd}, "", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gvk := schema.GroupVersionKind{Group: "example.com", Version: "v1", Kind: "Gadget"}
+	for expr, want := range map[string]string{
+		"object.spec.size + 1":                 "int",
+		"object.spec.port":                     "dyn",
+		"object.spec.template.metadata.labels": "map(string, string)",
+		"object.spec.template.kind":            "string",
+		"object.metadata.namespace":            "string",
+	} {
+		r := o.CheckVap(VapRequest{GVK: gvk, Expression: expr})
+		if !r.SchemaFound || r.Warning != "" || r.Type != want {
+			t.Errorf("%q: got %+v, want type %s", expr, r, want)
+		}
+	}
+	r := o.CheckVap(VapRequest{GVK: gvk, Expression: "object.spec.nope"})
+	if !strings.Contains(r.Warning, "example.com/v1, Kind=Gadget: ERROR: <input>:1:12: undefined field 'nope'") {
+		t.Errorf("got %+v", r)
 	}
 }
