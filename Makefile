@@ -10,7 +10,7 @@ test:
 	@scripts/check-tools
 	cd e2e/cluster && go test ./cmd/clustertool
 	e2e/cluster/build
-	cargo test --all-targets
+	cargo test --all-targets --no-fail-fast
 	cargo test --doc
 
 ## make demo: build, start a local control plane with the upstream status controller, apply the
