@@ -54,11 +54,6 @@ impl RootTypes {
 
 impl TypeProvider for RootTypes {
     /// Known object types. The checker needs them for field selection, as cel-go does.
-    ///
-    /// Upstream names these types `<Kind><random digits>`, so no expression can name them,
-    /// while ours are plain (`Deployment`): an identifier `Deployment` type-checks here as
-    /// `type(Deployment)` where upstream reports an undeclared reference. Only an expression
-    /// that names a kind as a bare identifier sees the difference.
     fn find_struct_type(&self, name: &str) -> Option<Type> {
         self.roots
             .iter()
@@ -73,6 +68,13 @@ impl TypeProvider for RootTypes {
             .iter()
             .find(|r| r.find_type(struct_name).is_some())?;
         root.find_field(struct_name, field).map(cel_type)
+    }
+
+    /// Never: upstream names these types `<Kind><random digits>`, so no expression can name
+    /// them (`Deployment{}` is an undeclared reference there); ours have no digits and must
+    /// not become nameable because of it.
+    fn is_nameable(&self, _name: &str) -> bool {
+        false
     }
 }
 

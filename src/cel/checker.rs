@@ -519,7 +519,7 @@ impl<'a> Checker<'a> {
         if let Some(t) = self.env.find_provider_ident(candidate) {
             return Some(Type::type_of(t));
         }
-        if let Some(t) = self.env.find_struct_type(candidate) {
+        if let Some(t) = self.env.find_nameable_struct_type(candidate) {
             return Some(Type::type_of(t));
         }
         None
@@ -564,7 +564,7 @@ impl<'a> Checker<'a> {
             if let Some(t) = self.env.find_provider_ident(&c) {
                 return Some((c, Type::type_of(t)));
             }
-            if let Some(t) = self.env.find_struct_type(&c) {
+            if let Some(t) = self.env.find_nameable_struct_type(&c) {
                 return Some((c, Type::type_of(t)));
             }
         }

@@ -168,6 +168,14 @@ pub trait TypeProvider: Send + Sync {
     fn find_ident(&self, _name: &str) -> Option<Type> {
         None
     }
+
+    /// Whether an expression may refer to the object type `name` by name (as an identifier,
+    /// `type(T)`, or in a message literal `T{...}`). Types that exist only to describe values
+    /// (Kubernetes names its schema types `<Kind><random digits>`, which no expression can
+    /// know) answer `false`; field selection on their values still works.
+    fn is_nameable(&self, _name: &str) -> bool {
+        true
+    }
 }
 
 /// A simple [`TypeProvider`] holding hand-built object types and their fields.
@@ -352,6 +360,14 @@ impl Env {
     /// The object type `name` from the first provider (overlay first) that knows it.
     pub fn find_struct_type(&self, name: &str) -> Option<Type> {
         self.find_struct_provider(name).map(|(_, t)| t)
+    }
+
+    /// [`Env::find_struct_type`] for a type an expression names (see
+    /// [`TypeProvider::is_nameable`]).
+    pub fn find_nameable_struct_type(&self, name: &str) -> Option<Type> {
+        self.find_struct_provider(name)
+            .filter(|(p, _)| p.is_nameable(name))
+            .map(|(_, t)| t)
     }
 
     fn find_struct_provider(&self, name: &str) -> Option<(&dyn TypeProvider, Type)> {

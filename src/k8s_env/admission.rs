@@ -201,6 +201,10 @@ impl TypeProvider for KeywordFieldNames {
     fn find_ident(&self, name: &str) -> Option<Type> {
         self.inner.find_ident(name)
     }
+
+    fn is_nameable(&self, name: &str) -> bool {
+        self.inner.is_nameable(name)
+    }
 }
 
 /// The `kubernetes.variables` object type: one field per composited variable compiled so
