@@ -567,27 +567,91 @@ struct BuiltinTypes {
     optional: bool,
 }
 
+/// The protobuf well-known message types cel-go's default registry describes (cel-go v0.29.2
+/// common/types/pb/pb.go `init`: any, duration, empty, timestamp, struct and wrappers files),
+/// as the checker sees them: the type an expression of that message has (cel-go
+/// common/types/pb/checked.go `CheckedWellKnowns`; `NewObjectType` turns these names into
+/// those types) — or `None` for a plain message (`google.protobuf.Empty`).
+fn well_known_message(name: &str) -> Option<Option<Type>> {
+    Some(Some(match name {
+        "google.protobuf.Any" => Type::any(),
+        "google.protobuf.Duration" => Type::duration(),
+        "google.protobuf.Timestamp" => Type::timestamp(),
+        "google.protobuf.Empty" => return Some(None),
+        "google.protobuf.Struct" => Type::map(Type::string(), Type::dyn_type()),
+        "google.protobuf.Value" => Type::dyn_type(),
+        "google.protobuf.ListValue" => Type::list(Type::dyn_type()),
+        "google.protobuf.BoolValue" => Type::wrapper(Type::bool()),
+        "google.protobuf.BytesValue" => Type::wrapper(Type::bytes()),
+        "google.protobuf.DoubleValue" | "google.protobuf.FloatValue" => {
+            Type::wrapper(Type::double())
+        }
+        "google.protobuf.Int64Value" | "google.protobuf.Int32Value" => Type::wrapper(Type::int()),
+        "google.protobuf.UInt64Value" | "google.protobuf.UInt32Value" => {
+            Type::wrapper(Type::uint())
+        }
+        "google.protobuf.StringValue" => Type::wrapper(Type::string()),
+        _ => return None,
+    }))
+}
+
+/// The type of an expression of a well-known message type (see [`well_known_message`]).
+fn well_known_value_type(name: &str) -> Option<Type> {
+    well_known_message(name).map(|t| t.unwrap_or_else(|| Type::object(name)))
+}
+
 impl TypeProvider for BuiltinTypes {
-    fn find_struct_type(&self, _name: &str) -> Option<Type> {
-        None
+    fn find_struct_type(&self, name: &str) -> Option<Type> {
+        well_known_value_type(name)
     }
 
-    fn find_struct_field_type(&self, _struct_name: &str, _field: &str) -> Option<Type> {
-        None
+    /// The fields of the well-known messages, typed as cel-go's registry types proto fields
+    /// (common/types/provider.go `fieldDescToCELType`: 32-bit integers and enums are `int`,
+    /// `float` is `double`, message fields are their well-known type).
+    fn find_struct_field_type(&self, struct_name: &str, field: &str) -> Option<Type> {
+        let dyn_map = || Type::map(Type::string(), Type::dyn_type());
+        Some(match (struct_name, field) {
+            ("google.protobuf.Any", "type_url") => Type::string(),
+            ("google.protobuf.Any", "value") => Type::bytes(),
+            ("google.protobuf.Duration" | "google.protobuf.Timestamp", "seconds" | "nanos") => {
+                Type::int()
+            }
+            ("google.protobuf.Struct", "fields") => dyn_map(),
+            ("google.protobuf.Value", "null_value") => Type::int(),
+            ("google.protobuf.Value", "number_value") => Type::double(),
+            ("google.protobuf.Value", "string_value") => Type::string(),
+            ("google.protobuf.Value", "bool_value") => Type::bool(),
+            ("google.protobuf.Value", "struct_value") => dyn_map(),
+            ("google.protobuf.Value", "list_value") | ("google.protobuf.ListValue", "values") => {
+                Type::list(Type::dyn_type())
+            }
+            ("google.protobuf.BoolValue", "value") => Type::bool(),
+            ("google.protobuf.BytesValue", "value") => Type::bytes(),
+            ("google.protobuf.DoubleValue" | "google.protobuf.FloatValue", "value") => {
+                Type::double()
+            }
+            ("google.protobuf.Int64Value" | "google.protobuf.Int32Value", "value") => Type::int(),
+            ("google.protobuf.UInt64Value" | "google.protobuf.UInt32Value", "value") => {
+                Type::uint()
+            }
+            ("google.protobuf.StringValue", "value") => Type::string(),
+            _ => return None,
+        })
     }
 
     fn find_ident(&self, name: &str) -> Option<Type> {
+        if let Some(t) = well_known_value_type(name) {
+            return Some(t);
+        }
         Some(match name {
             "bool" => Type::bool(),
             "bytes" => Type::bytes(),
             "double" => Type::double(),
-            "google.protobuf.Duration" => Type::duration(),
             "int" => Type::int(),
             "list" => Type::list(Type::dyn_type()),
             "map" => Type::map(Type::dyn_type(), Type::dyn_type()),
             "null_type" => Type::null(),
             "string" => Type::string(),
-            "google.protobuf.Timestamp" => Type::timestamp(),
             "type" => Type::type_type(),
             "uint" => Type::uint(),
             "optional_type" if self.optional => Type::optional(Type::dyn_type()),

@@ -488,3 +488,39 @@ fn one_parse_many_checks() {
         Some("ERROR: <input>:1:7: undefined field 'spec'\n | object.spec.replicas > 1\n | ......^")
     );
 }
+
+/// The well-known protobuf messages cel-go's default registry describes can be built as
+/// message literals; the literal has the message's checked type (cel-go v0.29.2
+/// common/types/pb/checked.go `CheckedWellKnowns`).
+#[test]
+fn well_known_message_literals() {
+    let env = k8s_env();
+    assert_eq!(
+        ty(&env, "google.protobuf.Any{type_url: 'x', value: b'y'}"),
+        "any"
+    );
+    assert_eq!(
+        ty(&env, "google.protobuf.FloatValue{value: 1.0}"),
+        "wrapper(double)"
+    );
+    assert_eq!(
+        ty(&env, "google.protobuf.UInt32Value{value: 1u}"),
+        "wrapper(uint)"
+    );
+    assert_eq!(
+        ty(
+            &env,
+            "google.protobuf.Value{string_value: 'a', list_value: [1]}"
+        ),
+        "dyn"
+    );
+    assert_eq!(ty(&env, "google.protobuf.Empty{}"), "google.protobuf.Empty");
+    assert_eq!(
+        err(&env, "google.protobuf.Empty{a: 1}"),
+        "ERROR: <input>:1:24: undefined field 'a'\n | google.protobuf.Empty{a: 1}\n | .......................^"
+    );
+    assert_eq!(
+        err(&env, "google.protobuf.Value{bool_value: 1}"),
+        "ERROR: <input>:1:33: expected type of field 'bool_value' is 'bool' but provided type is 'int'\n | google.protobuf.Value{bool_value: 1}\n | ................................^"
+    );
+}
