@@ -38,7 +38,7 @@ pub use env::{
     Env, EnvBuilder, EnvError, EnvOptions, FunctionDecl, OverloadDecl, StructTypes, TypeProvider,
 };
 pub use errors::{CelError, Issues, Location, Source};
-pub use parse::{ParsedExpr, parse};
+pub use parse::{ParsedExpr, parse, parse_with_options};
 pub use types::{Kind, Type, TypeKind};
 
 /// A parsed and type-checked expression.
@@ -89,9 +89,10 @@ pub fn check(env: &Env, parsed: &ParsedExpr) -> Result<CheckedTypes, Issues> {
     }
 }
 
-/// cel-go `Env.Compile`: parse; if that succeeded, check; if that succeeded, validate.
+/// cel-go `Env.Compile`: parse (optional syntax only with `optional_types`); if that
+/// succeeded, check; if that succeeded, validate.
 pub fn compile(env: &Env, text: &str) -> Result<CompiledExpr, Issues> {
-    let parsed = parse(text)?;
+    let parsed = parse::parse_with_options(text, env.options().optional_types)?;
     if let Some(issues) = macro_expansion_errors(env, &parsed) {
         return Err(issues);
     }

@@ -275,6 +275,13 @@ fn bracket_depth(text: &str) -> usize {
 
 /// Parses `text` (optional syntax enabled) as cel-go would, reporting errors in cel-go form.
 pub fn parse(text: &str) -> Result<ParsedExpr, Issues> {
+    parse_with_options(text, true)
+}
+
+/// [`parse`], with the optional syntax (`a.?b`, `a[?i]`, `[?x]`, `{?k: v}`) enabled or not
+/// (cel-go enables it with the `OptionalTypes()` library; without it the parser reports
+/// `unsupported syntax '.?'` and the like).
+pub fn parse_with_options(text: &str, optional_syntax: bool) -> Result<ParsedExpr, Issues> {
     let source = Arc::new(Source::new(text));
     let mut issues = Issues::new(source.clone());
     let size = text.chars().count();
@@ -292,7 +299,7 @@ pub fn parse(text: &str) -> Result<ParsedExpr, Issues> {
         return Err(issues);
     }
     let result = cel::parser::Parser::new()
-        .enable_optional_syntax(true)
+        .enable_optional_syntax(optional_syntax)
         // cel-go v0.29.2 parser.NewParser enables backtick-escaped identifiers by default.
         .enable_ident_escape_syntax(true)
         .max_recursion_depth((MAX_RECURSION_DEPTH - 1) as u16)

@@ -255,6 +255,20 @@ fn deduced_types() {
 }
 
 #[test]
+fn optional_syntax_needs_the_optional_library() {
+    let plain = env_with(EnvOptions::default());
+    assert_eq!(
+        err(&plain, "m.?a"),
+        "ERROR: <input>:1:2: unsupported syntax '.?'\n | m.?a\n | .^"
+    );
+    assert_eq!(
+        err(&plain, "[?m, {?1: 2}]"),
+        "ERROR: <input>:1:2: unsupported syntax '?'\n | [?m, {?1: 2}]\n | .^\n\
+         ERROR: <input>:1:7: unsupported syntax '?'\n | [?m, {?1: 2}]\n | ......^"
+    );
+}
+
+#[test]
 fn cross_type_numeric_comparisons() {
     let k8s = k8s_env();
     assert_eq!(ty(&k8s, "i < d && u >= i"), "bool");
