@@ -53,7 +53,11 @@ const CRD_DEADLINE: Duration = Duration::from_secs(90);
 const PARALLEL_APPLIES: usize = 16;
 
 /// The group of the test CRD our own policies match (`tests/fixtures/crds/widgets.yaml`).
-const WIDGET_GROUP_VERSIONS: [&str; 2] = ["apis/example.com/v1", "apis/example.com/v1beta1"];
+const CRD_GROUP_VERSIONS: [&str; 3] = [
+    "apis/example.com/v1",
+    "apis/example.com/v1beta1",
+    "apis/conformance.vapcheck.dev/v1",
+];
 
 /// The media type of aggregated discovery (`apidiscovery.k8s.io/v2`).
 const AGGREGATED_DISCOVERY: &str =
@@ -93,7 +97,7 @@ spec:
   matchConstraints:
     resourceRules:
     - apiGroups: ["example.com"]
-      apiVersions: ["*"]
+      apiVersions: ["v1", "v1beta1"]
       operations: ["CREATE", "UPDATE"]
       resources: ["widgets", "widgets/status", "widgets/scale"]
   variables:
@@ -103,25 +107,76 @@ spec:
   - expression: "object.spec.replica > 1"
   - expression: "object.spec.replicas == 'three'"
   - expression: "variables.size > 2"
-  - expression: "object.spec.foo-bar == ''"
   - expression: "object.status.conditions.exists(c, c.reason == 'Ready')"
-    messageExpression: "object.spec.replicas"
-  - expression: "object.spec.labels.owner.startsWith(1)"
+    messageExpression: "'ratio ' + object.spec.ratio"
+  - expression: "object.spec.labels.owner + 1 > 2"
+  - expression: "object.spec.maxSurge > 1 && object.spec.ports.exists(p, p.targetPort.startsWith('h'))"
+  - expression: "object.spec.template.spec.containers.size() > 0 && object.spec.resources[0].kind.size() > 0"
+  - expression: "object.spec.resources[0].spec.anything && object.spec.anything.x == 1"
+  - expression: "object.spec.byZone['a'] == 'heavy' || object.spec.ports[0] == 80"
 ---
 apiVersion: admissionregistration.k8s.io/v1
 kind: ValidatingAdmissionPolicy
 metadata:
-  name: own-clusterpolicies
+  name: own-gadgets
 spec:
+  paramKind:
+    apiVersion: conformance.vapcheck.dev/v1
+    kind: Gadget
   matchConstraints:
     resourceRules:
-    - apiGroups: ["policy.example.org"]
-      apiVersions: ["*"]
+    - apiGroups: ["conformance.vapcheck.dev"]
+      apiVersions: ["v1"]
       operations: ["*"]
-      resources: ["*"]
+      resources: ["gadgets", "gadgets/status"]
   validations:
-  - expression: "object.spec.rules.all(r, r.match.any.all(a, a.resources.kinds.size() > 0))"
-  - expression: "object.spec.rules.all(r, r.schema.anything == 1 && r.match.all == [])"
+  - expression: "object.spec.rules.all(r, r.kinds.size() > 0 && r.selector.matchLabels.all(k, k != ''))"
+  - expression: "object.spec.rules.all(r, r.schema.anything == 1 && r.match == [])"
+  - expression: "params.spec.rules.size() <= object.spec.limit"
+  - expression: "object.metadata.name.size() < 10 && object.spec.undefinedThing"
+  - expression: "object.spec.rules[0] == params.spec.rules[0].selector"
+    messageExpression: "'limit ' + params.spec.limit"
+"#;
+
+/// A cluster-scoped CRD of our own (the fixture `clusters.yaml` is not accepted by a real API
+/// server: one of its served versions has no schema): nested lists and objects, a map,
+/// preserve-unknown-fields, and a param kind for the policy above.
+const OWN_CRD: &str = r#"
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: gadgets.conformance.vapcheck.dev
+spec:
+  group: conformance.vapcheck.dev
+  scope: Cluster
+  names:
+    kind: Gadget
+    plural: gadgets
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            properties:
+              limit: {type: integer}
+              rules:
+                type: array
+                items:
+                  type: object
+                  properties:
+                    kinds: {type: array, items: {type: string}}
+                    selector:
+                      type: object
+                      properties:
+                        matchLabels: {type: object, additionalProperties: {type: string}}
+                    schema:
+                      type: object
+                      x-kubernetes-preserve-unknown-fields: true
 "#;
 
 /// One policy as applied: where it came from and the name it got on the server (corpus names
@@ -492,6 +547,13 @@ impl Reader {
 /// The outcome of comparing one reader's strict statuses with upstream's.
 struct Comparison {
     identical: usize,
+    /// Corpus policies compared, and how many of them are identical.
+    corpus: (usize, usize),
+    /// Upstream warnings in all compared policies, and in our own policies.
+    upstream_warnings: usize,
+    own_upstream_warnings: usize,
+    /// Upstream warnings whose text named a type with random digits.
+    normalised: usize,
     differences: Vec<String>,
     strict_warnings: usize,
     extended_warnings: usize,
@@ -507,6 +569,10 @@ fn compare(
 ) -> Comparison {
     let mut c = Comparison {
         identical: 0,
+        corpus: (0, 0),
+        upstream_warnings: 0,
+        own_upstream_warnings: 0,
+        normalised: 0,
         differences: Vec::new(),
         strict_warnings: 0,
         extended_warnings: 0,
@@ -526,11 +592,44 @@ fn compare(
         {
             kinds.insert(kind);
         }
+        if !a.origin.starts_with("corpus/")
+            && std::env::var_os("VAPCHECK_CONFORMANCE_VERBOSE").is_some()
+        {
+            println!(
+                "upstream, as written, for {} ({}): {:#?}",
+                a.origin, a.original_name, policy.status
+            );
+        }
         let strict = reader.check(policy, Mode::Strict);
         let theirs = upstream_type_checking(policy, &kinds);
+        c.normalised += theirs["expressionWarnings"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .zip(
+                policy
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.type_checking.as_ref())
+                    .and_then(|t| t.expression_warnings.as_deref())
+                    .unwrap_or(&[]),
+            )
+            .filter(|(n, raw)| n["warning"].as_str() != Some(raw.warning.as_str()))
+            .count();
         let mine = ours(&strict);
+        let upstream_count = theirs["expressionWarnings"].as_array().map_or(0, Vec::len);
+        c.upstream_warnings += upstream_count;
+        let from_corpus = a.origin.starts_with("corpus/");
+        if from_corpus {
+            c.corpus.0 += 1;
+        } else {
+            c.own_upstream_warnings += upstream_count;
+        }
         if theirs == mine {
             c.identical += 1;
+            if from_corpus {
+                c.corpus.1 += 1;
+            }
         } else {
             c.differences.push(describe_difference(a, &theirs, &mine));
         }
@@ -594,6 +693,7 @@ async fn strict_status_of_the_corpus_matches_the_upstream_controller() -> anyhow
 
     // CRDs first, so that policies matching them are mapped by both sides.
     let rejected_crds = apply_fixture_crds(&client).await?;
+    apply_yaml(&client, OWN_CRD).await?;
     for r in &rejected_crds {
         println!("CRD rejected by the API server: {r}");
     }
@@ -604,13 +704,15 @@ async fn strict_status_of_the_corpus_matches_the_upstream_controller() -> anyhow
             let index: Value = client
                 .request(http::Request::get("/openapi/v3").body(Vec::new())?)
                 .await?;
-            let published = WIDGET_GROUP_VERSIONS
+            let published = CRD_GROUP_VERSIONS
                 .iter()
                 .all(|gv| index["paths"].get(gv).is_some());
             let served = live_discovery(&client)
                 .await?
                 .iter()
-                .any(|g| g.name == "example.com");
+                .filter(|g| g.name == "example.com" || g.name == "conformance.vapcheck.dev")
+                .count()
+                == 2;
             Ok((published && served).then_some(()))
         },
     )
@@ -690,14 +792,36 @@ async fn strict_status_of_the_corpus_matches_the_upstream_controller() -> anyhow
     }
 
     let mut failures = Vec::new();
+    for (a, _) in rejected
+        .iter()
+        .filter(|(a, _)| !a.origin.starts_with("corpus/"))
+    {
+        failures.push(format!(
+            "our own policy {} was rejected by the API server",
+            a.original_name
+        ));
+    }
     for reader in [&live_reader, &files_reader] {
         let c = compare(reader, &applied, &stored, &kinds);
         println!(
-            "{}: {}/{} identical",
+            "{}: {}/{} identical ({}/{} of the corpus; {} upstream warnings, {} of them on our \
+             own CRD policies, {} with type names normalised)",
             reader.label,
             c.identical,
-            applied.len()
+            applied.len(),
+            c.corpus.1,
+            c.corpus.0,
+            c.upstream_warnings,
+            c.own_upstream_warnings,
+            c.normalised
         );
+        // The comparison has teeth only if upstream did report something, also for CRD kinds.
+        if c.upstream_warnings == 0 || c.own_upstream_warnings == 0 {
+            failures.push(format!(
+                "{}: upstream reported {} warnings ({} on our CRD policies); the run proves nothing",
+                reader.label, c.upstream_warnings, c.own_upstream_warnings
+            ));
+        }
         for d in &c.differences {
             println!("{d}");
         }
