@@ -552,12 +552,17 @@ struct Comparison {
     /// Upstream warnings in all compared policies, and in our own policies.
     upstream_warnings: usize,
     own_upstream_warnings: usize,
-    /// Upstream warnings whose text named a type with random digits.
-    normalised: usize,
+    /// Upstream warnings whose text named a type with random digits (corpus, ours).
+    normalised: (usize, usize),
     differences: Vec<String>,
     strict_warnings: usize,
     extended_warnings: usize,
     policies_with_extra: usize,
+    /// Extended warnings on a fieldRef strict has no warning for.
+    new_field_refs: usize,
+    /// Extended warnings on a fieldRef strict also warns about, with a different text (more
+    /// kinds checked, e.g. subresources or wildcard rules).
+    changed_texts: usize,
     extra_samples: Vec<String>,
 }
 
@@ -572,11 +577,13 @@ fn compare(
         corpus: (0, 0),
         upstream_warnings: 0,
         own_upstream_warnings: 0,
-        normalised: 0,
+        normalised: (0, 0),
         differences: Vec::new(),
         strict_warnings: 0,
         extended_warnings: 0,
         policies_with_extra: 0,
+        new_field_refs: 0,
+        changed_texts: 0,
         extra_samples: Vec::new(),
     };
     for a in applied {
@@ -602,7 +609,7 @@ fn compare(
         }
         let strict = reader.check(policy, Mode::Strict);
         let theirs = upstream_type_checking(policy, &kinds);
-        c.normalised += theirs["expressionWarnings"]
+        let normalised = theirs["expressionWarnings"]
             .as_array()
             .into_iter()
             .flatten()
@@ -622,8 +629,10 @@ fn compare(
         let from_corpus = a.origin.starts_with("corpus/");
         if from_corpus {
             c.corpus.0 += 1;
+            c.normalised.0 += normalised;
         } else {
             c.own_upstream_warnings += upstream_count;
+            c.normalised.1 += normalised;
         }
         if theirs == mine {
             c.identical += 1;
@@ -643,6 +652,17 @@ fn compare(
             .collect();
         if !extra.is_empty() {
             c.policies_with_extra += 1;
+            for w in &extra {
+                if strict
+                    .expression_warnings
+                    .iter()
+                    .any(|s| s.field_ref == w.field_ref)
+                {
+                    c.changed_texts += 1;
+                } else {
+                    c.new_field_refs += 1;
+                }
+            }
             for w in extra {
                 c.extra_samples.push(format!(
                     "{} ({}) {}: {}",
@@ -805,7 +825,7 @@ async fn strict_status_of_the_corpus_matches_the_upstream_controller() -> anyhow
         let c = compare(reader, &applied, &stored, &kinds);
         println!(
             "{}: {}/{} identical ({}/{} of the corpus; {} upstream warnings, {} of them on our \
-             own CRD policies, {} with type names normalised)",
+             own CRD policies; type names normalised in {} corpus and {} own warnings)",
             reader.label,
             c.identical,
             applied.len(),
@@ -813,7 +833,8 @@ async fn strict_status_of_the_corpus_matches_the_upstream_controller() -> anyhow
             c.corpus.0,
             c.upstream_warnings,
             c.own_upstream_warnings,
-            c.normalised
+            c.normalised.0,
+            c.normalised.1
         );
         // The comparison has teeth only if upstream did report something, also for CRD kinds.
         if c.upstream_warnings == 0 || c.own_upstream_warnings == 0 {
@@ -826,12 +847,15 @@ async fn strict_status_of_the_corpus_matches_the_upstream_controller() -> anyhow
             println!("{d}");
         }
         println!(
-            "{}: extended mode: {} warnings ({} in strict), {} beyond strict in {} policies",
+            "{}: extended mode: {} warnings ({} in strict); {} differ from strict in {} policies: \
+             {} on expressions strict does not warn about, {} with a longer text",
             reader.label,
             c.extended_warnings,
             c.strict_warnings,
             c.extra_samples.len(),
-            c.policies_with_extra
+            c.policies_with_extra,
+            c.new_field_refs,
+            c.changed_texts
         );
         if std::env::var_os("VAPCHECK_CONFORMANCE_EXTENDED").is_some() {
             for s in &c.extra_samples {
