@@ -771,10 +771,16 @@ async fn strict_status_of_the_corpus_matches_the_upstream_controller() -> anyhow
     };
 
     // vapcheck, files: `vapcheck check --mode strict --openapi <dir>` on the saved documents.
-    let dir = tempfile::tempdir()?;
-    let saved = save_openapi(&client, dir.path()).await?;
+    // `VAPCHECK_CONFORMANCE_OPENAPI_DIR` keeps the documents (e.g. to run `vapcheck check
+    // --openapi` on them by hand); by default they go to a temporary folder.
+    let temp = tempfile::tempdir()?;
+    let dir = match std::env::var_os("VAPCHECK_CONFORMANCE_OPENAPI_DIR") {
+        Some(d) => PathBuf::from(d),
+        None => temp.path().to_path_buf(),
+    };
+    let saved = save_openapi(&client, &dir).await?;
     let options = SchemaOptions {
-        openapi: Some(dir.path().to_path_buf()),
+        openapi: Some(dir.clone()),
         ..SchemaOptions::default()
     };
     let (schemas, file_checker) =
@@ -782,7 +788,7 @@ async fn strict_status_of_the_corpus_matches_the_upstream_controller() -> anyhow
     let files_reader = Reader {
         label: "files (vapcheck check --openapi <saved /openapi/v3>)",
         mapper: DiscoveryRestMapper::new(
-            offline_discovery(Some(dir.path()), &[]).map_err(|e| anyhow::anyhow!("{e}"))?,
+            offline_discovery(Some(&dir), &[]).map_err(|e| anyhow::anyhow!("{e}"))?,
         ),
         schemas,
         checker: file_checker,
