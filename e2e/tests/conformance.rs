@@ -634,13 +634,23 @@ fn compare(
             c.own_upstream_warnings += upstream_count;
             c.normalised.1 += normalised;
         }
-        if theirs == mine {
+        // Upstream writes no conditions (1.37.1); besides typeChecking, its observedGeneration
+        // must be the one vapcheck would write.
+        let upstream_generation = policy.status.as_ref().and_then(|s| s.observed_generation);
+        if theirs == mine && strict.observed_generation == upstream_generation {
             c.identical += 1;
             if from_corpus {
                 c.corpus.1 += 1;
             }
         } else {
-            c.differences.push(describe_difference(a, &theirs, &mine));
+            let mut text = describe_difference(a, &theirs, &mine);
+            if strict.observed_generation != upstream_generation {
+                text.push_str(&format!(
+                    "\n  observedGeneration\n    upstream: {upstream_generation:?}\n    vapcheck: {:?}",
+                    strict.observed_generation
+                ));
+            }
+            c.differences.push(text);
         }
         let extended = reader.check(policy, Mode::Extended);
         c.strict_warnings += strict.expression_warnings.len();
@@ -699,7 +709,7 @@ fn describe_difference(a: &Applied, theirs: &Value, mine: &Value) -> String {
             mw.map(Vec::as_slice).unwrap_or(&[])
         ));
     }
-    if t == m {
+    if t == m && theirs != mine {
         text.push_str(&format!("\n  upstream: {theirs}\n  vapcheck: {mine}"));
     }
     text
