@@ -106,6 +106,11 @@ impl LiveInputs {
         Ok(changes)
     }
 
+    /// How many kinds the current schema snapshot knows.
+    pub fn kind_count(&self) -> usize {
+        self.live.catalog().map_or(0, |c| c.kinds().len())
+    }
+
     fn read_mapper(&self) -> Option<Arc<DiscoveryRestMapper>> {
         self.mapper
             .read()

@@ -36,6 +36,7 @@ use tracing::{Instrument, debug, error, info, info_span, warn};
 
 use crate::config::{Config, StatusMode};
 use crate::health::{ElectionState, Health, HttpServers, Readiness, Shutdown};
+use crate::metrics::SchemaFetchResult;
 use crate::metrics::{Metrics, PolicyState, PolicyStateCounts, ReconcileResult, StatusWriteResult};
 use crate::policy::PolicyStatus;
 
@@ -244,6 +245,9 @@ async fn reconcile_inner(
         .map_err(|e| ReconcileError::Check(e.to_string()))?
         .map_err(ReconcileError::Check)?;
     ctx.metrics.observe_typecheck(started.elapsed());
+    for skipped in &computed.skipped {
+        ctx.metrics.kinds_skipped(skip_label(&skipped.reason), 1);
+    }
     lock(&ctx.index).set(name, Dependencies::of(policy, &computed));
     ctx.record_state(name, &computed);
 
@@ -326,6 +330,19 @@ async fn reconcile_inner(
     Ok(Outcome::Written)
 }
 
+/// The metrics label of a skip reason.
+fn skip_label(reason: &crate::policy::SkipReason) -> crate::metrics::SkipReason {
+    use crate::metrics::SkipReason as M;
+    use crate::policy::SkipReason as P;
+    match reason {
+        P::Wildcard => M::Wildcard,
+        P::Subresource => M::Subresource,
+        P::Limit => M::KindLimit,
+        P::Mapping(_) => M::NotFound,
+        P::NoSchema | P::SchemaError(_) => M::NoSchema,
+    }
+}
+
 /// Retry with exponential backoff per policy: 1 s, 2 s, 4 s ... at most 5 minutes.
 fn error_policy(
     policy: Arc<ValidatingAdmissionPolicy>,
@@ -393,7 +410,14 @@ async fn poll_schemas(ctx: Arc<Context>, shutdown: Shutdown) {
             _ = ticker.tick() => {}
         }
         ctx.forget_deleted();
-        match ctx.inputs.refresh().await {
+        let refreshed = ctx.inputs.refresh().await;
+        ctx.metrics.schema_fetch(match &refreshed {
+            Ok(c) if c.is_empty() => SchemaFetchResult::Unchanged,
+            Ok(_) => SchemaFetchResult::Success,
+            Err(_) => SchemaFetchResult::Error,
+        });
+        ctx.metrics.set_schema_cache_kinds(ctx.inputs.kind_count());
+        match refreshed {
             Ok(changes) if changes.is_empty() => {}
             Ok(changes) => {
                 let affected = lock(&ctx.index).affected(changes.affected());
@@ -405,6 +429,7 @@ async fn poll_schemas(ctx: Arc<Context>, shutdown: Shutdown) {
                     "schemas changed; re-checking affected policies"
                 );
                 for name in affected {
+                    ctx.metrics.workqueue_add();
                     // No receiver (standby) is fine: the new leader checks everything.
                     let _ = ctx.triggers.send(name);
                 }
@@ -443,6 +468,7 @@ pub async fn run(
     let result = if !election.enabled {
         ctx.leading.store(true, Ordering::SeqCst);
         readiness.set_election(ElectionState::Leading);
+        ctx.metrics.set_leader(&election.lease_name, true);
         run_controller(Arc::clone(&ctx), shutdown_future(&shutdown)).await;
         Ok(())
     } else {
