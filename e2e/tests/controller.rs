@@ -598,3 +598,130 @@ async fn upstream_text_in_conditions_only_mode() -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+/// `GET path` on a plain HTTP address, the body as text.
+fn http_get(addr: &str, path: &str) -> anyhow::Result<String> {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(addr)?;
+    stream.set_read_timeout(Some(Duration::from_secs(5)))?;
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )?;
+    let mut text = String::new();
+    stream.read_to_string(&mut text)?;
+    Ok(text)
+}
+
+/// The metrics address the shared vapcheck logged.
+fn shared_metrics_addr() -> anyhow::Result<String> {
+    let log = SHARED_VAPCHECK
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .as_ref()
+        .map(Vapcheck::log_text)
+        .unwrap_or_default();
+    log.lines()
+        .find(|l| l.contains("serving metrics and health probes"))
+        .and_then(|l| l.split("metrics=").nth(1))
+        .and_then(|rest| rest.split_whitespace().next())
+        .map(str::to_owned)
+        .context("vapcheck did not log its metrics address")
+}
+
+#[tokio::test]
+async fn bad_policies_get_conditions_and_do_not_block_others() -> anyhow::Result<()> {
+    let (_, client) = shared().await?;
+    let unknown = r#"
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata:
+  name: bad-unknown-kind.e2e.vapcheck.dev
+spec:
+  paramKind: {apiVersion: nope.example.com/v1, kind: Missing}
+  matchConstraints:
+    resourceRules:
+      - apiGroups: ["nope.example.com"]
+        apiVersions: ["v1"]
+        operations: ["CREATE"]
+        resources: ["foos"]
+  validations:
+    - expression: "object.spec.size < params.max"
+"#;
+    let many: String = (0..300)
+        .map(|i| {
+            format!(
+                "    - expression: \"object.spec.replicas > {i} || object.spec.replicaz > {i}\"\n"
+            )
+        })
+        .collect();
+    let huge = format!(
+        r#"
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata:
+  name: bad-many-validations.e2e.vapcheck.dev
+spec:
+  matchConstraints:
+    resourceRules:
+      - apiGroups: ["apps"]
+        apiVersions: ["v1"]
+        operations: ["CREATE"]
+        resources: ["deployments"]
+  validations:
+{many}"#
+    );
+    let good = replicas_policy(
+        "bad-neighbour-good.e2e.vapcheck.dev",
+        "object.spec.replicas > 1",
+    );
+    apply_yaml(&client, unknown).await?;
+    apply_yaml(&client, &huge).await?;
+    apply_yaml(&client, &good).await?;
+    let unknown = wait_for_policy(
+        &client,
+        "bad-unknown-kind.e2e.vapcheck.dev",
+        "conditions",
+        |_, _| true,
+    )
+    .await?;
+    let status = unknown.status.unwrap_or_default();
+    let checked = condition(&status, "TypeChecked").context("no TypeChecked")?;
+    assert!(!checked.message.is_empty(), "{checked:?}");
+    let huge = wait_for_policy(
+        &client,
+        "bad-many-validations.e2e.vapcheck.dev",
+        "300 warnings",
+        |_, s| warnings_of(s).len() == 300,
+    )
+    .await?;
+    let status = huge.status.unwrap_or_default();
+    let valid = condition(&status, "ExpressionsValid").context("no ExpressionsValid")?;
+    assert_eq!(valid.status, "False");
+    assert!(valid.message.len() <= 1024, "{}", valid.message.len());
+    wait_for_policy(
+        &client,
+        "bad-neighbour-good.e2e.vapcheck.dev",
+        "clean",
+        |_, s| condition(s, "ExpressionsValid").is_some_and(|c| c.status == "True"),
+    )
+    .await?;
+
+    // The per-policy warnings gauge exists while the policy does, and goes with it.
+    let addr = shared_metrics_addr()?;
+    let series =
+        "vapcheck_policy_expression_warnings{policy=\"bad-many-validations.e2e.vapcheck.dev\"} 300";
+    assert!(http_get(&addr, "/metrics")?.contains(series));
+    let api: Api<ValidatingAdmissionPolicy> = Api::all(client.clone());
+    api.delete("bad-many-validations.e2e.vapcheck.dev", &Default::default())
+        .await?;
+    wait_for(
+        "the deleted policy's metrics series to go",
+        DEADLINE,
+        || async {
+            Ok((!http_get(&addr, "/metrics")?.contains("bad-many-validations")).then_some(()))
+        },
+    )
+    .await?;
+    Ok(())
+}
