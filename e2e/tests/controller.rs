@@ -384,11 +384,20 @@ async fn steady_state_and_restart_cause_no_writes_with_upstream_running() -> any
     let names = [
         "steady-warn.e2e.vapcheck.dev",
         "steady-clean.e2e.vapcheck.dev",
+        "steady-wildcard.e2e.vapcheck.dev",
     ];
     apply_yaml(&client, &replicas_policy(names[0], "object.replicas > 1")).await?;
     apply_yaml(
         &client,
         &replicas_policy(names[1], "object.spec.replicas > 1"),
+    )
+    .await?;
+    // Upstream skips wildcard rules (no warnings); vapcheck expands them and warns, so here the
+    // two controllers disagree and the status must converge to vapcheck's.
+    apply_yaml(
+        &client,
+        &replicas_policy(names[2], "object.replicas > 1")
+            .replace("resources: [\"deployments\"]", "resources: [\"*\"]"),
     )
     .await?;
     // Converged: vapcheck's conditions are there and upstream has written its typeChecking
@@ -421,6 +430,15 @@ async fn steady_state_and_restart_cause_no_writes_with_upstream_running() -> any
     }
     let warned = api.get(names[0]).await?.status.unwrap_or_default();
     assert_eq!(warnings_of(&warned).len(), 1);
+    let wildcard = api.get(names[2]).await?.status.unwrap_or_default();
+    let text = warnings_of(&wildcard)
+        .first()
+        .map(|w| w.warning.clone())
+        .unwrap_or_default();
+    assert!(
+        text.contains("apps/v1, Kind=Deployment: ERROR: <input>:1:7: undefined field 'replicas'"),
+        "vapcheck's warnings did not stay: {wildcard:?}"
+    );
 
     // A second vapcheck (no leader election: it may write) that starts now checks both
     // policies and finds nothing to write.
