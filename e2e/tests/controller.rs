@@ -21,6 +21,8 @@ use k8s_openapi::api::admissionregistration::v1::{
     ExpressionWarning, ValidatingAdmissionPolicy, ValidatingAdmissionPolicyStatus,
 };
 use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+use kube::api::{Patch, PatchParams};
 use kube::{Api, Client};
 use support::{Cluster, UpOptions, apply_yaml, shared_cluster, wait_for};
 
@@ -552,6 +554,50 @@ async fn standby_takes_over_when_the_leader_dies() -> anyhow::Result<()> {
     );
     let holder = lease_holder(&client, lease).await?.unwrap_or_default();
     assert!(holder.ends_with(&b_id), "holder {holder}, b {b_id}");
+
+    // Someone else takes the lease: b must stop writing at once. (kube-lease-manager's
+    // renewal patches `renewTime` and `leaseDurationSeconds` without a precondition, so the
+    // thief writes its claim again after b noticed the loss.)
+    let leases: Api<Lease> = Api::namespaced(client.clone(), "default");
+    let steal = || async {
+        let now = k8s_openapi::jiff::Timestamp::now();
+        let stolen = k8s_openapi::api::coordination::v1::LeaseSpec {
+            holder_identity: Some("thief".to_owned()),
+            lease_duration_seconds: Some(3600),
+            acquire_time: Some(MicroTime(now)),
+            renew_time: Some(MicroTime(now)),
+            ..Default::default()
+        };
+        leases
+            .patch(
+                lease,
+                &PatchParams::default(),
+                &Patch::Merge(serde_json::json!({ "spec": stolen })),
+            )
+            .await
+    };
+    steal().await?;
+    wait_for("b to notice that it lost the lease", DEADLINE, || async {
+        Ok(b.log_text().contains("lost the lease").then_some(()))
+    })
+    .await?;
+    steal().await?;
+    let three = "ha-three.e2e.vapcheck.dev";
+    apply_yaml(&client, &replicas_policy(three, "object.replicas > 1")).await?;
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    let api: Api<ValidatingAdmissionPolicy> = Api::all(client.clone());
+    let status = api.get(three).await?.status;
+    assert!(
+        status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .is_none(),
+        "written without the lease: {status:?}"
+    );
+    assert_eq!(
+        lease_holder(&client, lease).await?.as_deref(),
+        Some("thief")
+    );
     drop(b);
     Ok(())
 }
