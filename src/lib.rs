@@ -7,6 +7,7 @@
 pub mod cel;
 pub mod cli;
 pub mod config;
+pub mod controller;
 pub mod engine;
 pub mod health;
 pub mod k8s_env;

@@ -18,11 +18,55 @@ struct Cli {
 enum Command {
     /// Check policy files offline, for CI pipelines (exit 0: clean, 1: warnings, 2: unusable input).
     Check(CheckArgs),
+    /// Run the controller: keep every ValidatingAdmissionPolicy's status up to date.
+    Controller(Box<ControllerArgs>),
+}
+
+/// Arguments of `vapcheck controller`: every setting of the configuration file as a flag.
+#[derive(Debug, clap::Args)]
+struct ControllerArgs {
+    #[command(flatten)]
+    config: vapcheck::config::ConfigArgs,
+}
+
+/// `vapcheck controller`: load the configuration, start logging, run until SIGTERM.
+/// Exit 0 after a graceful shutdown, 1 when start-up fails, 2 for an invalid configuration.
+fn run_controller(args: &ControllerArgs) -> ExitCode {
+    let config = match args.config.load() {
+        Ok(config) => config,
+        Err(e) => {
+            eprintln!("vapcheck: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    if let Err(e) = vapcheck::config::init_logging(config.log.format, &config.log.level) {
+        eprintln!("vapcheck: {e}");
+        return ExitCode::from(2);
+    }
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("vapcheck: cannot start the async runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    match runtime.block_on(vapcheck::controller::main(config)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!(error = %format!("{e:#}"), "start-up failed");
+            eprintln!("vapcheck: {e:#}");
+            ExitCode::from(1)
+        }
+    }
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
+        Command::Controller(args) => run_controller(&args),
         Command::Check(args) => {
             let stdout = std::io::stdout();
             let env = CheckEnvironment {

@@ -1,0 +1,791 @@
+//! Cluster tests of `vapcheck controller` against the real kube-apiserver (with upstream's
+//! ValidatingAdmissionPolicy status controller running, as in a real cluster). vapcheck runs as
+//! a child process of the built binary with the cluster's kubeconfig and short intervals.
+//!
+//! Most tests share one cluster and one vapcheck process; the leader failover and the
+//! `conditionsOnly` tests start private clusters (about 5 s each) so that no other vapcheck
+//! writes there.
+
+#[allow(dead_code)]
+#[path = "../support/mod.rs"]
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use k8s_openapi::api::admissionregistration::v1::{
+    ExpressionWarning, ValidatingAdmissionPolicy, ValidatingAdmissionPolicyStatus,
+};
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+use kube::api::{Patch, PatchParams};
+use kube::{Api, Client};
+use support::{Cluster, UpOptions, apply_yaml, shared_cluster, wait_for};
+
+/// How long vapcheck may take to write a status (first start included).
+const DEADLINE: Duration = Duration::from_secs(60);
+
+/// Upstream's warning for the documentation example, byte for byte (kube-controller-manager
+/// 1.37.1; `upstream_text_in_conditions_only_mode` checks it against the real one).
+const REPLICAS_WARNING: &str = "apps/v1, Kind=Deployment: ERROR: <input>:1:7: undefined field 'replicas'\n | object.replicas > 1\n | ......^";
+
+/// A running `vapcheck controller` child process; stopped with SIGTERM on drop.
+struct Vapcheck {
+    child: Child,
+    log: PathBuf,
+}
+
+impl Vapcheck {
+    fn start(kubeconfig: &Path, label: &str, extra: &[&str]) -> anyhow::Result<Vapcheck> {
+        static COUNTER: AtomicUsize = AtomicUsize::new(0);
+        let log = std::env::temp_dir().join(format!(
+            "vapcheck-e2e-{label}-{}-{}.log",
+            std::process::id(),
+            COUNTER.fetch_add(1, Ordering::SeqCst)
+        ));
+        let file = std::fs::File::create(&log).with_context(|| log.display().to_string())?;
+        let mut args = vec![
+            "controller",
+            "--schema-poll-interval",
+            "1s",
+            "--metrics-bind-address",
+            "127.0.0.1:0",
+            "--health-bind-address",
+            "127.0.0.1:0",
+            "--lease-duration",
+            "4s",
+            "--renew-deadline",
+            "2s",
+        ];
+        args.extend_from_slice(extra);
+        let child = Command::new(env!("CARGO_BIN_EXE_vapcheck"))
+            .args(&args)
+            .env("KUBECONFIG", kubeconfig)
+            .env_remove("POD_NAME")
+            .env_remove("POD_NAMESPACE")
+            .env_remove("RUST_LOG")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(file)
+            .spawn()
+            .context("starting vapcheck controller")?;
+        eprintln!(
+            "e2e: vapcheck {label} (pid {}) logs to {}",
+            child.id(),
+            log.display()
+        );
+        Ok(Vapcheck { child, log })
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    fn signal(&self, signal: i32) {
+        if let Ok(pid) = i32::try_from(self.child.id()) {
+            // SAFETY: plain kill(2) on our own child's pid.
+            unsafe {
+                libc::kill(pid, signal);
+            }
+        }
+    }
+
+    /// SIGTERM, then wait up to 20 s (SIGKILL after that).
+    fn stop(&mut self) {
+        if matches!(self.child.try_wait(), Ok(Some(_))) {
+            return;
+        }
+        self.signal(libc::SIGTERM);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < deadline {
+            if matches!(self.child.try_wait(), Ok(Some(_))) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Vapcheck {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+static SHARED_VAPCHECK: Mutex<Option<Vapcheck>> = Mutex::new(None);
+
+unsafe extern "C" {
+    fn atexit(callback: extern "C" fn()) -> std::ffi::c_int;
+}
+
+extern "C" fn stop_shared_vapcheck() {
+    let taken = SHARED_VAPCHECK
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .take();
+    drop(taken);
+}
+
+/// The shared cluster with one vapcheck running against it.
+async fn shared() -> anyhow::Result<(&'static Cluster, Client)> {
+    let cluster = shared_cluster()?;
+    {
+        let mut guard = SHARED_VAPCHECK.lock().unwrap_or_else(|p| p.into_inner());
+        if guard.is_none() {
+            *guard = Some(Vapcheck::start(
+                cluster.kubeconfig(),
+                "shared",
+                &["--lease-name", "vapcheck-e2e-shared"],
+            )?);
+            // Registered after the cluster's hook, so it runs before the cluster is stopped.
+            // SAFETY: a plain `extern "C" fn` without arguments, as atexit expects.
+            if unsafe { atexit(stop_shared_vapcheck) } != 0 {
+                eprintln!("e2e: atexit failed; vapcheck stops with the cluster");
+            }
+        }
+    }
+    Ok((cluster, cluster.client().await?))
+}
+
+fn warnings_of(status: &ValidatingAdmissionPolicyStatus) -> Vec<ExpressionWarning> {
+    status
+        .type_checking
+        .as_ref()
+        .and_then(|t| t.expression_warnings.clone())
+        .unwrap_or_default()
+}
+
+fn condition<'a>(
+    status: &'a ValidatingAdmissionPolicyStatus,
+    type_: &str,
+) -> Option<&'a k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition> {
+    status
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == type_)
+}
+
+/// Waits until the policy carries vapcheck's conditions for its current generation and
+/// `accept` holds for it.
+async fn wait_for_policy(
+    client: &Client,
+    name: &str,
+    what: &str,
+    accept: impl Fn(&ValidatingAdmissionPolicy, &ValidatingAdmissionPolicyStatus) -> bool,
+) -> anyhow::Result<ValidatingAdmissionPolicy> {
+    let api: Api<ValidatingAdmissionPolicy> = Api::all(client.clone());
+    wait_for(&format!("{name}: {what}"), DEADLINE, || async {
+        let policy = api.get(name).await?;
+        let generation = policy.metadata.generation;
+        let ok = policy.status.as_ref().is_some_and(|s| {
+            condition(s, "ExpressionsValid").is_some_and(|c| c.observed_generation == generation)
+                && condition(s, "TypeChecked").is_some_and(|c| c.observed_generation == generation)
+                && accept(&policy, s)
+        });
+        Ok(ok.then_some(policy))
+    })
+    .await
+}
+
+fn managers(policy: &ValidatingAdmissionPolicy) -> Vec<String> {
+    policy
+        .metadata
+        .managed_fields
+        .iter()
+        .flatten()
+        .filter_map(|f| f.manager.clone())
+        .collect()
+}
+
+fn replicas_policy(name: &str, expression: &str) -> String {
+    format!(
+        r#"
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata:
+  name: {name}
+spec:
+  matchConstraints:
+    resourceRules:
+      - apiGroups: ["apps"]
+        apiVersions: ["v1"]
+        operations: ["CREATE", "UPDATE"]
+        resources: ["deployments"]
+  validations:
+    - expression: "{expression}"
+      message: "must be replicated"
+      reason: Invalid
+"#
+    )
+}
+
+#[tokio::test]
+async fn documentation_example_gets_upstream_text_and_fix_clears_it() -> anyhow::Result<()> {
+    let (_, client) = shared().await?;
+    let name = "deploy-replica-policy.example.com";
+    let sample =
+        std::fs::read_to_string(support::repo_root().join("config/samples/replica-typo.yaml"))?;
+    apply_yaml(&client, &sample).await?;
+    let policy = wait_for_policy(&client, name, "a warning", |_, s| {
+        !warnings_of(s).is_empty()
+    })
+    .await?;
+    let status = policy.status.clone().unwrap_or_default();
+    let warnings = warnings_of(&status);
+    assert_eq!(warnings.len(), 1, "{warnings:#?}");
+    assert_eq!(warnings[0].field_ref, "spec.validations[0].expression");
+    assert_eq!(warnings[0].warning.trim_end(), REPLICAS_WARNING);
+    let valid = condition(&status, "ExpressionsValid").context("no ExpressionsValid")?;
+    assert_eq!(
+        (valid.status.as_str(), valid.reason.as_str()),
+        ("False", "ExpressionWarnings")
+    );
+    let checked = condition(&status, "TypeChecked").context("no TypeChecked")?;
+    assert_eq!(checked.status, "True");
+    assert!(managers(&policy).contains(&"vapcheck".to_owned()));
+
+    apply_yaml(
+        &client,
+        &sample.replace("object.replicas > 1", "object.spec.replicas > 1"),
+    )
+    .await?;
+    let fixed = wait_for_policy(
+        &client,
+        name,
+        "no warnings and ExpressionsValid=True",
+        |_, s| {
+            warnings_of(s).is_empty()
+                && condition(s, "ExpressionsValid").is_some_and(|c| c.status == "True")
+        },
+    )
+    .await?;
+    let status = fixed.status.unwrap_or_default();
+    assert_eq!(status.observed_generation, fixed.metadata.generation);
+    assert!(status.type_checking.is_some());
+    Ok(())
+}
+
+fn widget_crd(field: &str) -> String {
+    format!(
+        r#"
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: widgets.e2e.vapcheck.dev
+spec:
+  group: e2e.vapcheck.dev
+  scope: Namespaced
+  names: {{plural: widgets, singular: widget, kind: Widget, listKind: WidgetList}}
+  versions:
+    - name: v1
+      served: true
+      storage: true
+      schema:
+        openAPIV3Schema:
+          type: object
+          properties:
+            spec:
+              type: object
+              properties:
+                {field}: {{type: integer}}
+"#
+    )
+}
+
+const WIDGET_POLICY: &str = r#"
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata:
+  name: widget-size.e2e.vapcheck.dev
+spec:
+  matchConstraints:
+    resourceRules:
+      - apiGroups: ["e2e.vapcheck.dev"]
+        apiVersions: ["v1"]
+        operations: ["CREATE", "UPDATE"]
+        resources: ["widgets"]
+  validations:
+    - expression: "object.spec.size < 10"
+"#;
+
+#[tokio::test]
+async fn crd_change_rechecks_the_policy_without_touching_it() -> anyhow::Result<()> {
+    let (_, client) = shared().await?;
+    let name = "widget-size.e2e.vapcheck.dev";
+    apply_yaml(&client, &widget_crd("size")).await?;
+    // Let the CRD's schema reach /openapi/v3 before the policy exists, so the first check
+    // already sees it (the later changes are what the test is about).
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    apply_yaml(&client, WIDGET_POLICY).await?;
+    let clean = wait_for_policy(
+        &client,
+        name,
+        "checked against Widget, no warnings",
+        |_, s| {
+            warnings_of(s).is_empty()
+                && condition(s, "ExpressionsValid").is_some_and(|c| c.status == "True")
+                && condition(s, "TypeChecked").is_some_and(|c| c.message.contains("Kind=Widget"))
+        },
+    )
+    .await?;
+    let generation = clean.metadata.generation;
+
+    apply_yaml(&client, &widget_crd("count")).await?;
+    let broken = wait_for_policy(&client, name, "a warning about 'size'", |_, s| {
+        warnings_of(s)
+            .iter()
+            .any(|w| w.warning.contains("undefined field 'size'"))
+    })
+    .await?;
+    assert_eq!(
+        broken.metadata.generation, generation,
+        "the policy was touched"
+    );
+    let status = broken.status.unwrap_or_default();
+    assert_eq!(
+        condition(&status, "ExpressionsValid").map(|c| c.status.as_str()),
+        Some("False")
+    );
+
+    apply_yaml(&client, &widget_crd("size")).await?;
+    let restored = wait_for_policy(&client, name, "the warning cleared", |_, s| {
+        warnings_of(s).is_empty()
+            && condition(s, "ExpressionsValid").is_some_and(|c| c.status == "True")
+    })
+    .await?;
+    assert_eq!(restored.metadata.generation, generation);
+    Ok(())
+}
+
+async fn resource_version(
+    api: &Api<ValidatingAdmissionPolicy>,
+    name: &str,
+) -> anyhow::Result<String> {
+    api.get(name)
+        .await?
+        .metadata
+        .resource_version
+        .context("no resourceVersion")
+}
+
+#[tokio::test]
+async fn steady_state_and_restart_cause_no_writes_with_upstream_running() -> anyhow::Result<()> {
+    let (cluster, client) = shared().await?;
+    let api: Api<ValidatingAdmissionPolicy> = Api::all(client.clone());
+    let names = [
+        "steady-warn.e2e.vapcheck.dev",
+        "steady-clean.e2e.vapcheck.dev",
+        "steady-wildcard.e2e.vapcheck.dev",
+    ];
+    apply_yaml(&client, &replicas_policy(names[0], "object.replicas > 1")).await?;
+    apply_yaml(
+        &client,
+        &replicas_policy(names[1], "object.spec.replicas > 1"),
+    )
+    .await?;
+    // Upstream skips wildcard rules (no warnings); vapcheck expands them and warns, so here the
+    // two controllers disagree and the status must converge to vapcheck's.
+    apply_yaml(
+        &client,
+        &replicas_policy(names[2], "object.replicas > 1")
+            .replace("resources: [\"deployments\"]", "resources: [\"*\"]"),
+    )
+    .await?;
+    // Converged: vapcheck's conditions are there and upstream has written its typeChecking
+    // for this generation too (its manager appears in managedFields).
+    for name in names {
+        wait_for_policy(&client, name, "written by vapcheck and upstream", |p, _| {
+            let m = managers(p);
+            m.contains(&"vapcheck".to_owned())
+                && m.contains(&"validatingadmissionpolicy-status".to_owned())
+        })
+        .await?;
+    }
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let mut before = Vec::new();
+    for name in names {
+        before.push(resource_version(&api, name).await?);
+    }
+    tokio::time::sleep(Duration::from_secs(20)).await;
+    for (name, rv) in names.iter().zip(&before) {
+        assert_eq!(
+            &resource_version(&api, name).await?,
+            rv,
+            "{name} was written in steady state"
+        );
+        let status = api.get(name).await?.status.unwrap_or_default();
+        assert!(
+            condition(&status, "ExpressionsValid").is_some(),
+            "{name}: {status:?}"
+        );
+    }
+    let warned = api.get(names[0]).await?.status.unwrap_or_default();
+    assert_eq!(warnings_of(&warned).len(), 1);
+    let wildcard = api.get(names[2]).await?.status.unwrap_or_default();
+    let text = warnings_of(&wildcard)
+        .first()
+        .map(|w| w.warning.clone())
+        .unwrap_or_default();
+    assert!(
+        text.contains("apps/v1, Kind=Deployment: ERROR: <input>:1:7: undefined field 'replicas'"),
+        "vapcheck's warnings did not stay: {wildcard:?}"
+    );
+
+    // A second vapcheck (no leader election: it may write) that starts now checks both
+    // policies and finds nothing to write.
+    let second = Vapcheck::start(
+        cluster.kubeconfig(),
+        "restart",
+        &["--leader-election", "false"],
+    )?;
+    wait_for(
+        "the second vapcheck to check both policies",
+        DEADLINE,
+        || async {
+            let log = second.log_text();
+            Ok(names
+                .iter()
+                .all(|n| {
+                    log.lines().any(|l| {
+                        l.contains(&format!("policy={n}")) && l.contains("outcome=\"unchanged\"")
+                    })
+                })
+                .then_some(()))
+        },
+    )
+    .await?;
+    for (name, rv) in names.iter().zip(&before) {
+        assert_eq!(
+            &resource_version(&api, name).await?,
+            rv,
+            "{name} was written on restart"
+        );
+    }
+    let log = second.log_text();
+    for name in names {
+        let wrote = log
+            .lines()
+            .any(|l| l.contains(&format!("policy={name}")) && l.contains("outcome=\"written\""));
+        assert!(!wrote, "the restarted vapcheck wrote {name}:\n{log}");
+    }
+    Ok(())
+}
+
+async fn lease_holder(client: &Client, name: &str) -> anyhow::Result<Option<String>> {
+    let api: Api<Lease> = Api::namespaced(client.clone(), "default");
+    Ok(api
+        .get_opt(name)
+        .await?
+        .and_then(|l| l.spec)
+        .and_then(|s| s.holder_identity))
+}
+
+#[tokio::test]
+async fn standby_takes_over_when_the_leader_dies() -> anyhow::Result<()> {
+    let cluster = tokio::task::spawn_blocking(|| {
+        Cluster::start(UpOptions {
+            with_upstream_controller: false,
+        })
+    })
+    .await??;
+    let client = cluster.client().await?;
+    let lease = "vapcheck-e2e-ha";
+    let args = ["--lease-name", lease];
+    let mut a = Vapcheck::start(cluster.kubeconfig(), "ha-a", &args)?;
+    let a_id = format!("-{}", a.pid());
+    wait_for("replica a to lead", DEADLINE, || async {
+        Ok(lease_holder(&client, lease)
+            .await?
+            .filter(|h| h.ends_with(&a_id))
+            .map(|_| ()))
+    })
+    .await?;
+    let b = Vapcheck::start(cluster.kubeconfig(), "ha-b", &args)?;
+    let b_id = format!("-{}", b.pid());
+    apply_yaml(
+        &client,
+        &replicas_policy("ha-one.e2e.vapcheck.dev", "object.replicas > 1"),
+    )
+    .await?;
+    wait_for_policy(
+        &client,
+        "ha-one.e2e.vapcheck.dev",
+        "a status from the leader",
+        |_, s| !warnings_of(s).is_empty(),
+    )
+    .await?;
+    // b is a standby and writes nothing.
+    assert!(
+        !b.log_text().contains("outcome=\"written\""),
+        "{}",
+        b.log_text()
+    );
+
+    a.signal(libc::SIGKILL);
+    a.stop();
+    let killed = Instant::now();
+    apply_yaml(
+        &client,
+        &replicas_policy("ha-two.e2e.vapcheck.dev", "object.replicas > 1"),
+    )
+    .await?;
+    wait_for_policy(
+        &client,
+        "ha-two.e2e.vapcheck.dev",
+        "a status from the new leader",
+        |_, s| !warnings_of(s).is_empty(),
+    )
+    .await?;
+    let took = killed.elapsed();
+    assert!(
+        took < Duration::from_secs(4 + 10),
+        "took {took:?} (lease duration 4s)"
+    );
+    let holder = lease_holder(&client, lease).await?.unwrap_or_default();
+    assert!(holder.ends_with(&b_id), "holder {holder}, b {b_id}");
+
+    // Someone else takes the lease: b must stop writing at once. (kube-lease-manager's
+    // renewal patches `renewTime` and `leaseDurationSeconds` without a precondition, so the
+    // thief writes its claim again after b noticed the loss.)
+    let leases: Api<Lease> = Api::namespaced(client.clone(), "default");
+    let steal = || async {
+        let now = k8s_openapi::jiff::Timestamp::now();
+        let stolen = k8s_openapi::api::coordination::v1::LeaseSpec {
+            holder_identity: Some("thief".to_owned()),
+            lease_duration_seconds: Some(3600),
+            acquire_time: Some(MicroTime(now)),
+            renew_time: Some(MicroTime(now)),
+            ..Default::default()
+        };
+        leases
+            .patch(
+                lease,
+                &PatchParams::default(),
+                &Patch::Merge(serde_json::json!({ "spec": stolen })),
+            )
+            .await
+    };
+    steal().await?;
+    wait_for("b to notice that it lost the lease", DEADLINE, || async {
+        Ok(b.log_text().contains("lost the lease").then_some(()))
+    })
+    .await?;
+    steal().await?;
+    let three = "ha-three.e2e.vapcheck.dev";
+    apply_yaml(&client, &replicas_policy(three, "object.replicas > 1")).await?;
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    let api: Api<ValidatingAdmissionPolicy> = Api::all(client.clone());
+    let status = api.get(three).await?.status;
+    assert!(
+        status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .is_none(),
+        "written without the lease: {status:?}"
+    );
+    assert_eq!(
+        lease_holder(&client, lease).await?.as_deref(),
+        Some("thief")
+    );
+    drop(b);
+    Ok(())
+}
+
+#[tokio::test]
+async fn upstream_text_in_conditions_only_mode() -> anyhow::Result<()> {
+    let cluster = tokio::task::spawn_blocking(|| {
+        Cluster::start(UpOptions {
+            with_upstream_controller: true,
+        })
+    })
+    .await??;
+    let client = cluster.client().await?;
+    let vapcheck = Vapcheck::start(
+        cluster.kubeconfig(),
+        "conditions-only",
+        &[
+            "--status-mode",
+            "conditionsOnly",
+            "--leader-election",
+            "false",
+        ],
+    )?;
+    let name = "conditions-only.e2e.vapcheck.dev";
+    apply_yaml(&client, &replicas_policy(name, "object.replicas > 1")).await?;
+    let policy = wait_for_policy(
+        &client,
+        name,
+        "upstream's typeChecking and our conditions",
+        |p, s| s.observed_generation == p.metadata.generation && !warnings_of(s).is_empty(),
+    )
+    .await?;
+    let status = policy.status.clone().unwrap_or_default();
+    // typeChecking is upstream's own: the same text vapcheck writes in full mode.
+    assert_eq!(warnings_of(&status)[0].warning.trim_end(), REPLICAS_WARNING);
+    let ours = policy
+        .metadata
+        .managed_fields
+        .iter()
+        .flatten()
+        .find(|f| f.manager.as_deref() == Some("vapcheck"))
+        .context("no vapcheck managedFields entry")?;
+    let fields = ours
+        .fields_v1
+        .as_ref()
+        .map(|f| f.0.clone())
+        .unwrap_or_default();
+    assert!(
+        fields.pointer("/f:status/f:conditions").is_some(),
+        "{fields}"
+    );
+    assert!(
+        fields.pointer("/f:status/f:typeChecking").is_none(),
+        "{fields}"
+    );
+    assert!(
+        fields.pointer("/f:status/f:observedGeneration").is_none(),
+        "{fields}"
+    );
+    if vapcheck.log_text().contains("ERROR") {
+        bail!("vapcheck logged errors:\n{}", vapcheck.log_text());
+    }
+    Ok(())
+}
+
+/// `GET path` on a plain HTTP address, the body as text.
+fn http_get(addr: &str, path: &str) -> anyhow::Result<String> {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(addr)?;
+    stream.set_read_timeout(Some(Duration::from_secs(5)))?;
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )?;
+    let mut text = String::new();
+    stream.read_to_string(&mut text)?;
+    Ok(text)
+}
+
+/// The metrics address the shared vapcheck logged.
+fn shared_metrics_addr() -> anyhow::Result<String> {
+    let log = SHARED_VAPCHECK
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .as_ref()
+        .map(Vapcheck::log_text)
+        .unwrap_or_default();
+    log.lines()
+        .find(|l| l.contains("serving metrics and health probes"))
+        .and_then(|l| l.split("metrics=").nth(1))
+        .and_then(|rest| rest.split_whitespace().next())
+        .map(str::to_owned)
+        .context("vapcheck did not log its metrics address")
+}
+
+#[tokio::test]
+async fn bad_policies_get_conditions_and_do_not_block_others() -> anyhow::Result<()> {
+    let (_, client) = shared().await?;
+    let unknown = r#"
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata:
+  name: bad-unknown-kind.e2e.vapcheck.dev
+spec:
+  paramKind: {apiVersion: nope.example.com/v1, kind: Missing}
+  matchConstraints:
+    resourceRules:
+      - apiGroups: ["nope.example.com"]
+        apiVersions: ["v1"]
+        operations: ["CREATE"]
+        resources: ["foos"]
+  validations:
+    - expression: "object.spec.size < params.max"
+"#;
+    let many: String = (0..300)
+        .map(|i| {
+            format!(
+                "    - expression: \"object.spec.replicas > {i} || object.spec.replicaz > {i}\"\n"
+            )
+        })
+        .collect();
+    let huge = format!(
+        r#"
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata:
+  name: bad-many-validations.e2e.vapcheck.dev
+spec:
+  matchConstraints:
+    resourceRules:
+      - apiGroups: ["apps"]
+        apiVersions: ["v1"]
+        operations: ["CREATE"]
+        resources: ["deployments"]
+  validations:
+{many}"#
+    );
+    let good = replicas_policy(
+        "bad-neighbour-good.e2e.vapcheck.dev",
+        "object.spec.replicas > 1",
+    );
+    apply_yaml(&client, unknown).await?;
+    apply_yaml(&client, &huge).await?;
+    apply_yaml(&client, &good).await?;
+    let unknown = wait_for_policy(
+        &client,
+        "bad-unknown-kind.e2e.vapcheck.dev",
+        "conditions",
+        |_, _| true,
+    )
+    .await?;
+    let status = unknown.status.unwrap_or_default();
+    let checked = condition(&status, "TypeChecked").context("no TypeChecked")?;
+    assert!(!checked.message.is_empty(), "{checked:?}");
+    let huge = wait_for_policy(
+        &client,
+        "bad-many-validations.e2e.vapcheck.dev",
+        "300 warnings",
+        |_, s| warnings_of(s).len() == 300,
+    )
+    .await?;
+    let status = huge.status.unwrap_or_default();
+    let valid = condition(&status, "ExpressionsValid").context("no ExpressionsValid")?;
+    assert_eq!(valid.status, "False");
+    assert!(valid.message.len() <= 1024, "{}", valid.message.len());
+    wait_for_policy(
+        &client,
+        "bad-neighbour-good.e2e.vapcheck.dev",
+        "clean",
+        |_, s| condition(s, "ExpressionsValid").is_some_and(|c| c.status == "True"),
+    )
+    .await?;
+
+    // The per-policy warnings gauge exists while the policy does, and goes with it.
+    let addr = shared_metrics_addr()?;
+    let series =
+        "vapcheck_policy_expression_warnings{policy=\"bad-many-validations.e2e.vapcheck.dev\"} 300";
+    assert!(http_get(&addr, "/metrics")?.contains(series));
+    let api: Api<ValidatingAdmissionPolicy> = Api::all(client.clone());
+    api.delete("bad-many-validations.e2e.vapcheck.dev", &Default::default())
+        .await?;
+    wait_for(
+        "the deleted policy's metrics series to go",
+        DEADLINE,
+        || async {
+            Ok((!http_get(&addr, "/metrics")?.contains("bad-many-validations")).then_some(()))
+        },
+    )
+    .await?;
+    Ok(())
+}

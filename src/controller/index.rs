@@ -1,0 +1,159 @@
+//! Which policies depend on which API group-versions, so that a schema change re-checks only
+//! the policies it can affect (pure).
+
+use std::collections::{BTreeSet, HashMap};
+
+use k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicy;
+
+use crate::policy::{Gvk, PolicyStatus};
+use crate::schema::GroupVersion;
+
+/// What one policy depends on.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Dependencies {
+    /// Group-versions (`group/version`, core: `/v1`) of the kinds checked and of `paramKind`.
+    pub group_versions: BTreeSet<(String, String)>,
+    /// API groups named by the match rules (`*` for any group): a group-version of such a
+    /// group that appears, changes or disappears may change which kinds the policy matches.
+    pub groups: BTreeSet<String>,
+}
+
+impl Dependencies {
+    /// The dependencies of `policy` given the status computed for it.
+    pub fn of(policy: &ValidatingAdmissionPolicy, status: &PolicyStatus) -> Dependencies {
+        let mut deps = Dependencies::default();
+        for gvk in &status.checked_kinds {
+            deps.group_versions
+                .insert((gvk.group.clone(), gvk.version.clone()));
+        }
+        let Some(spec) = policy.spec.as_ref() else {
+            return deps;
+        };
+        if let Some(pk) = spec.param_kind.as_ref()
+            && let Some(gvk) = Gvk::from_api_version(
+                pk.api_version.as_deref().unwrap_or(""),
+                pk.kind.as_deref().unwrap_or(""),
+            )
+        {
+            deps.group_versions.insert((gvk.group, gvk.version));
+        }
+        let rules = spec
+            .match_constraints
+            .as_ref()
+            .and_then(|m| m.resource_rules.as_ref());
+        for rule in rules.into_iter().flatten() {
+            for group in rule.api_groups.iter().flatten() {
+                deps.groups.insert(group.clone());
+            }
+        }
+        deps
+    }
+
+    /// Whether a change of `gv` can change this policy's result.
+    pub fn affected_by(&self, gv: &GroupVersion) -> bool {
+        self.groups.contains("*")
+            || self.groups.contains(&gv.group)
+            || self
+                .group_versions
+                .contains(&(gv.group.clone(), gv.version.clone()))
+    }
+}
+
+/// Policy name → dependencies, updated on every reconcile.
+#[derive(Debug, Default)]
+pub struct TriggerIndex {
+    by_policy: HashMap<String, Dependencies>,
+}
+
+impl TriggerIndex {
+    /// Records the dependencies of `policy`.
+    pub fn set(&mut self, policy: &str, deps: Dependencies) {
+        self.by_policy.insert(policy.to_owned(), deps);
+    }
+
+    /// Forgets a deleted policy.
+    pub fn remove(&mut self, policy: &str) {
+        self.by_policy.remove(policy);
+    }
+
+    /// The policies affected by any of `changed`, sorted.
+    pub fn affected<'a>(&self, changed: impl IntoIterator<Item = &'a GroupVersion>) -> Vec<String> {
+        let changed: Vec<&GroupVersion> = changed.into_iter().collect();
+        let mut out: Vec<String> = self
+            .by_policy
+            .iter()
+            .filter(|(_, deps)| changed.iter().any(|gv| deps.affected_by(gv)))
+            .map(|(name, _)| name.clone())
+            .collect();
+        out.sort();
+        out
+    }
+
+    /// How many policies are indexed.
+    pub fn len(&self) -> usize {
+        self.by_policy.len()
+    }
+
+    /// Whether no policy is indexed.
+    pub fn is_empty(&self) -> bool {
+        self.by_policy.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn policy(yaml: &str) -> ValidatingAdmissionPolicy {
+        serde_saphyr::from_str(yaml).expect("test policy parses")
+    }
+
+    const WIDGETS: &str = r#"
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: widgets}
+spec:
+  paramKind: {apiVersion: params.example.com/v1, kind: Limits}
+  matchConstraints:
+    resourceRules:
+      - apiGroups: [stable.example.com]
+        apiVersions: [v1]
+        operations: [CREATE]
+        resources: [widgets]
+  validations: [{expression: "true"}]
+"#;
+
+    #[test]
+    fn depends_on_matched_groups_checked_kinds_and_params() {
+        let p = policy(WIDGETS);
+        let status = PolicyStatus {
+            checked_kinds: vec![Gvk::new("stable.example.com", "v1", "Widget")],
+            ..PolicyStatus::default()
+        };
+        let deps = Dependencies::of(&p, &status);
+        let mut index = TriggerIndex::default();
+        index.set("widgets", deps);
+        index.set("other", Dependencies::default());
+        let gv = |g: &str, v: &str| GroupVersion::new(g.to_owned(), v.to_owned());
+        assert_eq!(
+            index.affected([&gv("stable.example.com", "v2")]),
+            vec!["widgets"]
+        );
+        assert_eq!(
+            index.affected([&gv("params.example.com", "v1")]),
+            vec!["widgets"]
+        );
+        assert!(index.affected([&gv("params.example.com", "v2")]).is_empty());
+        assert!(index.affected([&gv("apps", "v1")]).is_empty());
+        index.remove("widgets");
+        assert!(index.affected([&gv("stable.example.com", "v1")]).is_empty());
+        assert_eq!(index.len(), 1);
+    }
+
+    #[test]
+    fn wildcard_group_depends_on_everything() {
+        let p = policy(&WIDGETS.replace("[stable.example.com]", "[\"*\"]"));
+        let deps = Dependencies::of(&p, &PolicyStatus::default());
+        assert!(deps.affected_by(&GroupVersion::new("anything".to_owned(), "v9".to_owned())));
+    }
+}

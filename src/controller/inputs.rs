@@ -1,0 +1,164 @@
+//! The inputs of a check read from the live cluster: the REST mapper and discovery snapshot
+//! (aggregated discovery `/api` + `/apis`, read into [`DiscoveryRestMapper`] as client-go's
+//! discovery REST mapper does), schemas ([`LiveSource`]) and the CEL checker.
+
+use std::sync::{Arc, RwLock};
+
+use k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicy;
+use k8s_openapi::apimachinery::pkg::version::Info;
+use serde_json::Value;
+
+use crate::config::{self, Config};
+use crate::engine::{KubeChecker, Schemas};
+use crate::k8s_env::{self, KubeVersion, Target};
+use crate::policy::discovery::discovery_from_aggregated;
+use crate::policy::{
+    Backends, CheckOptions, DiscoveryRestMapper, Mode, PolicyStatus, check_policy,
+};
+use crate::schema::{self, Changes, ConvertOptions, Limits, LiveSource};
+
+/// What the API server is asked for: aggregated discovery v2 (Kubernetes 1.30+).
+const AGGREGATED_DISCOVERY: &str =
+    "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
+
+/// Live checking inputs; [`LiveInputs::refresh`] does the I/O, [`LiveInputs::check`] is pure.
+pub struct LiveInputs {
+    client: kube::Client,
+    live: Arc<LiveSource>,
+    schemas: Schemas,
+    checker: KubeChecker,
+    mapper: RwLock<Option<Arc<DiscoveryRestMapper>>>,
+    options: CheckOptions,
+    expand_wildcards: bool,
+}
+
+/// The Kubernetes version whose CEL libraries are used: `kubernetesVersion` from the config,
+/// else the API server's, clamped to the versions vapcheck knows.
+pub fn target_version(config: &Config, server: &Info) -> KubeVersion {
+    let minor = match config.kubernetes_version_override() {
+        Some((_, minor, _)) => minor,
+        None => server
+            .minor
+            .trim_end_matches(|c: char| !c.is_ascii_digit())
+            .parse()
+            .unwrap_or(KubeVersion::PINNED.minor()),
+    };
+    let minor = minor.clamp(KubeVersion::MIN.minor(), KubeVersion::PINNED.minor());
+    KubeVersion::new(minor).unwrap_or(KubeVersion::PINNED)
+}
+
+impl LiveInputs {
+    /// Inputs for `client`; nothing is read until [`LiveInputs::refresh`].
+    pub fn new(client: kube::Client, config: &Config, server: &Info) -> Result<Self, String> {
+        let live = Arc::new(LiveSource::new(
+            client.clone(),
+            Limits::default(),
+            ConvertOptions::default(),
+        ));
+        let checker = KubeChecker::new(Target {
+            version: target_version(config, server),
+            mode: k8s_env::Mode::Upstream,
+        })?;
+        let mode = match config.mode {
+            config::Mode::Extended => Mode::Extended,
+            config::Mode::Strict => Mode::Strict,
+        };
+        Ok(LiveInputs {
+            client,
+            schemas: Schemas::new(Arc::clone(&live) as Arc<dyn schema::SchemaSource>),
+            live,
+            checker,
+            mapper: RwLock::new(None),
+            options: CheckOptions {
+                mode,
+                kind_limit: usize::try_from(config.kind_limit).unwrap_or(usize::MAX),
+            },
+            expand_wildcards: config.expand_wildcards,
+        })
+    }
+
+    async fn aggregated(&self, path: &str) -> Result<Value, String> {
+        let request = http::Request::get(path)
+            .header(http::header::ACCEPT, AGGREGATED_DISCOVERY)
+            .body(Vec::new())
+            .map_err(|e| format!("GET {path}: {e}"))?;
+        let text = self
+            .client
+            .request_text(request)
+            .await
+            .map_err(|e| format!("aggregated discovery GET {path}: {e}"))?;
+        serde_json::from_str(&text).map_err(|e| format!("aggregated discovery GET {path}: {e}"))
+    }
+
+    /// Polls the OpenAPI index (downloading changed documents); re-reads discovery when
+    /// anything changed or on the first call. Returns what changed.
+    pub async fn refresh(&self) -> Result<Changes, String> {
+        let changes = self.live.poll().await.map_err(|e| e.to_string())?;
+        let first = self.read_mapper().is_none();
+        if first || !changes.is_empty() {
+            let core = self.aggregated("/api").await?;
+            let apis = self.aggregated("/apis").await?;
+            let mut groups = discovery_from_aggregated(&core)?;
+            groups.extend(discovery_from_aggregated(&apis)?);
+            let mapper = Arc::new(DiscoveryRestMapper::new(groups));
+            *self.mapper.write().unwrap_or_else(|p| p.into_inner()) = Some(mapper);
+        }
+        Ok(changes)
+    }
+
+    /// How many kinds the current schema snapshot knows.
+    pub fn kind_count(&self) -> usize {
+        self.live.catalog().map_or(0, |c| c.kinds().len())
+    }
+
+    fn read_mapper(&self) -> Option<Arc<DiscoveryRestMapper>> {
+        self.mapper
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Checks one policy against the current snapshot. CPU-bound: call it from a blocking
+    /// task.
+    pub fn check(&self, policy: &ValidatingAdmissionPolicy) -> Result<PolicyStatus, String> {
+        let mapper = self
+            .read_mapper()
+            .ok_or("discovery has not been read yet")?;
+        let backends = Backends {
+            rest_mapper: mapper.as_ref(),
+            discovery: self
+                .expand_wildcards
+                .then_some(mapper.as_ref() as &dyn crate::policy::Discovery),
+            schemas: &self.schemas,
+            checker: &self.checker,
+        };
+        Ok(check_policy(policy, &self.options, &backends))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn info(minor: &str) -> Info {
+        Info {
+            major: "1".into(),
+            minor: minor.into(),
+            ..Info::default()
+        }
+    }
+
+    #[test]
+    fn version_from_server_or_config_clamped() {
+        let config = Config::default();
+        assert_eq!(target_version(&config, &info("33+")).minor(), 33);
+        assert_eq!(target_version(&config, &info("99")), KubeVersion::PINNED);
+        assert_eq!(target_version(&config, &info("20")), KubeVersion::MIN);
+        assert_eq!(target_version(&config, &info("")), KubeVersion::PINNED);
+        let pinned = Config {
+            kubernetes_version: "1.31".into(),
+            ..Config::default()
+        };
+        assert_eq!(target_version(&pinned, &info("37")).minor(), 31);
+    }
+}

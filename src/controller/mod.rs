@@ -1,0 +1,705 @@
+//! `vapcheck controller`: the kube-runtime controller that keeps every
+//! ValidatingAdmissionPolicy's status true. The imperative shell around [`crate::policy`].
+//!
+//! - [`run`] reconciles every `admissionregistration.k8s.io/v1` ValidatingAdmissionPolicy with
+//!   [`crate::policy::check_policy`] over live inputs ([`inputs::LiveInputs`]) and writes the result with
+//!   server-side apply on `/status` (field manager [`status::FIELD_MANAGER`]), skipping the
+//!   write when the object already says the same.
+//! - A poll task re-reads the OpenAPI index every `schemaPollInterval` and re-enqueues the
+//!   policies a changed group-version can affect ([`index::TriggerIndex`]).
+//! - With leader election only the Lease holder runs the controller.
+//!
+//! See `docs/controller.md`.
+
+pub mod events;
+pub mod index;
+pub mod inputs;
+pub mod preflight;
+pub mod status;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicy;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::api::{Patch, PatchParams};
+use kube::runtime::controller::{self, Action};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::{Controller, watcher};
+use kube::{Api, Client, Resource, ResourceExt};
+use tokio::sync::broadcast;
+use tracing::{Instrument, debug, error, info, info_span, warn};
+
+use crate::config::{Config, StatusMode};
+use crate::health::{ElectionState, Health, HttpServers, Readiness, Shutdown};
+use crate::metrics::SchemaFetchResult;
+use crate::metrics::{Metrics, PolicyState, PolicyStateCounts, ReconcileResult, StatusWriteResult};
+use crate::policy::PolicyStatus;
+
+use self::index::{Dependencies, TriggerIndex};
+use self::inputs::LiveInputs;
+use self::status::{
+    FIELD_MANAGER, apply_body, desired_status, is_up_to_date, overwritten_by_other_manager,
+    warnings_of,
+};
+
+/// Why a reconcile failed (retried with backoff by the error policy).
+#[derive(Debug, thiserror::Error)]
+pub enum ReconcileError {
+    /// The check itself could not run (a panic in the checking task, no inputs yet).
+    #[error("checking failed: {0}")]
+    Check(String),
+    /// The status write failed.
+    #[error("status write failed: {0}")]
+    Write(String),
+}
+
+/// Shared state of the controller.
+pub struct Context {
+    client: Client,
+    config: Config,
+    inputs: Arc<LiveInputs>,
+    metrics: Metrics,
+    recorder: Recorder,
+    /// Whether this replica may write (the lease holder, or leader election off).
+    leading: AtomicBool,
+    index: Mutex<TriggerIndex>,
+    states: Mutex<HashMap<String, PolicyState>>,
+    failures: Mutex<HashMap<String, u32>>,
+    /// Names of policies to re-check, fed by the schema poll task.
+    triggers: broadcast::Sender<String>,
+    /// The store of the running controller (to forget deleted policies).
+    store: Mutex<Option<Store<ValidatingAdmissionPolicy>>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Context {
+    /// A context over `inputs`.
+    pub fn new(
+        client: Client,
+        config: Config,
+        inputs: Arc<LiveInputs>,
+        metrics: Metrics,
+        identity: String,
+    ) -> Arc<Context> {
+        let recorder = Recorder::new(
+            client.clone(),
+            Reporter {
+                controller: crate::metrics::CONTROLLER_NAME.to_owned(),
+                instance: Some(identity),
+            },
+        );
+        Arc::new(Context {
+            client,
+            config,
+            inputs,
+            metrics,
+            recorder,
+            leading: AtomicBool::new(false),
+            index: Mutex::new(TriggerIndex::default()),
+            states: Mutex::new(HashMap::new()),
+            failures: Mutex::new(HashMap::new()),
+            triggers: broadcast::channel(4096).0,
+            store: Mutex::new(None),
+        })
+    }
+
+    fn record_state(&self, name: &str, computed: &PolicyStatus) {
+        let failed = computed
+            .conditions
+            .iter()
+            .any(|c| c.type_ == crate::policy::status::TYPE_CHECKED && c.status != "True");
+        let state = if failed {
+            PolicyState::Failed
+        } else if computed.has_warnings() {
+            PolicyState::Warnings
+        } else if !computed.skipped.is_empty() {
+            PolicyState::Partial
+        } else {
+            PolicyState::Clean
+        };
+        let counts = {
+            let mut states = lock(&self.states);
+            states.insert(name.to_owned(), state);
+            PolicyStateCounts::tally(states.values().copied())
+        };
+        self.metrics.set_policy_states(counts);
+        self.metrics
+            .set_policy_warnings(name, computed.expression_warnings.len());
+    }
+
+    /// Forgets policies that are no longer in the controller's store (deleted).
+    fn forget_deleted(&self) {
+        let Some(store) = lock(&self.store).clone() else {
+            return;
+        };
+        let present: std::collections::HashSet<String> =
+            store.state().iter().map(|p| p.name_any()).collect();
+        let gone: Vec<String> = lock(&self.states)
+            .keys()
+            .filter(|n| !present.contains(*n))
+            .cloned()
+            .collect();
+        if gone.is_empty() {
+            return;
+        }
+        let counts = {
+            let mut states = lock(&self.states);
+            for name in &gone {
+                states.remove(name);
+            }
+            PolicyStateCounts::tally(states.values().copied())
+        };
+        let mut index = lock(&self.index);
+        for name in &gone {
+            index.remove(name);
+            lock(&self.failures).remove(name);
+            self.metrics.remove_policy(name);
+            debug!(policy = %name, "policy deleted; forgotten");
+        }
+        self.metrics.set_policy_states(counts);
+    }
+}
+
+/// Reconciles one policy: check, compare, write if needed, record an event on change.
+async fn reconcile(
+    policy: Arc<ValidatingAdmissionPolicy>,
+    ctx: Arc<Context>,
+) -> Result<Action, ReconcileError> {
+    let name = policy.name_any();
+    let generation = policy.metadata.generation;
+    let span = info_span!("reconcile", policy = %name, generation = generation.unwrap_or(0));
+    async move {
+        let guard = ctx.metrics.start_reconcile();
+        let result = reconcile_inner(&policy, &name, &ctx).await;
+        let took = guard.elapsed();
+        match &result {
+            Ok(outcome) => {
+                lock(&ctx.failures).remove(&name);
+                info!(
+                    outcome = outcome.as_str(),
+                    duration_ms = took.as_millis() as u64,
+                    "reconciled"
+                );
+                guard.finish(ReconcileResult::Success);
+            }
+            Err(e) => {
+                warn!(error = %e, duration_ms = took.as_millis() as u64, "reconcile failed");
+                guard.finish(ReconcileResult::Error);
+            }
+        }
+        result.map(|_| {
+            let period = ctx.config.recheck_period.get();
+            if period.is_zero() {
+                Action::await_change()
+            } else {
+                Action::requeue(period)
+            }
+        })
+    }
+    .instrument(span)
+    .await
+}
+
+/// What a reconcile did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Outcome {
+    Unchanged,
+    Written,
+    NotLeader,
+    Gone,
+}
+
+impl Outcome {
+    fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Unchanged => "unchanged",
+            Outcome::Written => "written",
+            Outcome::NotLeader => "not-leader",
+            Outcome::Gone => "deleted",
+        }
+    }
+}
+
+async fn reconcile_inner(
+    policy: &Arc<ValidatingAdmissionPolicy>,
+    name: &str,
+    ctx: &Arc<Context>,
+) -> Result<Outcome, ReconcileError> {
+    if policy.metadata.deletion_timestamp.is_some() {
+        return Ok(Outcome::Gone);
+    }
+    // The check is CPU-bound: run it off the async workers.
+    let inputs = Arc::clone(&ctx.inputs);
+    let checked = Arc::clone(policy);
+    let started = Instant::now();
+    let computed = tokio::task::spawn_blocking(move || inputs.check(&checked))
+        .await
+        .map_err(|e| ReconcileError::Check(e.to_string()))?
+        .map_err(ReconcileError::Check)?;
+    ctx.metrics.observe_typecheck(started.elapsed());
+    for skipped in &computed.skipped {
+        ctx.metrics.kinds_skipped(skip_label(&skipped.reason), 1);
+    }
+    lock(&ctx.index).set(name, Dependencies::of(policy, &computed));
+    ctx.record_state(name, &computed);
+
+    let mode = ctx.config.status_mode;
+    let existing = policy.status.as_ref();
+    let now = Time(k8s_openapi::jiff::Timestamp::now());
+    let desired = desired_status(&computed, existing, mode, &now);
+    if is_up_to_date(existing, &desired, mode) {
+        ctx.metrics.status_write(StatusWriteResult::Unchanged);
+        return Ok(Outcome::Unchanged);
+    }
+    if !ctx.leading.load(Ordering::SeqCst) {
+        return Ok(Outcome::NotLeader);
+    }
+    if let Some(other) = overwritten_by_other_manager(policy) {
+        info!(manager = %other, "typeChecking was written by another manager; re-applying vapcheck's status");
+    }
+
+    let api: Api<ValidatingAdmissionPolicy> = Api::all(ctx.client.clone());
+    let params = PatchParams::apply(FIELD_MANAGER).force();
+    let stored = match api
+        .patch_status(name, &params, &Patch::Apply(apply_body(&desired)))
+        .await
+    {
+        Ok(stored) => stored,
+        Err(kube::Error::Api(s)) if s.is_not_found() => {
+            ctx.metrics.status_write(StatusWriteResult::NotFound);
+            return Ok(Outcome::Gone);
+        }
+        Err(kube::Error::Api(s)) if s.is_conflict() => {
+            ctx.metrics.status_write(StatusWriteResult::Conflict);
+            return Err(ReconcileError::Write(s.to_string()));
+        }
+        Err(e) => {
+            ctx.metrics.status_write(StatusWriteResult::Error);
+            return Err(ReconcileError::Write(e.to_string()));
+        }
+    };
+    // A warning list another manager co-owns survives an apply that leaves it out; clear it
+    // explicitly when vapcheck found no warnings.
+    if mode == StatusMode::Full
+        && warnings_of(Some(&desired)).is_empty()
+        && !warnings_of(stored.status.as_ref()).is_empty()
+    {
+        let clear = serde_json::json!({"status": {"typeChecking": {"expressionWarnings": null}}});
+        let merge_params = PatchParams {
+            field_manager: Some(FIELD_MANAGER.to_owned()),
+            ..PatchParams::default()
+        };
+        if let Err(e) = api
+            .patch_status(name, &merge_params, &Patch::Merge(&clear))
+            .await
+        {
+            ctx.metrics.status_write(StatusWriteResult::Error);
+            return Err(ReconcileError::Write(e.to_string()));
+        }
+    }
+    ctx.metrics.status_write(StatusWriteResult::Success);
+
+    let valid = computed
+        .conditions
+        .iter()
+        .find(|c| c.type_ == crate::policy::status::EXPRESSIONS_VALID);
+    if let Some(ev) = events::event_for(existing, valid) {
+        let event = Event {
+            type_: if ev.warning {
+                EventType::Warning
+            } else {
+                EventType::Normal
+            },
+            reason: ev.reason.to_owned(),
+            note: Some(ev.note),
+            action: "TypeCheck".to_owned(),
+            secondary: None,
+        };
+        if let Err(e) = ctx.recorder.publish(&event, &policy.object_ref(&())).await {
+            warn!(error = %e, "could not publish an event");
+        }
+    }
+    Ok(Outcome::Written)
+}
+
+/// The metrics label of a skip reason.
+fn skip_label(reason: &crate::policy::SkipReason) -> crate::metrics::SkipReason {
+    use crate::metrics::SkipReason as M;
+    use crate::policy::SkipReason as P;
+    match reason {
+        P::Wildcard => M::Wildcard,
+        P::Subresource => M::Subresource,
+        P::Limit => M::KindLimit,
+        P::Mapping(_) => M::NotFound,
+        P::NoSchema | P::SchemaError(_) => M::NoSchema,
+    }
+}
+
+/// Retry with exponential backoff per policy: 1 s, 2 s, 4 s ... at most 5 minutes.
+fn error_policy(
+    policy: Arc<ValidatingAdmissionPolicy>,
+    _error: &ReconcileError,
+    ctx: Arc<Context>,
+) -> Action {
+    ctx.metrics.workqueue_retry();
+    let mut failures = lock(&ctx.failures);
+    let n = failures.entry(policy.name_any()).or_insert(0);
+    *n = n.saturating_add(1);
+    Action::requeue(backoff(*n))
+}
+
+/// The retry delay after `failures` consecutive failures.
+pub fn backoff(failures: u32) -> Duration {
+    let secs = 1u64 << failures.saturating_sub(1).min(9);
+    Duration::from_secs(secs.min(300))
+}
+
+/// Runs one controller instance until `stop` completes (then finishes in-flight reconciles).
+async fn run_controller(ctx: Arc<Context>, stop: impl Future<Output = ()> + Send + Sync + 'static) {
+    let api: Api<ValidatingAdmissionPolicy> = Api::all(ctx.client.clone());
+    let rx = ctx.triggers.subscribe();
+    let triggers = futures::stream::unfold(rx, |mut rx| async move {
+        loop {
+            match rx.recv().await {
+                Ok(name) => return Some((ObjectRef::new(&name), rx)),
+                Err(broadcast::error::RecvError::Lagged(n)) => {
+                    warn!(missed = n, "re-check triggers lagged");
+                }
+                Err(broadcast::error::RecvError::Closed) => return None,
+            }
+        }
+    });
+    let controller = Controller::new(api, watcher::Config::default())
+        .with_config(controller::Config::default().concurrency(ctx.config.concurrency))
+        .reconcile_on(triggers)
+        .graceful_shutdown_on(stop);
+    *lock(&ctx.store) = Some(controller.store());
+    ctx.metrics
+        .set_max_concurrent_reconciles(ctx.config.concurrency);
+    controller
+        .run(reconcile, error_policy, Arc::clone(&ctx))
+        .for_each(|result| async move {
+            if let Err(e) = result {
+                match e {
+                    controller::Error::ReconcilerFailed(..) => {}
+                    other => warn!(error = %other, "controller"),
+                }
+            }
+        })
+        .await;
+    *lock(&ctx.store) = None;
+}
+
+/// Polls the schemas every `schemaPollInterval` and re-enqueues the affected policies.
+async fn poll_schemas(ctx: Arc<Context>, shutdown: Shutdown) {
+    let period = ctx.config.schema_poll_interval.get();
+    let mut ticker = tokio::time::interval(period);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    ticker.tick().await;
+    loop {
+        tokio::select! {
+            _ = shutdown.wait() => return,
+            _ = ticker.tick() => {}
+        }
+        ctx.forget_deleted();
+        let refreshed = ctx.inputs.refresh().await;
+        ctx.metrics.schema_fetch(match &refreshed {
+            Ok(c) if c.is_empty() => SchemaFetchResult::Unchanged,
+            Ok(_) => SchemaFetchResult::Success,
+            Err(_) => SchemaFetchResult::Error,
+        });
+        ctx.metrics.set_schema_cache_kinds(ctx.inputs.kind_count());
+        match refreshed {
+            Ok(changes) if changes.is_empty() => {}
+            Ok(changes) => {
+                let affected = lock(&ctx.index).affected(changes.affected());
+                info!(
+                    added = changes.added.len(),
+                    changed = changes.changed.len(),
+                    removed = changes.removed.len(),
+                    policies = affected.len(),
+                    "schemas changed; re-checking affected policies"
+                );
+                for name in affected {
+                    ctx.metrics.workqueue_add();
+                    // No receiver (standby) is fine: the new leader checks everything.
+                    let _ = ctx.triggers.send(name);
+                }
+            }
+            Err(e) => warn!(error = %e, "schema poll failed; keeping the previous schemas"),
+        }
+    }
+}
+
+/// This replica's leader election identity: `POD_NAME`, else host name and process id.
+pub fn identity() -> String {
+    if let Some(pod) = std::env::var("POD_NAME")
+        .ok()
+        .filter(|s| !s.trim().is_empty())
+    {
+        return pod;
+    }
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|h| h.trim().to_owned())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "vapcheck".to_owned());
+    format!("{host}-{}", std::process::id())
+}
+
+/// Runs the controller (and, with leader election, the lease) until `shutdown` is triggered.
+pub async fn run(
+    ctx: Arc<Context>,
+    readiness: Readiness,
+    lease_namespace: String,
+    identity: String,
+    shutdown: Shutdown,
+) -> anyhow::Result<()> {
+    let poller = tokio::spawn(poll_schemas(Arc::clone(&ctx), shutdown.clone()));
+    let election = ctx.config.leader_election.clone();
+    let result = if !election.enabled {
+        ctx.leading.store(true, Ordering::SeqCst);
+        readiness.set_election(ElectionState::Leading);
+        ctx.metrics.set_leader(&election.lease_name, true);
+        run_controller(Arc::clone(&ctx), shutdown_future(&shutdown)).await;
+        Ok(())
+    } else {
+        lead(&ctx, &readiness, &lease_namespace, &identity, &shutdown).await
+    };
+    poller.abort();
+    result
+}
+
+/// A `Send + Sync` future that completes on shutdown (what `graceful_shutdown_on` takes).
+fn shutdown_future(shutdown: &Shutdown) -> impl Future<Output = ()> + Send + Sync + 'static {
+    let shutdown = shutdown.clone();
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(async move {
+        shutdown.wait().await;
+        let _ = tx.send(());
+    });
+    async move {
+        let _ = rx.await;
+    }
+}
+
+async fn lead(
+    ctx: &Arc<Context>,
+    readiness: &Readiness,
+    namespace: &str,
+    identity: &str,
+    shutdown: &Shutdown,
+) -> anyhow::Result<()> {
+    let election = &ctx.config.leader_election;
+    let lease_name = election.lease_name.clone();
+    let manager = kube_lease_manager::LeaseManagerBuilder::new(ctx.client.clone(), &lease_name)
+        .with_namespace(namespace)
+        .with_identity(identity)
+        .with_duration(election.lease_duration.get().as_secs())
+        .with_grace(election.renew_deadline.get().as_secs())
+        .with_field_manager(FIELD_MANAGER)
+        .build()
+        .await
+        .map_err(|e| {
+            readiness.set_election(ElectionState::Failed);
+            anyhow::anyhow!("leader election on Lease {namespace}/{lease_name}: {e}")
+        })?;
+    let (mut leading_rx, lease_task) = manager.watch().await;
+    readiness.set_election(ElectionState::Standby);
+    ctx.metrics.set_leader(&lease_name, false);
+    info!(lease = %format!("{namespace}/{lease_name}"), identity, "waiting for the lease");
+    let mut running: Option<(tokio::task::JoinHandle<()>, Shutdown)> = None;
+    loop {
+        let leading = *leading_rx.borrow_and_update();
+        match (leading, running.is_some()) {
+            (true, false) => {
+                info!(identity, "acquired the lease; starting the controller");
+                ctx.leading.store(true, Ordering::SeqCst);
+                readiness.set_election(ElectionState::Leading);
+                ctx.metrics.set_leader(&lease_name, true);
+                let stop = Shutdown::default();
+                let task = tokio::spawn(run_controller(Arc::clone(ctx), shutdown_future(&stop)));
+                running = Some((task, stop));
+            }
+            (false, true) => {
+                warn!(identity, "lost the lease; stopping all writes");
+                ctx.leading.store(false, Ordering::SeqCst);
+                readiness.set_election(ElectionState::Standby);
+                ctx.metrics.set_leader(&lease_name, false);
+                if let Some((task, _)) = running.take() {
+                    task.abort();
+                    let _ = task.await;
+                }
+                *lock(&ctx.store) = None;
+            }
+            _ => {}
+        }
+        tokio::select! {
+            _ = shutdown.wait() => break,
+            changed = leading_rx.changed() => {
+                if changed.is_err() {
+                    error!("the lease manager stopped");
+                    readiness.set_election(ElectionState::Failed);
+                    break;
+                }
+            }
+        }
+    }
+    // Graceful: let in-flight reconciles finish, then release the lease.
+    if let Some((task, stop)) = running.take() {
+        stop.trigger();
+        if tokio::time::timeout(Duration::from_secs(20), task)
+            .await
+            .is_err()
+        {
+            warn!("in-flight reconciles did not finish within 20s");
+        }
+    }
+    ctx.leading.store(false, Ordering::SeqCst);
+    ctx.metrics.set_leader(&lease_name, false);
+    drop(leading_rx);
+    match tokio::time::timeout(Duration::from_secs(10), lease_task).await {
+        Ok(Ok(Ok(_))) => info!("released the lease"),
+        Ok(Ok(Err(e))) => warn!(error = %e, "releasing the lease failed"),
+        Ok(Err(e)) => warn!(error = %e, "the lease task failed"),
+        Err(_) => warn!("releasing the lease timed out"),
+    }
+    Ok(())
+}
+
+/// The whole `vapcheck controller` process: client, start-up checks, metrics and health
+/// servers, signal handling, schema polling, leader election and the controller. Returns when
+/// SIGTERM or SIGINT was handled (Ok) or start-up failed (Err, with a message for humans).
+pub async fn main(config: Config) -> anyhow::Result<()> {
+    let metrics = Metrics::new();
+    let health = Health::default();
+    let readiness = health.readiness();
+    let shutdown = Shutdown::default();
+
+    let kube_config = kube::Config::infer().await.map_err(|e| {
+        anyhow::anyhow!(
+            "no Kubernetes cluster to talk to: neither an in-cluster service account nor a usable KUBECONFIG ({e})"
+        )
+    })?;
+    let url = kube_config.cluster_url.clone();
+    let kubeconfig_namespace = kube_config.default_namespace.clone();
+    let host = url.host().unwrap_or_default().to_owned();
+    let client = kube::client::ClientBuilder::try_from(kube_config)
+        .map_err(|e| anyhow::anyhow!("cannot build a client for {url}: {e}"))?
+        .with_layer(&metrics.rest_client_layer(host))
+        .build();
+    let server = client
+        .apiserver_version()
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot reach the Kubernetes API server at {url}: {e}"))?;
+    info!(server = %url, version = %server.git_version, "connected");
+
+    let lease_namespace = crate::config::resolve_lease_namespace(
+        &config.leader_election.lease_namespace,
+        Some(&kubeconfig_namespace),
+    );
+    let needs_lease = config
+        .leader_election
+        .enabled
+        .then_some(lease_namespace.as_str());
+    preflight::check_permissions(&client, &preflight::required(needs_lease)).await?;
+
+    let servers = HttpServers::bind(
+        &config,
+        metrics.clone(),
+        health.clone(),
+        Some(client.clone()),
+    )
+    .await?;
+    info!(
+        metrics = %servers.metrics_addr().map(|a| a.to_string()).unwrap_or_default(),
+        health = %servers.health_addr().map(|a| a.to_string()).unwrap_or_default(),
+        "serving metrics and health probes"
+    );
+    let http = tokio::spawn(servers.run(shutdown.clone()));
+    let heartbeat = health.spawn_heartbeat(Duration::from_secs(5));
+
+    // Signals: the first SIGTERM/SIGINT starts the graceful shutdown.
+    {
+        let shutdown = shutdown.clone();
+        let readiness = readiness.clone();
+        tokio::spawn(async move {
+            wait_for_signal().await;
+            info!("shutting down");
+            readiness.set_shutting_down();
+            shutdown.trigger();
+        });
+    }
+
+    let inputs = Arc::new(
+        LiveInputs::new(client.clone(), &config, &server).map_err(|e| anyhow::anyhow!(e))?,
+    );
+    // The first read of discovery and schemas; retried until it works or we are stopped.
+    let mut delay = Duration::from_millis(500);
+    loop {
+        match inputs.refresh().await {
+            Ok(_) => break,
+            Err(e) => {
+                warn!(error = %e, "reading discovery and schemas failed; retrying");
+                tokio::select! {
+                    _ = shutdown.wait() => return Ok(()),
+                    _ = tokio::time::sleep(delay) => {}
+                }
+                delay = (delay * 2).min(Duration::from_secs(30));
+            }
+        }
+    }
+    readiness.set_caches_synced(true);
+
+    let identity = identity();
+    let ctx = Context::new(client, config, inputs, metrics, identity.clone());
+    let result = run(ctx, readiness, lease_namespace, identity, shutdown.clone()).await;
+    shutdown.trigger();
+    heartbeat.abort();
+    let _ = http.await;
+    result
+}
+
+async fn wait_for_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    match (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) {
+        (Ok(mut term), Ok(mut int)) => {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = int.recv() => {}
+            }
+        }
+        _ => {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_grows_and_is_capped() {
+        assert_eq!(backoff(1), Duration::from_secs(1));
+        assert_eq!(backoff(2), Duration::from_secs(2));
+        assert_eq!(backoff(5), Duration::from_secs(16));
+        assert_eq!(backoff(50), Duration::from_secs(300));
+    }
+
+    #[test]
+    fn identity_is_not_empty() {
+        assert!(!identity().is_empty());
+    }
+}
