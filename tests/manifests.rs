@@ -193,6 +193,50 @@ fn cluster_role_is_least_privilege() {
     );
 }
 
+/// Whether an RBAC rule list grants `verb` on `group`/`resource` or on the URL `url`.
+fn grants(rules: &Value, verb: &str, group: &str, resource: &str, url: &str) -> bool {
+    rules.as_array().into_iter().flatten().any(|rule| {
+        if !strs(&rule["verbs"]).iter().any(|v| v == verb) {
+            return false;
+        }
+        if !url.is_empty() {
+            return strs(&rule["nonResourceURLs"]).iter().any(|u| {
+                u == url
+                    || u.strip_suffix('*')
+                        .is_some_and(|prefix| url.starts_with(prefix))
+            });
+        }
+        strs(&rule["apiGroups"]).iter().any(|g| g == group)
+            && strs(&rule["resources"]).iter().any(|r| r == resource)
+    })
+}
+
+#[test]
+fn manifests_grant_every_permission_the_preflight_checks() {
+    use vapcheck::health::preflight::{REQUIRED_PERMISSIONS, Scope};
+    let cluster = object("ClusterRole", "vapcheck")["rules"].clone();
+    let lease = object("Role", "vapcheck-leader-election")["rules"].clone();
+    for p in REQUIRED_PERMISSIONS {
+        let rules = match p.scope {
+            Scope::Cluster => &cluster,
+            Scope::LeaseNamespace => &lease,
+        };
+        assert!(
+            grants(rules, p.verb, p.group, p.resource, p.url),
+            "manifests do not grant {p}"
+        );
+    }
+    // And the matcher can fail.
+    assert!(!grants(
+        &cluster,
+        "update",
+        "admissionregistration.k8s.io",
+        "validatingadmissionpolicies",
+        ""
+    ));
+    assert!(!grants(&cluster, "get", "", "", "/metrics"));
+}
+
 #[test]
 fn lease_access_is_namespaced() {
     let role = object("Role", "vapcheck-leader-election");
