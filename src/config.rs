@@ -1226,6 +1226,20 @@ mod tests {
     }
 
     #[test]
+    fn operations_doc_documents_every_key() {
+        let doc = std::fs::read_to_string(repo_file("docs/operations.md")).unwrap_or_default();
+        for setting in SETTINGS {
+            for needle in [
+                format!("`{}`", setting.key),
+                setting.env.to_owned(),
+                format!("--{}", setting.flag),
+            ] {
+                assert!(doc.contains(&needle), "docs/operations.md lacks {needle}");
+            }
+        }
+    }
+
+    #[test]
     fn schema_mentions_every_setting() {
         let schema: serde_json::Value = serde_json::from_str(&json_schema()).unwrap_or_default();
         let text = schema.to_string();

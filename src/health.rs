@@ -28,6 +28,7 @@ use tokio::net::TcpListener;
 
 use crate::metrics::Metrics;
 
+pub mod preflight;
 pub mod secure;
 
 /// Where the replica stands in leader election, as far as readiness is concerned.

@@ -1277,6 +1277,19 @@ mod tests {
     }
 
     #[test]
+    fn metrics_doc_lists_every_family() {
+        let doc =
+            std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/metrics.md"))
+                .unwrap_or_default();
+        for (family, _) in EXPECTED_FAMILIES {
+            assert!(
+                doc.contains(&format!("| `{family}` |")),
+                "docs/metrics.md lacks a row for {family}"
+            );
+        }
+    }
+
+    #[test]
     fn openmetrics_parses_and_names_counters_with_total() {
         let text = exercised().encode_openmetrics();
         let samples =

@@ -193,6 +193,50 @@ fn cluster_role_is_least_privilege() {
     );
 }
 
+/// Whether an RBAC rule list grants `verb` on `group`/`resource` or on the URL `url`.
+fn grants(rules: &Value, verb: &str, group: &str, resource: &str, url: &str) -> bool {
+    rules.as_array().into_iter().flatten().any(|rule| {
+        if !strs(&rule["verbs"]).iter().any(|v| v == verb) {
+            return false;
+        }
+        if !url.is_empty() {
+            return strs(&rule["nonResourceURLs"]).iter().any(|u| {
+                u == url
+                    || u.strip_suffix('*')
+                        .is_some_and(|prefix| url.starts_with(prefix))
+            });
+        }
+        strs(&rule["apiGroups"]).iter().any(|g| g == group)
+            && strs(&rule["resources"]).iter().any(|r| r == resource)
+    })
+}
+
+#[test]
+fn manifests_grant_every_permission_the_preflight_checks() {
+    use vapcheck::health::preflight::{REQUIRED_PERMISSIONS, Scope};
+    let cluster = object("ClusterRole", "vapcheck")["rules"].clone();
+    let lease = object("Role", "vapcheck-leader-election")["rules"].clone();
+    for p in REQUIRED_PERMISSIONS {
+        let rules = match p.scope {
+            Scope::Cluster => &cluster,
+            Scope::LeaseNamespace => &lease,
+        };
+        assert!(
+            grants(rules, p.verb, p.group, p.resource, p.url),
+            "manifests do not grant {p}"
+        );
+    }
+    // And the matcher can fail.
+    assert!(!grants(
+        &cluster,
+        "update",
+        "admissionregistration.k8s.io",
+        "validatingadmissionpolicies",
+        ""
+    ));
+    assert!(!grants(&cluster, "get", "", "", "/metrics"));
+}
+
 #[test]
 fn lease_access_is_namespaced() {
     let role = object("Role", "vapcheck-leader-election");
@@ -403,5 +447,149 @@ fn dockerfile_builds_the_tested_binary_on_a_nonroot_base() {
     assert!(
         entry.starts_with("ENTRYPOINT [\""),
         "exec form, no shell: {entry}"
+    );
+}
+
+/// The shared reading directory: `$VAPCHECK_SHARED`, `<repo>/../shared`, `/work/shared`.
+fn shared_dir() -> Option<PathBuf> {
+    let candidates = [
+        std::env::var_os("VAPCHECK_SHARED").map(PathBuf::from),
+        Some(root().join("../shared")),
+        Some(PathBuf::from("/work/shared")),
+    ];
+    candidates.into_iter().flatten().find(|p| p.is_dir())
+}
+
+fn resolve<'a>(schema: &'a Value, schemas: &'a Value) -> &'a Value {
+    let reference = schema["$ref"].as_str().or_else(|| {
+        schema["allOf"]
+            .as_array()
+            .and_then(|a| a.first())
+            .and_then(|s| s["$ref"].as_str())
+    });
+    match reference.and_then(|r| r.strip_prefix("#/components/schemas/")) {
+        Some(name) => resolve(&schemas[name], schemas),
+        None => schema,
+    }
+}
+
+/// Collects every field of `value` the schema does not know, and scalars of the wrong type.
+fn unknown_fields(
+    value: &Value,
+    schema: &Value,
+    schemas: &Value,
+    path: &str,
+    out: &mut Vec<String>,
+) {
+    let schema = resolve(schema, schemas);
+    match value {
+        Value::Object(map) => {
+            let props = schema["properties"].as_object();
+            let additional = &schema["additionalProperties"];
+            for (k, v) in map {
+                let child = format!("{path}.{k}");
+                match props.and_then(|p| p.get(k)) {
+                    Some(s) => unknown_fields(v, s, schemas, &child, out),
+                    None if additional.is_object() => {
+                        unknown_fields(v, additional, schemas, &child, out)
+                    }
+                    None if props.is_some() => out.push(child),
+                    None => {} // free-form (preserve-unknown-fields, int-or-string, ...)
+                }
+            }
+        }
+        Value::Array(items) => {
+            for (i, v) in items.iter().enumerate() {
+                unknown_fields(v, &schema["items"], schemas, &format!("{path}[{i}]"), out);
+            }
+        }
+        scalar => {
+            let ok = match schema["type"].as_str() {
+                Some("string") => scalar.is_string(),
+                Some("integer") => scalar.is_i64() || scalar.is_u64(),
+                Some("number") => scalar.is_number(),
+                Some("boolean") => scalar.is_boolean(),
+                _ => true,
+            };
+            if !ok {
+                out.push(format!("{path}: {scalar} is not a {}", schema["type"]));
+            }
+        }
+    }
+}
+
+#[test]
+fn built_in_objects_match_the_kubernetes_openapi_schemas() {
+    let Some(shared) = shared_dir() else {
+        eprintln!("skipped: shared/ (OpenAPI documents) not found; set VAPCHECK_SHARED");
+        return;
+    };
+    let openapi = shared.join("openapi/v1.35");
+    let mut checked = 0;
+    for (path, o) in objects() {
+        let api_version = o["apiVersion"].as_str().unwrap_or("");
+        let kind = o["kind"].as_str().unwrap_or("");
+        let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+        let doc_path = if group.is_empty() {
+            openapi.join(format!("api/{version}.json"))
+        } else {
+            openapi.join(format!("apis/{group}/{version}.json"))
+        };
+        if !doc_path.exists() {
+            // monitoring.coreos.com and other CRDs are not built in.
+            assert!(
+                group.ends_with("coreos.com"),
+                "no OpenAPI document for {api_version}"
+            );
+            continue;
+        }
+        let doc: Value = serde_json::from_str(
+            &std::fs::read_to_string(&doc_path).unwrap_or_else(|e| panic!("{e}")),
+        )
+        .unwrap_or_else(|e| panic!("{doc_path:?}: {e}"));
+        let schemas = &doc["components"]["schemas"];
+        let schema = schemas
+            .as_object()
+            .into_iter()
+            .flatten()
+            .map(|(_, s)| s)
+            .find(|s| {
+                s["x-kubernetes-group-version-kind"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .any(|g| g["group"] == group && g["version"] == version && g["kind"] == kind)
+            })
+            .unwrap_or_else(|| panic!("no schema for {api_version} {kind}"));
+        let mut errors = Vec::new();
+        unknown_fields(&o, schema, schemas, kind, &mut errors);
+        assert!(
+            errors.is_empty(),
+            "{path:?}: unknown or mistyped fields {errors:?}"
+        );
+        checked += 1;
+    }
+    assert_eq!(checked, 10, "every built-in object is checked");
+
+    // The checker catches a misspelt field.
+    let mut d = object("Deployment", "vapcheck");
+    d["spec"]["template"]["spec"]["containers"][0]["securityContext"]["readOnlyRootFileSystem"] =
+        Value::Bool(true);
+    let doc: Value = serde_json::from_str(
+        &std::fs::read_to_string(openapi.join("apis/apps/v1.json")).unwrap_or_default(),
+    )
+    .unwrap_or_default();
+    let schemas = &doc["components"]["schemas"];
+    let mut errors = Vec::new();
+    unknown_fields(
+        &d,
+        &schemas["io.k8s.api.apps.v1.Deployment"],
+        schemas,
+        "Deployment",
+        &mut errors,
+    );
+    assert_eq!(
+        errors,
+        ["Deployment.spec.template.spec.containers[0].securityContext.readOnlyRootFileSystem"]
     );
 }

@@ -7,16 +7,18 @@
 //! when the API server cannot be asked. Results are cached: token reviews for 1 minute,
 //! allowed decisions for 5 minutes, denied ones for 30 seconds (controller-runtime's values).
 //!
-//! TLS: a PEM certificate chain and key from files, or a self-signed certificate generated at
-//! start-up. Only HTTP/1.1 is offered (no HTTP/2, as controller-runtime's default).
+//! TLS: a PEM certificate chain and key from files, reloaded when the files change (checked at
+//! most every 10 s, like controller-runtime's certwatcher, so cert-manager rotations need no
+//! restart), or a self-signed certificate generated at start-up. Only HTTP/1.1 is offered (no
+//! HTTP/2, as controller-runtime's default).
 
 use std::collections::HashMap;
 use std::collections::hash_map::RandomState;
 use std::hash::BuildHasher;
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use axum::Router;
 use axum::extract::{Request, State};
@@ -362,16 +364,140 @@ pub fn server_config(
     Ok(Arc::new(config))
 }
 
-/// The TLS configuration from `metrics.secure`: files when given, else self-signed.
+/// How often [`ReloadingCert`] looks at the files.
+pub const CERT_RELOAD_INTERVAL: Duration = Duration::from_secs(10);
+
+/// The TLS configuration from `metrics.secure`: files when given (reloaded on change), else
+/// self-signed.
 pub fn tls_from_config(
     secure: &crate::config::SecureMetrics,
 ) -> anyhow::Result<Arc<rustls::ServerConfig>> {
-    let (certs, key) = if secure.cert_file.is_empty() {
-        self_signed()?
-    } else {
-        load_pem(Path::new(&secure.cert_file), Path::new(&secure.key_file))?
+    if secure.cert_file.is_empty() {
+        let (certs, key) = self_signed()?;
+        return server_config(certs, key);
+    }
+    let resolver = ReloadingCert::new(
+        PathBuf::from(&secure.cert_file),
+        PathBuf::from(&secure.key_file),
+        CERT_RELOAD_INTERVAL,
+    )?;
+    server_config_with_resolver(Arc::new(resolver))
+}
+
+/// A rustls server configuration using `resolver`, offering only HTTP/1.1.
+pub fn server_config_with_resolver(
+    resolver: Arc<dyn rustls::server::ResolvesServerCert>,
+) -> anyhow::Result<Arc<rustls::ServerConfig>> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| anyhow::anyhow!("TLS setup: {e}"))?
+        .with_no_client_auth()
+        .with_cert_resolver(resolver);
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(Arc::new(config))
+}
+
+/// Modification time and length of both files: a change of either means "reload".
+type FileStamp = (Option<SystemTime>, u64, Option<SystemTime>, u64);
+
+#[derive(Debug)]
+struct ReloadState {
+    last_check: Instant,
+    stamp: FileStamp,
+    current: Arc<rustls::sign::CertifiedKey>,
+}
+
+/// A certificate read from PEM files and read again when they change. A change that does not
+/// load (half-written files, mismatched key) keeps the previous certificate and is logged.
+#[derive(Debug)]
+pub struct ReloadingCert {
+    cert_file: PathBuf,
+    key_file: PathBuf,
+    interval: Duration,
+    provider: Arc<rustls::crypto::CryptoProvider>,
+    state: Mutex<ReloadState>,
+}
+
+impl ReloadingCert {
+    /// Loads the files once (an error here is a start-up error) and checks them again at most
+    /// every `interval`.
+    pub fn new(cert_file: PathBuf, key_file: PathBuf, interval: Duration) -> anyhow::Result<Self> {
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let stamp = file_stamp(&cert_file, &key_file);
+        let current = load_certified(&cert_file, &key_file, &provider)?;
+        Ok(ReloadingCert {
+            cert_file,
+            key_file,
+            interval,
+            provider,
+            state: Mutex::new(ReloadState {
+                last_check: Instant::now(),
+                stamp,
+                current,
+            }),
+        })
+    }
+
+    /// The certificate to serve now, reloading it first when the files changed.
+    pub fn current(&self) -> Option<Arc<rustls::sign::CertifiedKey>> {
+        let mut state = self.state.lock().ok()?;
+        if state.last_check.elapsed() >= self.interval {
+            state.last_check = Instant::now();
+            let stamp = file_stamp(&self.cert_file, &self.key_file);
+            if stamp != state.stamp {
+                match load_certified(&self.cert_file, &self.key_file, &self.provider) {
+                    Ok(loaded) => {
+                        tracing::info!(cert = %self.cert_file.display(), "metrics certificate reloaded");
+                        state.current = loaded;
+                        state.stamp = stamp;
+                    }
+                    Err(e) => {
+                        // Keep serving the old certificate; try again at the next check.
+                        tracing::warn!(error = %e, "metrics certificate not reloaded");
+                    }
+                }
+            }
+        }
+        Some(state.current.clone())
+    }
+}
+
+impl rustls::server::ResolvesServerCert for ReloadingCert {
+    fn resolve(
+        &self,
+        _client_hello: rustls::server::ClientHello<'_>,
+    ) -> Option<Arc<rustls::sign::CertifiedKey>> {
+        self.current()
+    }
+}
+
+fn file_stamp(cert: &Path, key: &Path) -> FileStamp {
+    let meta = |p: &Path| {
+        std::fs::metadata(p)
+            .map(|m| (m.modified().ok(), m.len()))
+            .unwrap_or((None, 0))
     };
-    server_config(certs, key)
+    let (cm, cl) = meta(cert);
+    let (km, kl) = meta(key);
+    (cm, cl, km, kl)
+}
+
+fn load_certified(
+    cert: &Path,
+    key: &Path,
+    provider: &rustls::crypto::CryptoProvider,
+) -> anyhow::Result<Arc<rustls::sign::CertifiedKey>> {
+    let (certs, key_der) = load_pem(cert, key)?;
+    let certified =
+        rustls::sign::CertifiedKey::from_der(certs, key_der, provider).map_err(|e| {
+            anyhow::anyhow!(
+                "metrics.secure.certFile {} / keyFile {}: {e}",
+                cert.display(),
+                key.display()
+            )
+        })?;
+    Ok(Arc::new(certified))
 }
 
 /// A listener that accepts TCP connections and completes TLS handshakes concurrently (a slow
@@ -793,5 +919,54 @@ mod tests {
         .err()
         .unwrap_or_else(|| panic!("must fail"));
         assert!(e.to_string().contains("metrics.bindAddress"), "{e}");
+    }
+
+    fn write_pair(dir: &Path, name: &str) -> (PathBuf, PathBuf, CertificateDer<'static>) {
+        let generated = rcgen::generate_simple_self_signed(vec![name.to_owned()])
+            .unwrap_or_else(|e| panic!("{e}"));
+        let (c, k) = (dir.join("tls.crt"), dir.join("tls.key"));
+        std::fs::write(&c, pem_encode("CERTIFICATE", generated.cert.der()))
+            .unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(
+            &k,
+            pem_encode("PRIVATE KEY", &generated.signing_key.serialize_der()),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        (c, k, generated.cert.der().clone())
+    }
+
+    fn bump_mtime(path: &Path, secs: u64) {
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .open(path)
+            .unwrap_or_else(|e| panic!("{e}"));
+        let when = SystemTime::now() + Duration::from_secs(secs);
+        file.set_modified(when).unwrap_or_else(|e| panic!("{e}"));
+    }
+
+    #[test]
+    fn certificate_files_are_reloaded_when_they_change() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let (c, k, first) = write_pair(dir.path(), "first.example");
+        let reloading = ReloadingCert::new(c.clone(), k.clone(), Duration::ZERO)
+            .unwrap_or_else(|e| panic!("{e}"));
+        let served = |r: &ReloadingCert| r.current().map(|ck| ck.cert[0].clone());
+        assert_eq!(served(&reloading), Some(first.clone()));
+
+        // A half-written update (garbage) keeps the old certificate.
+        std::fs::write(&c, "not a certificate").unwrap_or_else(|e| panic!("{e}"));
+        bump_mtime(&c, 2);
+        assert_eq!(served(&reloading), Some(first.clone()));
+
+        // A complete new pair is picked up.
+        let (c2, k2, second) = write_pair(dir.path(), "second.example");
+        bump_mtime(&c2, 4);
+        bump_mtime(&k2, 4);
+        assert_ne!(first, second);
+        assert_eq!(served(&reloading), Some(second));
+
+        // The initial load must succeed.
+        std::fs::write(&k, "garbage").unwrap_or_else(|e| panic!("{e}"));
+        assert!(ReloadingCert::new(c, k, Duration::ZERO).is_err());
     }
 }
