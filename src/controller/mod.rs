@@ -14,7 +14,6 @@
 pub mod events;
 pub mod index;
 pub mod inputs;
-pub mod preflight;
 pub mod status;
 
 use std::collections::HashMap;
@@ -610,7 +609,17 @@ pub async fn main(config: Config) -> anyhow::Result<()> {
         .leader_election
         .enabled
         .then_some(lease_namespace.as_str());
-    preflight::check_permissions(&client, &preflight::required(needs_lease)).await?;
+    let missing = crate::health::preflight::check_permissions(
+        &client,
+        needs_lease,
+        config.metrics.secure.enabled && config.metrics.secure.authorize,
+    )
+    .await
+    .map_err(|e| anyhow::anyhow!("cannot check this identity's permissions: {e}"))?;
+    if !missing.is_empty() {
+        let list: Vec<String> = missing.iter().map(ToString::to_string).collect();
+        anyhow::bail!("{}", list.join("; "));
+    }
 
     let servers = HttpServers::bind(
         &config,

@@ -214,12 +214,13 @@ fn review_spec(p: &Permission, lease_namespace: &str) -> SelfSubjectAccessReview
     }
 }
 
-/// Asks the API server about every needed permission (secure-metrics ones only when
-/// `secure_metrics_authorize`). Returns the denied ones; `Err` when the API server cannot be
+/// Asks the API server about every needed permission: the Lease ones only with a
+/// `lease_namespace` (leader election on), the secure-metrics ones only when
+/// `secure_metrics_authorize`. Returns the denied ones; `Err` when the API server cannot be
 /// asked at all (no cluster, bad credentials).
 pub async fn check_permissions(
     client: &kube::Client,
-    lease_namespace: &str,
+    lease_namespace: Option<&str>,
     secure_metrics_authorize: bool,
 ) -> Result<Vec<Missing>, kube::Error> {
     let api: kube::Api<SelfSubjectAccessReview> = kube::Api::all(client.clone());
@@ -228,6 +229,11 @@ pub async fn check_permissions(
         if p.secure_metrics_only && !secure_metrics_authorize {
             continue;
         }
+        let lease_scoped = p.scope == Scope::LeaseNamespace;
+        if lease_scoped && lease_namespace.is_none() {
+            continue;
+        }
+        let lease_namespace = lease_namespace.unwrap_or_default();
         let review = SelfSubjectAccessReview {
             spec: review_spec(p, lease_namespace),
             ..SelfSubjectAccessReview::default()
@@ -285,7 +291,7 @@ mod tests {
             }
         });
         let client = kube::Client::new(fake, "default");
-        let missing = check_permissions(&client, "vapcheck-system", false)
+        let missing = check_permissions(&client, Some("vapcheck-system"), false)
             .await
             .unwrap_or_else(|e| panic!("{e}"));
         let texts: Vec<String> = missing.iter().map(ToString::to_string).collect();
@@ -331,6 +337,6 @@ mod tests {
             ))
         });
         let client = kube::Client::new(fake, "default");
-        assert!(check_permissions(&client, "x", true).await.is_err());
+        assert!(check_permissions(&client, Some("x"), true).await.is_err());
     }
 }
