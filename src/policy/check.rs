@@ -792,7 +792,7 @@ mod tests {
         assert_eq!(w.checker.parses.load(Ordering::SeqCst), 0);
         assert_eq!(
             s.conditions[0].message,
-            "checked no kinds; not checked: resourceRules[0] (wildcard)"
+            "checked no kinds. Not checked: resourceRules[0] (wildcard)"
         );
     }
 

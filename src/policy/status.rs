@@ -109,15 +109,16 @@ impl PolicyStatus {
 pub fn bounded_message(prefix: &str, items: &[String]) -> String {
     let mut msg = prefix.to_owned();
     for (i, item) in items.iter().enumerate() {
-        let sep = if i == 0 { "" } else { ", " };
+        // Items (e.g. `apps/v1, Kind=Deployment`) contain commas: separate them with `; `.
+        let sep = if i == 0 { "" } else { "; " };
         let rest = items.len() - i;
         // Room for the separator, the item, and a possible "and N more" tail.
-        let tail = format!(", and {} more", rest);
+        let tail = format!("; and {} more", rest);
         if msg.len() + sep.len() + item.len() + tail.len() > MAX_CONDITION_MESSAGE {
             if i == 0 {
                 msg.push_str(&format!("{} not listed", plural(items.len(), "item")));
             } else {
-                msg.push_str(&format!(", and {rest} more"));
+                msg.push_str(&format!("; and {rest} more"));
             }
             return truncate(msg);
         }
@@ -188,7 +189,7 @@ pub fn type_checked_condition(
     mk(
         "True",
         REASON_SOME_KINDS_SKIPPED,
-        bounded_message(&format!("{checked_text}; not checked: "), &skipped_items),
+        bounded_message(&format!("{checked_text}. Not checked: "), &skipped_items),
     )
 }
 
@@ -261,7 +262,7 @@ mod tests {
         );
         assert_eq!(
             c.message,
-            "checked 1 kind; not checked: resourceRules[1] (wildcard)"
+            "checked 1 kind. Not checked: resourceRules[1] (wildcard)"
         );
         let s = [Skipped {
             subject: SkipSubject::Gvk(Gvk::new("", "v1", "Pod")),
