@@ -34,6 +34,11 @@ const EXPRESSIONS: &[&str] = &[
     "i + 1",
     "i + u",
     "i < d",
+    "1 < 2.0",
+    "[1].all(x, true) && 1 < 2.0",
+    "1 < 2.0 && [1].all(x, true)",
+    "l.exists(x, x < 2.0)",
+    "u > i",
     "u >= i && d > 1",
     "s + 1",
     "s.size() + size(b)",
@@ -549,8 +554,9 @@ fn corpus_expressions() -> Vec<String> {
     out
 }
 
-fn our_env(validators: bool) -> Env {
+fn our_env(validators: bool, cross: bool) -> Env {
     let mut opts = EnvOptions::kubernetes();
+    opts.cross_type_numeric_comparisons = cross;
     if !validators {
         opts.homogeneous_aggregate_literals = false;
         opts.validate_duration_literals = false;
@@ -602,15 +608,17 @@ fn same_as_cel_go() {
     let mut var_numbering = 0;
     let mut antlr_sets = 0;
     let mut total = 0;
-    for validators in [false, true] {
-        let env = our_env(validators);
+    // (validators, cross-type numeric comparisons): Kubernetes' settings with and without the
+    // validators, and cel-go's defaults for the numeric comparison overloads.
+    for (validators, cross) in [(false, true), (true, true), (false, false)] {
+        let env = our_env(validators, cross);
         let mut input = String::new();
         for e in &exprs {
             let req = serde_json::json!({
                 "env": "std",
                 "decls": decls,
                 "options": {"validators": validators, "homogeneousAggregateLiterals": validators,
-                            "ext": ["twovar"]},
+                            "crossTypeNumericComparisons": cross, "ext": ["twovar"]},
                 "expr": e,
             });
             input.push_str(&req.to_string());
@@ -662,7 +670,7 @@ fn same_as_cel_go() {
                 }
                 mismatches += 1;
                 println!(
-                    "MISMATCH (validators={validators}) {e:?}\n  cel-go: {theirs}\n  ours:   {mine}"
+                    "MISMATCH (validators={validators}, cross={cross}) {e:?}\n  cel-go: {theirs}\n  ours:   {mine}"
                 );
             }
         }
