@@ -18,8 +18,8 @@ pub fn validate(
     issues: &mut Issues,
 ) {
     let root = parsed.expr();
-    let mut nodes: Vec<(&IdedExpr, Vec<&str>)> = Vec::new();
-    collect_post_order(root, &mut nodes);
+    let mut nodes: Vec<(&IdedExpr, bool)> = Vec::new();
+    collect_post_order(root, &options.homogeneous_exempt_functions, &mut nodes);
     let report =
         |issues: &mut Issues, id: u64, msg: String| issues.report(parsed.location(id), id, msg);
     for (name, enabled, check) in [
@@ -60,7 +60,6 @@ pub fn validate(
         }
     }
     if options.homogeneous_aggregate_literals {
-        let exempt = &options.homogeneous_exempt_functions;
         let ty = |id: u64| types.type_of(id).cloned().unwrap_or_else(Type::dyn_type);
         let unwrap_opt = |t: Type| t.param(0).cloned().unwrap_or(t);
         let mismatch = |issues: &mut Issues, id: u64, expected: &Type, actual: &Type| {
@@ -71,10 +70,8 @@ pub fn validate(
                 format!("expected type '{expected}' but found '{actual}'"),
             );
         };
-        for (e, callers) in &nodes {
-            if !matches!(e.expr, Expr::List(_))
-                || callers.iter().any(|c| exempt.iter().any(|x| x == c))
-            {
+        for (e, in_exempt) in &nodes {
+            if !matches!(e.expr, Expr::List(_)) || *in_exempt {
                 continue;
             }
             let Expr::List(list) = &e.expr else { continue };
@@ -95,10 +92,8 @@ pub fn validate(
                 }
             }
         }
-        for (e, callers) in &nodes {
-            if !matches!(e.expr, Expr::Map(_))
-                || callers.iter().any(|c| exempt.iter().any(|x| x == c))
-            {
+        for (e, in_exempt) in &nodes {
+            if !matches!(e.expr, Expr::Map(_)) || *in_exempt {
                 continue;
             }
             let Expr::Map(map) = &e.expr else { continue };
@@ -128,27 +123,30 @@ pub fn validate(
     }
 }
 
-/// Post-order list of nodes with the names of the calls enclosing each (iteratively).
-fn collect_post_order<'e>(root: &'e IdedExpr, out: &mut Vec<(&'e IdedExpr, Vec<&'e str>)>) {
-    // Pre-order collection, then reversed child order gives a post-order equivalent for
-    // reporting purposes (errors are sorted by position before display).
-    let mut callers_of: Vec<(&'e IdedExpr, Vec<&'e str>)> = Vec::new();
-    let mut stack: Vec<(&'e IdedExpr, Vec<&'e str>)> = vec![(root, Vec::new())];
-    while let Some((e, callers)) = stack.pop() {
-        let mut child_callers = callers.clone();
-        if let Expr::Call(c) = &e.expr {
-            child_callers.push(c.func_name.as_str());
-        }
-        let mut kids = Vec::new();
+/// Post-order list of nodes, each with whether it is inside a call of one of the `exempt`
+/// functions (iteratively).
+fn collect_post_order<'e>(
+    root: &'e IdedExpr,
+    exempt: &[String],
+    out: &mut Vec<(&'e IdedExpr, bool)>,
+) {
+    // Pre-order collection with children pushed in reverse, then reversed: parents come
+    // after their subtrees (the report order matters only for errors at the same position).
+    let mut pre: Vec<(&'e IdedExpr, bool)> = Vec::new();
+    let mut stack: Vec<(&'e IdedExpr, bool)> = vec![(root, false)];
+    let mut kids = Vec::new();
+    while let Some((e, in_exempt)) = stack.pop() {
+        let child_exempt = in_exempt
+            || matches!(&e.expr, Expr::Call(c) if exempt.iter().any(|x| *x == c.func_name));
+        kids.clear();
         walk_children(e, &mut kids);
-        for k in kids.into_iter().rev() {
-            stack.push((k, child_callers.clone()));
+        for k in kids.iter().rev() {
+            stack.push((k, child_exempt));
         }
-        callers_of.push((e, callers));
+        pre.push((e, in_exempt));
     }
-    // Children were visited after their parents; emit parents after their subtrees.
-    callers_of.reverse();
-    out.extend(callers_of);
+    pre.reverse();
+    out.extend(pre);
 }
 
 fn walk_children<'e>(e: &'e IdedExpr, out: &mut Vec<&'e IdedExpr>) {
