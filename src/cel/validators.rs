@@ -136,8 +136,8 @@ fn collect_post_order<'e>(
     let mut stack: Vec<(&'e IdedExpr, bool)> = vec![(root, false)];
     let mut kids = Vec::new();
     while let Some((e, in_exempt)) = stack.pop() {
-        let child_exempt = in_exempt
-            || matches!(&e.expr, Expr::Call(c) if exempt.iter().any(|x| *x == c.func_name));
+        let child_exempt =
+            in_exempt || matches!(&e.expr, Expr::Call(c) if exempt.contains(&c.func_name));
         kids.clear();
         walk_children(e, &mut kids);
         for k in kids.iter().rev() {
