@@ -370,7 +370,9 @@ pub fn parse_rfc3339_seconds(s: &str) -> Option<i64> {
 /// repetition counts at most 1000.
 pub fn valid_re2(pattern: &str) -> bool {
     use regex_syntax::ast::{self, Ast};
-    let pattern = expand_quoted_literals(pattern);
+    let Some(pattern) = expand_quoted_literals(pattern) else {
+        return false;
+    };
     let pattern = pattern.as_str();
     let Ok(parsed) = ast::parse::ParserBuilder::new()
         .nest_limit(1000)
@@ -441,7 +443,7 @@ pub fn valid_re2(pattern: &str) -> bool {
 /// Rewrites RE2 syntax that `regex-syntax` spells differently into an equivalent pattern:
 /// `\Q...\E` quoting becomes escaped literals, a `{` that does not start a valid repetition is
 /// a literal in RE2 (`a{,3}`, `a{`), and the empty flag group `(?)` is a plain group.
-fn expand_quoted_literals(pattern: &str) -> String {
+fn expand_quoted_literals(pattern: &str) -> Option<String> {
     fn valid_repeat(rest: &str) -> bool {
         // rest starts after `{`: digits, optionally `,` and digits, then `}`.
         let b = rest.as_bytes();
@@ -462,8 +464,19 @@ fn expand_quoted_literals(pattern: &str) -> String {
     }
     let mut out = String::with_capacity(pattern.len());
     let mut chars = pattern.chars();
+    // Inside `[...]`: RE2 treats `[` (unless `[:name:]`), `&`, `~` as literals and `-` after a
+    // class (`[\d-z]`) as a literal; `regex-syntax` gives them set-operator meanings.
+    let mut in_class = false;
+    let mut class_start = false;
+    let mut prev_was_class = false;
+    let mut prev_was_dash = false;
     while let Some(c) = chars.next() {
+        let was_class = std::mem::replace(&mut prev_was_class, false);
+        let at_start = std::mem::replace(&mut class_start, false);
+        let was_dash = std::mem::replace(&mut prev_was_dash, false);
         match c {
+            // RE2 knows no `\Q` inside a class.
+            '\\' if in_class && chars.as_str().starts_with('Q') => return None,
             '\\' => match chars.next() {
                 Some('Q') => {
                     let rest = chars.as_str();
@@ -477,25 +490,75 @@ fn expand_quoted_literals(pattern: &str) -> String {
                 Some(n) => {
                     out.push('\\');
                     out.push(n);
-                    // `\x{..}`, `\p{..}`, `\P{..}`: the braces belong to the escape.
+                    // `\x{..}`, `\p{..}`, `\P{..}`: the braces belong to the escape;
+                    // `\pL`: so does the one-letter class name.
                     if matches!(n, 'x' | 'p' | 'P') && chars.as_str().starts_with('{') {
                         let rest = chars.as_str();
                         let end = rest.find('}').map_or(rest.len(), |i| i + 1);
                         out.push_str(&rest[..end]);
                         chars = rest[end..].chars();
+                    } else if matches!(n, 'p' | 'P')
+                        && let Some(letter) = chars.next()
+                    {
+                        out.push(letter);
                     }
+                    prev_was_class = matches!(n, 'd' | 'D' | 'w' | 'W' | 's' | 'S' | 'p' | 'P');
                 }
                 None => out.push('\\'),
             },
-            '{' if !valid_repeat(chars.as_str()) => out.push_str("\\{"),
-            '(' if chars.as_str().starts_with("?)") => {
+            ']' if in_class && !at_start => {
+                out.push(']');
+                in_class = false;
+            }
+            ']' if in_class => out.push_str("\\]"),
+            '[' if in_class => {
+                let rest = chars.as_str();
+                match (rest.strip_prefix(':'), rest.find(":]")) {
+                    (Some(_), Some(end)) => {
+                        const NAMES: &[&str] = &[
+                            "alnum", "alpha", "ascii", "blank", "cntrl", "digit", "graph", "lower",
+                            "print", "punct", "space", "upper", "word", "xdigit",
+                        ];
+                        let name = &rest[1..end];
+                        if !NAMES.contains(&name.strip_prefix('^').unwrap_or(name)) {
+                            // RE2: invalid character class range.
+                            return None;
+                        }
+                        out.push('[');
+                        out.push_str(&rest[..end + 2]);
+                        chars = rest[end + 2..].chars();
+                        prev_was_class = true;
+                    }
+                    _ => out.push_str("\\["),
+                }
+            }
+            '&' | '~' if in_class => {
+                out.push('\\');
+                out.push(c);
+            }
+            '-' if in_class && (was_class || was_dash) => out.push_str("\\-"),
+            '-' if in_class => {
+                out.push('-');
+                prev_was_dash = true;
+            }
+            '[' => {
+                out.push('[');
+                in_class = true;
+                class_start = true;
+                if chars.as_str().starts_with('^') {
+                    out.push('^');
+                    chars.next();
+                }
+            }
+            '{' if !in_class && !valid_repeat(chars.as_str()) => out.push_str("\\{"),
+            '(' if !in_class && chars.as_str().starts_with("?)") => {
                 out.push_str("(?:");
                 chars.next();
             }
             _ => out.push(c),
         }
     }
-    out
+    Some(out)
 }
 
 #[cfg(test)]
@@ -563,6 +626,18 @@ mod tests {
         assert!(valid_re2("a{"));
         assert!(valid_re2("(?)"));
         assert!(valid_re2("\\x{10FFFF}\\p{Greek}"));
+        assert!(valid_re2("[\\d-z]"));
+        assert!(valid_re2("[a&&b~~c]"));
+        assert!(valid_re2("[[]"));
+        assert!(valid_re2("[]a]"));
+        assert!(valid_re2("[^]a]"));
+        assert!(valid_re2("[[:alpha:]-]"));
+        assert!(valid_re2("[\\pL-]"));
+        assert!(!valid_re2("[z-a]"));
+        assert!(!valid_re2("[a-\\d]"));
+        assert!(!valid_re2("[a--b]"));
+        assert!(!valid_re2("[[:foo:]]"));
+        assert!(!valid_re2("[\\Q]\\E]"));
         assert!(valid_re2("a{2,3}"));
         assert!(!valid_re2("a{3,2}"));
     }
