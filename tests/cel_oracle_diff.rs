@@ -34,6 +34,11 @@ const EXPRESSIONS: &[&str] = &[
     "i + 1",
     "i + u",
     "i < d",
+    "1 < 2.0",
+    "[1].all(x, true) && 1 < 2.0",
+    "1 < 2.0 && [1].all(x, true)",
+    "l.exists(x, x < 2.0)",
+    "u > i",
     "u >= i && d > 1",
     "s + 1",
     "s.size() + size(b)",
@@ -284,6 +289,37 @@ const EXPRESSIONS: &[&str] = &[
     "s.matches('[[:word:]]')",
     "s.matches('(?P=n)')",
     "s.matches('\\\\k<n>')",
+    "s.matches('[\\\\d-z]')",
+    "s.matches('[a&&b~~c]')",
+    "s.matches('[[]')",
+    "s.matches('[]a]')",
+    "s.matches('[^]a]')",
+    "s.matches('[[:alpha:]-]')",
+    "s.matches('[\\\\pL-]')",
+    "s.matches('[z-a]')",
+    "s.matches('[a-\\\\d]')",
+    "s.matches('[a--b]')",
+    "s.matches('[\\\\w-]')",
+    "s.matches('[-\\\\w]')",
+    "s.matches('[a-z&&[^x]]')",
+    "s.matches('[[:^space:]]')",
+    "s.matches('[[:foo:]]')",
+    "s.matches('[\\\\p{Greek}-a]')",
+    "s.matches('[\\\\Q]\\\\E]')",
+    "s.matches('[a\\\\-b]')",
+    "s.matches('[\\\\[]')",
+    "s.matches('[\\\\]]')",
+    "s.matches('[a-]')",
+    "s.matches('[^-a]')",
+    "s.matches('[\\\\pLx]')",
+    "s.matches('[[:alpha:]a-z]')",
+    "s.matches('x[a[b]]')",
+    "s.matches('[\\\\x{41}-\\\\x{5A}]')",
+    "s.matches('[\\\\s-]')",
+    "s.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$')",
+    "s.matches('^(\\\\d+)(\\\\.\\\\d+)?$')",
+    "s.matches('[~]')",
+    "s.matches('[&]')",
     "duration('1.5h')",
     "duration('-1s')",
     "duration('1d')",
@@ -549,8 +585,9 @@ fn corpus_expressions() -> Vec<String> {
     out
 }
 
-fn our_env(validators: bool) -> Env {
+fn our_env(validators: bool, cross: bool) -> Env {
     let mut opts = EnvOptions::kubernetes();
+    opts.cross_type_numeric_comparisons = cross;
     if !validators {
         opts.homogeneous_aggregate_literals = false;
         opts.validate_duration_literals = false;
@@ -602,15 +639,17 @@ fn same_as_cel_go() {
     let mut var_numbering = 0;
     let mut antlr_sets = 0;
     let mut total = 0;
-    for validators in [false, true] {
-        let env = our_env(validators);
+    // (validators, cross-type numeric comparisons): Kubernetes' settings with and without the
+    // validators, and cel-go's defaults for the numeric comparison overloads.
+    for (validators, cross) in [(false, true), (true, true), (false, false)] {
+        let env = our_env(validators, cross);
         let mut input = String::new();
         for e in &exprs {
             let req = serde_json::json!({
                 "env": "std",
                 "decls": decls,
                 "options": {"validators": validators, "homogeneousAggregateLiterals": validators,
-                            "ext": ["twovar"]},
+                            "crossTypeNumericComparisons": cross, "ext": ["twovar"]},
                 "expr": e,
             });
             input.push_str(&req.to_string());
@@ -662,7 +701,7 @@ fn same_as_cel_go() {
                 }
                 mismatches += 1;
                 println!(
-                    "MISMATCH (validators={validators}) {e:?}\n  cel-go: {theirs}\n  ours:   {mine}"
+                    "MISMATCH (validators={validators}, cross={cross}) {e:?}\n  cel-go: {theirs}\n  ours:   {mine}"
                 );
             }
         }

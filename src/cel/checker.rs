@@ -5,7 +5,6 @@
 //! The checker recurses over the AST. The depth it may reach is bounded by
 //! [`MAX_CHECK_DEPTH`], enforced before checking starts, so it cannot overflow the stack.
 
-use std::collections::HashMap;
 use std::sync::{Arc, LazyLock};
 
 use cel::common::ast::{EntryExpr, Expr, IdedExpr, LiteralValue};
@@ -149,7 +148,7 @@ pub struct SynthComprehension<'e> {
 
 #[derive(Default)]
 struct Mapping {
-    map: HashMap<Arc<str>, Type>,
+    map: super::env::FastMap<Arc<str>, Type>,
     trail: Vec<(Arc<str>, Option<Type>)>,
 }
 

@@ -8,6 +8,7 @@
 
 use std::collections::HashMap;
 use std::fmt;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
 
 use super::types::{Type, TypeKind};
@@ -142,6 +143,33 @@ impl FunctionDecl {
     }
 }
 
+/// A hasher for short identifier keys (FNV-1a): the keys are declaration names chosen by
+/// the program, not by an attacker, so a keyed hash buys nothing and costs time.
+#[derive(Default)]
+pub(crate) struct FnvHasher(u64);
+
+impl Hasher for FnvHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        let mut h = if self.0 == 0 {
+            0xcbf2_9ce4_8422_2325
+        } else {
+            self.0
+        };
+        for b in bytes {
+            h ^= u64::from(*b);
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+        self.0 = h;
+    }
+}
+
+/// A `HashMap` with [`FnvHasher`].
+pub(crate) type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<FnvHasher>>;
+
 /// An error while building an environment.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct EnvError(pub String);
@@ -181,7 +209,7 @@ pub trait TypeProvider: Send + Sync {
 /// A simple [`TypeProvider`] holding hand-built object types and their fields.
 #[derive(Clone, Debug, Default)]
 pub struct StructTypes {
-    types: HashMap<String, HashMap<String, Type>>,
+    types: FastMap<String, FastMap<String, Type>>,
 }
 
 impl StructTypes {
@@ -279,10 +307,10 @@ pub use super::checker::CallMacro;
 /// base instead of copying it.
 pub struct Env {
     base: Option<Arc<Env>>,
-    idents: HashMap<String, Type>,
-    functions: HashMap<String, Arc<FunctionDecl>>,
+    idents: FastMap<String, Type>,
+    functions: FastMap<String, Arc<FunctionDecl>>,
     providers: Vec<Arc<dyn TypeProvider>>,
-    call_macros: HashMap<String, Arc<dyn CallMacro>>,
+    call_macros: FastMap<String, Arc<dyn CallMacro>>,
     options: EnvOptions,
 }
 
@@ -310,10 +338,10 @@ impl Env {
         EnvBuilder {
             env: Env {
                 base: Some(base.clone()),
-                idents: HashMap::new(),
-                functions: HashMap::new(),
+                idents: FastMap::default(),
+                functions: FastMap::default(),
                 providers: Vec::new(),
-                call_macros: HashMap::new(),
+                call_macros: FastMap::default(),
                 options: base.options.clone(),
             },
         }
@@ -436,10 +464,10 @@ impl EnvBuilder {
         EnvBuilder {
             env: Env {
                 base: None,
-                idents: HashMap::new(),
-                functions: HashMap::new(),
+                idents: FastMap::default(),
+                functions: FastMap::default(),
                 providers: Vec::new(),
-                call_macros: HashMap::new(),
+                call_macros: FastMap::default(),
                 options,
             },
         }

@@ -312,6 +312,33 @@ fn validators() {
 }
 
 #[test]
+fn homogeneous_literals_exempt_functions() {
+    let mut opts = EnvOptions::kubernetes();
+    let format = FunctionDecl::new(
+        "format",
+        vec![OverloadDecl::member(
+            "string_format",
+            vec![Type::string(), Type::list(Type::dyn_type())],
+            Type::string(),
+        )],
+    );
+    let mut b = EnvBuilder::standard(opts.clone());
+    b.add_function(format.clone()).expect("fn");
+    let strict = b.build();
+    assert_eq!(
+        err(&strict, "'%s'.format([1, 'a'])"),
+        "ERROR: <input>:1:17: expected type 'int' but found 'string'\n | '%s'.format([1, 'a'])\n | ................^"
+    );
+    opts.homogeneous_exempt_functions.push("format".to_string());
+    let mut b = EnvBuilder::standard(opts);
+    b.add_function(format).expect("fn");
+    let exempt = b.build();
+    assert_eq!(ty(&exempt, "'%s'.format([1, 'a'])"), "string");
+    // Only literals inside the exempt call are exempt.
+    assert!(err(&exempt, "'%s'.format([1]) + string(size([1, 'a']))").contains("found 'string'"));
+}
+
+#[test]
 fn positions_multibyte_tabs_multiline() {
     let env = k8s_env();
     assert_eq!(

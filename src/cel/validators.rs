@@ -18,8 +18,8 @@ pub fn validate(
     issues: &mut Issues,
 ) {
     let root = parsed.expr();
-    let mut nodes: Vec<(&IdedExpr, Vec<&str>)> = Vec::new();
-    collect_post_order(root, &mut nodes);
+    let mut nodes: Vec<(&IdedExpr, bool)> = Vec::new();
+    collect_post_order(root, &options.homogeneous_exempt_functions, &mut nodes);
     let report =
         |issues: &mut Issues, id: u64, msg: String| issues.report(parsed.location(id), id, msg);
     for (name, enabled, check) in [
@@ -60,7 +60,6 @@ pub fn validate(
         }
     }
     if options.homogeneous_aggregate_literals {
-        let exempt = &options.homogeneous_exempt_functions;
         let ty = |id: u64| types.type_of(id).cloned().unwrap_or_else(Type::dyn_type);
         let unwrap_opt = |t: Type| t.param(0).cloned().unwrap_or(t);
         let mismatch = |issues: &mut Issues, id: u64, expected: &Type, actual: &Type| {
@@ -71,10 +70,8 @@ pub fn validate(
                 format!("expected type '{expected}' but found '{actual}'"),
             );
         };
-        for (e, callers) in &nodes {
-            if !matches!(e.expr, Expr::List(_))
-                || callers.iter().any(|c| exempt.iter().any(|x| x == c))
-            {
+        for (e, in_exempt) in &nodes {
+            if !matches!(e.expr, Expr::List(_)) || *in_exempt {
                 continue;
             }
             let Expr::List(list) = &e.expr else { continue };
@@ -95,10 +92,8 @@ pub fn validate(
                 }
             }
         }
-        for (e, callers) in &nodes {
-            if !matches!(e.expr, Expr::Map(_))
-                || callers.iter().any(|c| exempt.iter().any(|x| x == c))
-            {
+        for (e, in_exempt) in &nodes {
+            if !matches!(e.expr, Expr::Map(_)) || *in_exempt {
                 continue;
             }
             let Expr::Map(map) = &e.expr else { continue };
@@ -128,27 +123,30 @@ pub fn validate(
     }
 }
 
-/// Post-order list of nodes with the names of the calls enclosing each (iteratively).
-fn collect_post_order<'e>(root: &'e IdedExpr, out: &mut Vec<(&'e IdedExpr, Vec<&'e str>)>) {
-    // Pre-order collection, then reversed child order gives a post-order equivalent for
-    // reporting purposes (errors are sorted by position before display).
-    let mut callers_of: Vec<(&'e IdedExpr, Vec<&'e str>)> = Vec::new();
-    let mut stack: Vec<(&'e IdedExpr, Vec<&'e str>)> = vec![(root, Vec::new())];
-    while let Some((e, callers)) = stack.pop() {
-        let mut child_callers = callers.clone();
-        if let Expr::Call(c) = &e.expr {
-            child_callers.push(c.func_name.as_str());
-        }
-        let mut kids = Vec::new();
+/// Post-order list of nodes, each with whether it is inside a call of one of the `exempt`
+/// functions (iteratively).
+fn collect_post_order<'e>(
+    root: &'e IdedExpr,
+    exempt: &[String],
+    out: &mut Vec<(&'e IdedExpr, bool)>,
+) {
+    // Pre-order collection with children pushed in reverse, then reversed: parents come
+    // after their subtrees (the report order matters only for errors at the same position).
+    let mut pre: Vec<(&'e IdedExpr, bool)> = Vec::new();
+    let mut stack: Vec<(&'e IdedExpr, bool)> = vec![(root, false)];
+    let mut kids = Vec::new();
+    while let Some((e, in_exempt)) = stack.pop() {
+        let child_exempt =
+            in_exempt || matches!(&e.expr, Expr::Call(c) if exempt.contains(&c.func_name));
+        kids.clear();
         walk_children(e, &mut kids);
-        for k in kids.into_iter().rev() {
-            stack.push((k, child_callers.clone()));
+        for k in kids.iter().rev() {
+            stack.push((k, child_exempt));
         }
-        callers_of.push((e, callers));
+        pre.push((e, in_exempt));
     }
-    // Children were visited after their parents; emit parents after their subtrees.
-    callers_of.reverse();
-    out.extend(callers_of);
+    pre.reverse();
+    out.extend(pre);
 }
 
 fn walk_children<'e>(e: &'e IdedExpr, out: &mut Vec<&'e IdedExpr>) {
@@ -372,7 +370,9 @@ pub fn parse_rfc3339_seconds(s: &str) -> Option<i64> {
 /// repetition counts at most 1000.
 pub fn valid_re2(pattern: &str) -> bool {
     use regex_syntax::ast::{self, Ast};
-    let pattern = expand_quoted_literals(pattern);
+    let Some(pattern) = expand_quoted_literals(pattern) else {
+        return false;
+    };
     let pattern = pattern.as_str();
     let Ok(parsed) = ast::parse::ParserBuilder::new()
         .nest_limit(1000)
@@ -443,7 +443,7 @@ pub fn valid_re2(pattern: &str) -> bool {
 /// Rewrites RE2 syntax that `regex-syntax` spells differently into an equivalent pattern:
 /// `\Q...\E` quoting becomes escaped literals, a `{` that does not start a valid repetition is
 /// a literal in RE2 (`a{,3}`, `a{`), and the empty flag group `(?)` is a plain group.
-fn expand_quoted_literals(pattern: &str) -> String {
+fn expand_quoted_literals(pattern: &str) -> Option<String> {
     fn valid_repeat(rest: &str) -> bool {
         // rest starts after `{`: digits, optionally `,` and digits, then `}`.
         let b = rest.as_bytes();
@@ -464,8 +464,19 @@ fn expand_quoted_literals(pattern: &str) -> String {
     }
     let mut out = String::with_capacity(pattern.len());
     let mut chars = pattern.chars();
+    // Inside `[...]`: RE2 treats `[` (unless `[:name:]`), `&`, `~` as literals and `-` after a
+    // class (`[\d-z]`) as a literal; `regex-syntax` gives them set-operator meanings.
+    let mut in_class = false;
+    let mut class_start = false;
+    let mut prev_was_class = false;
+    let mut prev_was_dash = false;
     while let Some(c) = chars.next() {
+        let was_class = std::mem::replace(&mut prev_was_class, false);
+        let at_start = std::mem::replace(&mut class_start, false);
+        let was_dash = std::mem::replace(&mut prev_was_dash, false);
         match c {
+            // RE2 knows no `\Q` inside a class.
+            '\\' if in_class && chars.as_str().starts_with('Q') => return None,
             '\\' => match chars.next() {
                 Some('Q') => {
                     let rest = chars.as_str();
@@ -479,25 +490,75 @@ fn expand_quoted_literals(pattern: &str) -> String {
                 Some(n) => {
                     out.push('\\');
                     out.push(n);
-                    // `\x{..}`, `\p{..}`, `\P{..}`: the braces belong to the escape.
+                    // `\x{..}`, `\p{..}`, `\P{..}`: the braces belong to the escape;
+                    // `\pL`: so does the one-letter class name.
                     if matches!(n, 'x' | 'p' | 'P') && chars.as_str().starts_with('{') {
                         let rest = chars.as_str();
                         let end = rest.find('}').map_or(rest.len(), |i| i + 1);
                         out.push_str(&rest[..end]);
                         chars = rest[end..].chars();
+                    } else if matches!(n, 'p' | 'P')
+                        && let Some(letter) = chars.next()
+                    {
+                        out.push(letter);
                     }
+                    prev_was_class = matches!(n, 'd' | 'D' | 'w' | 'W' | 's' | 'S' | 'p' | 'P');
                 }
                 None => out.push('\\'),
             },
-            '{' if !valid_repeat(chars.as_str()) => out.push_str("\\{"),
-            '(' if chars.as_str().starts_with("?)") => {
+            ']' if in_class && !at_start => {
+                out.push(']');
+                in_class = false;
+            }
+            ']' if in_class => out.push_str("\\]"),
+            '[' if in_class => {
+                let rest = chars.as_str();
+                match (rest.strip_prefix(':'), rest.find(":]")) {
+                    (Some(_), Some(end)) => {
+                        const NAMES: &[&str] = &[
+                            "alnum", "alpha", "ascii", "blank", "cntrl", "digit", "graph", "lower",
+                            "print", "punct", "space", "upper", "word", "xdigit",
+                        ];
+                        let name = &rest[1..end];
+                        if !NAMES.contains(&name.strip_prefix('^').unwrap_or(name)) {
+                            // RE2: invalid character class range.
+                            return None;
+                        }
+                        out.push('[');
+                        out.push_str(&rest[..end + 2]);
+                        chars = rest[end + 2..].chars();
+                        prev_was_class = true;
+                    }
+                    _ => out.push_str("\\["),
+                }
+            }
+            '&' | '~' if in_class => {
+                out.push('\\');
+                out.push(c);
+            }
+            '-' if in_class && (was_class || was_dash) => out.push_str("\\-"),
+            '-' if in_class => {
+                out.push('-');
+                prev_was_dash = true;
+            }
+            '[' => {
+                out.push('[');
+                in_class = true;
+                class_start = true;
+                if chars.as_str().starts_with('^') {
+                    out.push('^');
+                    chars.next();
+                }
+            }
+            '{' if !in_class && !valid_repeat(chars.as_str()) => out.push_str("\\{"),
+            '(' if !in_class && chars.as_str().starts_with("?)") => {
                 out.push_str("(?:");
                 chars.next();
             }
             _ => out.push(c),
         }
     }
-    out
+    Some(out)
 }
 
 #[cfg(test)]
@@ -565,6 +626,18 @@ mod tests {
         assert!(valid_re2("a{"));
         assert!(valid_re2("(?)"));
         assert!(valid_re2("\\x{10FFFF}\\p{Greek}"));
+        assert!(valid_re2("[\\d-z]"));
+        assert!(valid_re2("[a&&b~~c]"));
+        assert!(valid_re2("[[]"));
+        assert!(valid_re2("[]a]"));
+        assert!(valid_re2("[^]a]"));
+        assert!(valid_re2("[[:alpha:]-]"));
+        assert!(valid_re2("[\\pL-]"));
+        assert!(!valid_re2("[z-a]"));
+        assert!(!valid_re2("[a-\\d]"));
+        assert!(!valid_re2("[a--b]"));
+        assert!(!valid_re2("[[:foo:]]"));
+        assert!(!valid_re2("[\\Q]\\E]"));
         assert!(valid_re2("a{2,3}"));
         assert!(!valid_re2("a{3,2}"));
     }
