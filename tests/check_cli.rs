@@ -524,3 +524,42 @@ fn offline_provider_maps_through_the_openapi_folder_and_crds() {
     // core pods map through the OpenAPI folder; only the cross-product combinations do not
     assert!(!msg.contains("no matches for /v1, Resource=pods"), "{msg}");
 }
+
+/// Golden output of `vapcheck check` (both modes, YAML) for a handful of real policies: the
+/// documentation's examples (typo, audit annotation, match conditions, a variables example
+/// with a genuine string/bool comparison bug) and the samples of `make demo`.
+#[test]
+fn golden_output_for_a_handful_of_policies() {
+    let corpus = shared_dir().join("corpus/policies/kubernetes__website");
+    let mut files: Vec<PathBuf> = [
+        "deploy-replica-policy.example.com--typechecking.yaml",
+        "demo-policy.example.com--validating-admission-policy-audit-annotation.yaml",
+        "demo-policy.example.com--validating-admission-policy-match-conditions.yaml",
+        "image-matches-namespace-environment.policy.example.com.yaml",
+    ]
+    .iter()
+    .map(|f| corpus.join(f))
+    .collect();
+    let samples = Path::new(env!("CARGO_MANIFEST_DIR")).join("config/samples");
+    let mut sample_files: Vec<PathBuf> = std::fs::read_dir(&samples)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    sample_files.sort();
+    files.extend(sample_files);
+    for mode in ["strict", "extended"] {
+        let o = binary()
+            .args(["check", "-o", "yaml", "--mode", mode, "--openapi"])
+            .arg(shared_dir().join("openapi/v1.35"))
+            .args(&files)
+            .output()
+            .unwrap();
+        assert_eq!(
+            o.status.code(),
+            Some(1),
+            "{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        insta::assert_snapshot!(format!("golden_{mode}"), String::from_utf8_lossy(&o.stdout));
+    }
+}
