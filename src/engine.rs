@@ -9,7 +9,7 @@
 use std::sync::Arc;
 
 use crate::cel::{self, Type, TypeKind, TypeProvider};
-use crate::k8s_env::{self, KindDecls, Params, PolicyEnv, Target};
+use crate::k8s_env::{self, KindDecls, KubeVersion, Params, PolicyEnv, Target};
 use crate::policy::{
     self, CheckEnv, EnvRequest, ExpressionChecker, Gvk, ObjectDecl, OutputType, ParamsDecl,
     ParsedExpr, SchemaLookup, SchemaType,
@@ -110,6 +110,9 @@ impl policy::SchemaSource for Schemas {
 pub struct KubeChecker {
     target: Target,
     base: Arc<cel::Env>,
+    /// For [`CheckEnv::notes`]: the pinned release's environment in extended mode, when the
+    /// target is an older version.
+    newer: Option<(Target, Arc<cel::Env>)>,
 }
 
 impl KubeChecker {
@@ -117,7 +120,31 @@ impl KubeChecker {
     /// environment.
     pub fn new(target: Target) -> Result<Self, String> {
         let base = k8s_env::base_env(target).map_err(|e| e.to_string())?;
-        Ok(Self { target, base })
+        Ok(Self {
+            target,
+            base,
+            newer: None,
+        })
+    }
+
+    /// A checker that checks exactly as upstream does at `version` and, in the notes of
+    /// extended mode, names every function `version` does not have yet together with the
+    /// version that introduced it (upstream itself only says `undeclared reference` or
+    /// `found no matching overload`).
+    pub fn with_version_notes(version: KubeVersion) -> Result<Self, String> {
+        let mut checker = Self::new(Target {
+            version,
+            mode: k8s_env::Mode::Upstream,
+        })?;
+        if version < KubeVersion::PINNED {
+            let newer = Target {
+                version,
+                mode: k8s_env::Mode::Extended,
+            };
+            let base = k8s_env::base_env(newer).map_err(|e| e.to_string())?;
+            checker.newer = Some((newer, base));
+        }
+        Ok(checker)
     }
 }
 
@@ -158,31 +185,40 @@ impl ExpressionChecker for KubeChecker {
         };
         let types: Option<Arc<dyn TypeProvider>> =
             (!roots.is_empty()).then(|| Arc::new(RootTypes::new(roots)) as Arc<dyn TypeProvider>);
-        let env = PolicyEnv::with_base(
-            self.target,
-            &self.base,
-            KindDecls {
-                object,
-                params,
-                types,
-            },
-        )
-        .map_err(|e| e.to_string())?;
-        Ok(Box::new(KindEnv { env }))
+        let decls = KindDecls {
+            object,
+            params,
+            types,
+        };
+        let newer = match &self.newer {
+            Some((target, base)) => Some(
+                PolicyEnv::with_base(*target, base, decls.clone()).map_err(|e| e.to_string())?,
+            ),
+            None => None,
+        };
+        let env =
+            PolicyEnv::with_base(self.target, &self.base, decls).map_err(|e| e.to_string())?;
+        Ok(Box::new(KindEnv { env, newer }))
     }
 }
 
 /// One kind's environment ([`CheckEnv`]).
 struct KindEnv {
     env: PolicyEnv,
+    /// The same declarations in the pinned release's extended environment (for notes).
+    newer: Option<PolicyEnv>,
+}
+
+fn downcast(parsed: &ParsedExpr) -> Result<&cel::ParsedExpr, String> {
+    parsed
+        .0
+        .downcast_ref::<cel::ParsedExpr>()
+        .ok_or_else(|| "parsed expression from another backend".to_owned())
 }
 
 impl CheckEnv for KindEnv {
     fn check(&self, parsed: &ParsedExpr) -> Result<OutputType, String> {
-        let parsed = parsed
-            .0
-            .downcast_ref::<cel::ParsedExpr>()
-            .ok_or_else(|| "parsed expression from another backend".to_owned())?;
+        let parsed = downcast(parsed)?;
         match self.env.check(parsed) {
             Ok(types) => Ok(output_type(types.result_type())),
             Err(issues) => Err(issues.to_display_string()),
@@ -190,7 +226,31 @@ impl CheckEnv for KindEnv {
     }
 
     fn declare_variable(&mut self, name: &str, ty: &OutputType) {
-        self.env.declare_variable(name, Some(&from_output_type(ty)));
+        let ty = from_output_type(ty);
+        self.env.declare_variable(name, Some(&ty));
+        if let Some(newer) = &mut self.newer {
+            newer.declare_variable(name, Some(&ty));
+        }
+    }
+
+    /// The functions the target version lacks, found by checking in the pinned release's
+    /// environment (`k8s_env::version_warnings`), as `WARNING: <input>:L:C: function 'f'
+    /// (library l) was introduced in Kubernetes 1.N; the target version is 1.M` lines.
+    fn notes(&self, parsed: &ParsedExpr) -> Option<String> {
+        let newer = self.newer.as_ref()?;
+        let parsed = downcast(parsed).ok()?;
+        let types = newer.check(parsed).ok()?;
+        let mut warnings = newer.version_warnings_of(parsed, &types);
+        // In source order, as cel-go sorts its errors.
+        warnings.sort_by_key(|w| w.location.map(|l| (l.line, l.column)));
+        if warnings.is_empty() {
+            return None;
+        }
+        let lines: Vec<String> = warnings
+            .iter()
+            .map(|w| w.to_display_string(parsed.source()))
+            .collect();
+        Some(lines.join("\n"))
     }
 }
 
@@ -243,7 +303,6 @@ pub type OfflineBackends = (Box<dyn policy::SchemaSource>, Box<dyn ExpressionChe
 /// function that version does not have is an ordinary `undeclared reference` or
 /// `found no matching overload` error.
 pub fn offline_backends(options: &crate::cli::SchemaOptions) -> Result<OfflineBackends, String> {
-    use crate::k8s_env::{KubeVersion, Mode};
     use crate::schema::{FilesConfig, FilesSource};
 
     let files = FilesSource::load(&FilesConfig {
@@ -262,9 +321,110 @@ pub fn offline_backends(options: &crate::cli::SchemaOptions) -> Result<OfflineBa
         Some(v) => KubeVersion::new(v.minor).map_err(|e| e.to_string())?,
         None => KubeVersion::PINNED,
     };
-    let checker = KubeChecker::new(Target {
-        version,
-        mode: Mode::Upstream,
-    })?;
+    let checker = KubeChecker::with_version_notes(version)?;
     Ok((Box::new(Schemas::new(Arc::new(files))), Box::new(checker)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::{CheckOptions, Mode as PolicyMode};
+
+    /// Extended mode names the functions an older target lacks, after upstream's own errors;
+    /// strict mode and the pinned release say only what upstream says.
+    #[test]
+    fn functions_newer_than_the_target_are_named_in_extended_mode() {
+        let text = "semver('1.2.3').isGreaterThan(semver('1.0.0'))";
+        let parsed_ok = |checker: &KubeChecker| {
+            let mut env = checker
+                .environment(&EnvRequest {
+                    gvk: &Gvk::new("apps", "v1", "Deployment"),
+                    object: ObjectDecl::Dyn,
+                    params: ParamsDecl::Absent,
+                })
+                .unwrap_or_else(|e| panic!("{e}"));
+            env.declare_variable("x", &OutputType::Int);
+            let parsed = checker.parse(text).unwrap_or_else(|e| panic!("{e}"));
+            (env.check(&parsed), env.notes(&parsed))
+        };
+        let old = KubeChecker::with_version_notes(KubeVersion::new(32).expect("1.32"))
+            .unwrap_or_else(|e| panic!("{e}"));
+        let (result, notes) = parsed_ok(&old);
+        let err = result.expect_err("semver is not in 1.32");
+        assert!(
+            err.starts_with(
+                "ERROR: <input>:1:7: undeclared reference to 'semver' (in container '')"
+            ),
+            "{err}"
+        );
+        let notes = notes.expect("notes for 1.32");
+        assert_eq!(
+            notes
+                .lines()
+                .filter(|l| l.starts_with("WARNING: "))
+                .collect::<Vec<_>>(),
+            [
+                "WARNING: <input>:1:7: function 'semver' (library kubernetes.Semver) was introduced in Kubernetes 1.33; the target version is 1.32",
+                "WARNING: <input>:1:30: function 'isGreaterThan' (library kubernetes.Semver) was introduced in Kubernetes 1.33; the target version is 1.32",
+                "WARNING: <input>:1:37: function 'semver' (library kubernetes.Semver) was introduced in Kubernetes 1.33; the target version is 1.32",
+            ]
+        );
+        let pinned =
+            KubeChecker::with_version_notes(KubeVersion::PINNED).unwrap_or_else(|e| panic!("{e}"));
+        let (result, notes) = parsed_ok(&pinned);
+        assert_eq!(result, Ok(OutputType::Bool));
+        assert_eq!(notes, None);
+    }
+
+    /// Through the policy layer: the notes are an extra block in extended mode only; strict
+    /// mode keeps upstream's text alone.
+    #[test]
+    fn notes_appear_in_extended_mode_only() {
+        struct Untyped;
+        impl policy::SchemaSource for Untyped {
+            fn resolve(&self, _gvk: &Gvk) -> Result<SchemaLookup, policy::SchemaError> {
+                Ok(SchemaLookup::Untyped)
+            }
+        }
+        let policy: k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicy =
+            serde_json::from_value(serde_json::json!({
+                "metadata": {"name": "p", "generation": 1},
+                "spec": {
+                    "matchConstraints": {"resourceRules": [{
+                        "apiGroups": ["apps"], "apiVersions": ["v1"],
+                        "operations": ["CREATE"], "resources": ["deployments"]}]},
+                    "validations": [{"expression": "semver('1.0.0').major() == 1"}]
+                }
+            }))
+            .unwrap_or_else(|e| panic!("{e}"));
+        let mapper = crate::policy::DiscoveryRestMapper::new(
+            crate::policy::restmapper::tests::sample_discovery(),
+        );
+        let checker = KubeChecker::with_version_notes(KubeVersion::new(32).expect("1.32"))
+            .unwrap_or_else(|e| panic!("{e}"));
+        let backends = crate::policy::Backends {
+            rest_mapper: &mapper,
+            discovery: None,
+            schemas: &Untyped,
+            checker: &checker,
+        };
+        let warning = |mode| {
+            let options = CheckOptions {
+                mode,
+                ..CheckOptions::default()
+            };
+            let status = crate::policy::check_policy(&policy, &options, &backends);
+            status.expression_warnings[0].warning.clone()
+        };
+        let strict = warning(PolicyMode::Strict);
+        let extended = warning(PolicyMode::Extended);
+        assert!(!strict.contains("WARNING"), "{strict}");
+        assert!(extended.starts_with(&strict), "{extended}");
+        assert!(
+            extended[strict.len()..].contains(
+                "WARNING: <input>:1:7: function 'semver' (library kubernetes.Semver) was introduced in Kubernetes 1.33; the target version is 1.32"
+            ),
+            "{extended}"
+        );
+    }
 }

@@ -10,7 +10,7 @@ use serde_json::Value;
 
 use crate::config::{self, Config};
 use crate::engine::{KubeChecker, Schemas};
-use crate::k8s_env::{self, KubeVersion, Target};
+use crate::k8s_env::KubeVersion;
 use crate::policy::discovery::discovery_from_aggregated;
 use crate::policy::{
     Backends, CheckOptions, DiscoveryRestMapper, Mode, PolicyStatus, check_policy,
@@ -55,10 +55,7 @@ impl LiveInputs {
             Limits::default(),
             ConvertOptions::default(),
         ));
-        let checker = KubeChecker::new(Target {
-            version: target_version(config, server),
-            mode: k8s_env::Mode::Upstream,
-        })?;
+        let checker = KubeChecker::with_version_notes(target_version(config, server))?;
         let mode = match config.mode {
             config::Mode::Extended => Mode::Extended,
             config::Mode::Strict => Mode::Strict,

@@ -121,4 +121,11 @@ pub trait CheckEnv {
     /// Adds (or replaces) the field `name` of `variables` with type `ty` (already converted
     /// with [`OutputType::variable_decl_type`]).
     fn declare_variable(&mut self, name: &str, ty: &OutputType);
+
+    /// Extended mode only: what upstream does not say about an expression but a user should
+    /// know, in cel-go's display format (e.g. a function the target Kubernetes version does
+    /// not have yet, with the version that introduced it). `None` when there is nothing.
+    fn notes(&self, _parsed: &ParsedExpr) -> Option<String> {
+        None
+    }
 }

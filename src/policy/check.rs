@@ -319,6 +319,12 @@ fn check_kind(
                 .unwrap_or_else(|| check(env.as_ref(), site.expression)),
             _ => check(env.as_ref(), site.expression),
         };
+        if mode == Mode::Extended
+            && let Some(Ok(p)) = parsed.get(site.expression)
+            && let Some(notes) = env.notes(p)
+        {
+            push(results, i, site.field, KindOutcome::Issues(notes), false);
+        }
         match result {
             Err(issues) => push(results, i, site.field, KindOutcome::Issues(issues), true),
             Ok(out) => {
