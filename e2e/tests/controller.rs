@@ -408,17 +408,19 @@ async fn steady_state_and_restart_cause_no_writes_with_upstream_running() -> any
             .replace("resources: [\"deployments\"]", "resources: [\"*\"]"),
     )
     .await?;
-    // Converged: vapcheck's conditions are there and upstream has written its typeChecking
-    // for this generation too (its manager appears in managedFields).
+    // Converged: vapcheck's conditions are there. Upstream writes once per generation, and
+    // only while `status.observedGeneration` is behind: when vapcheck wrote first, upstream
+    // skips the policy (a race either way), so its manager may or may not appear. Both
+    // outcomes must end quiet; the wildcard policy shows the convergence when upstream did
+    // write (checked below).
     for name in names {
-        wait_for_policy(&client, name, "written by vapcheck and upstream", |p, _| {
-            let m = managers(p);
-            m.contains(&"vapcheck".to_owned())
-                && m.contains(&"validatingadmissionpolicy-status".to_owned())
+        wait_for_policy(&client, name, "written by vapcheck", |p, _| {
+            managers(p).contains(&"vapcheck".to_owned())
         })
         .await?;
     }
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    // Time for upstream's single write per generation, and vapcheck's answer to it.
+    tokio::time::sleep(Duration::from_secs(5)).await;
     let mut before = Vec::new();
     for name in names {
         before.push(resource_version(&api, name).await?);
