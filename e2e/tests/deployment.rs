@@ -561,6 +561,15 @@ async fn manifests_rbac_is_sufficient_and_least_privilege_and_metrics_parse() ->
     .await
     .with_context(|| controller.log_text())?;
     eprintln!("e2e: ready after {:.1?}", started.elapsed());
+    let (_, _, body) = http_get(&health_addr, "/readyz", None)?;
+    for line in [
+        "[+]caches-synced ok",
+        "[+]leader-election ok",
+        "[+]shutdown ok",
+        "readyz check passed",
+    ] {
+        ensure!(body.lines().any(|l| l == line), "/readyz body {body:?}");
+    }
     let (code, _, body) = http_get(&health_addr, "/healthz", None)?;
     ensure!(code == 200, "/healthz {code}: {body}");
 
@@ -641,8 +650,9 @@ spec:
         .filter(|f| f.subresource.as_deref() == Some("status"))
         .filter_map(|f| f.manager.clone())
         .collect();
+    // docs/operations.md: vapcheck's field manager is `vapcheck`.
     ensure!(
-        managers.iter().any(|m| m.contains("vapcheck")),
+        managers.iter().any(|m| m == "vapcheck"),
         "status managers {managers:?}"
     );
 
@@ -776,6 +786,46 @@ spec:
         samples.iter().any(|(n, _, _)| n == "vapcheck_build_info"),
         "no vapcheck_build_info"
     );
+    // The alerts of manifests/monitoring select these series; with one policy with warnings
+    // and a leader, VapcheckPolicyExpressionWarnings would fire and VapcheckNoLeader would not.
+    let rules =
+        std::fs::read_to_string(repo_root().join("manifests/monitoring/prometheusrule.yaml"))?;
+    for selector in [
+        "controller_runtime_reconcile_errors_total{controller=\"vapcheck\"}",
+        "max by (policy) (vapcheck_policy_expression_warnings) > 0",
+        "leader_election_master_status{name=\"vapcheck\"}",
+        "vapcheck_schema_fetches_total{result=~\"error|forbidden\"}",
+    ] {
+        ensure!(
+            rules.contains(selector),
+            "the alerts no longer use {selector}"
+        );
+    }
+    get(
+        "controller_runtime_reconcile_errors_total",
+        &[("controller", "vapcheck")],
+    )?;
+    // The first fetch counts (the poll interval has not passed for sure), and the
+    // ServiceAccount may read every OpenAPI document: no forbidden or failed fetches.
+    ensure!(get("vapcheck_schema_fetches_total", &[("result", "success")])? >= 1.0);
+    for result in ["forbidden", "not_found", "error"] {
+        let n = sample(
+            &samples,
+            "vapcheck_schema_fetches_total",
+            &[("result", result)],
+        );
+        ensure!(
+            n.unwrap_or(0.0) == 0.0,
+            "vapcheck_schema_fetches_total{{result={result:?}}} = {n:?}"
+        );
+    }
+    ensure!(get("vapcheck_schema_cache_kinds", &[])? > 0.0);
+    let most_warnings = samples
+        .iter()
+        .filter(|(n, _, _)| n == "vapcheck_policy_expression_warnings")
+        .map(|s| s.2)
+        .fold(0.0, f64::max);
+    ensure!(most_warnings > 0.0, "the warnings alert would not fire");
     eprintln!(
         "e2e: /metrics parsed, {} samples; reconcile successes {successes}, API requests {requests}",
         samples.len()
@@ -826,6 +876,16 @@ spec:
         status.success(),
         "exit {status}:\n{}",
         controller.log_text()
+    );
+    // docs/operations.md: a stopping leader releases its Lease, so a standby takes over at once.
+    let lease = leases.get(LEASE).await?;
+    let holder = lease
+        .spec
+        .and_then(|s| s.holder_identity)
+        .unwrap_or_default();
+    ensure!(
+        holder.is_empty(),
+        "the stopped leader did not release the lease (holder {holder:?})"
     );
     let log = controller.log_text();
     ensure!(
