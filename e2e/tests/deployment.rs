@@ -438,13 +438,14 @@ fn sample(samples: &[Sample], name: &str, labels: &[(&str, &str)]) -> Option<f64
         .map(|s| s.2)
 }
 
-fn forbidden<T: std::fmt::Debug>(what: &str, result: Result<T, kube::Error>) -> anyhow::Result<()> {
+fn forbidden<T>(what: &str, result: Result<T, kube::Error>) -> anyhow::Result<()> {
     match result {
         Err(kube::Error::Api(status)) if status.code == 403 && status.is_forbidden() => {
             eprintln!("e2e: {what}: forbidden, as it must be ({})", status.message);
             Ok(())
         }
-        other => bail!("{what}: expected 403 Forbidden, got {other:?}"),
+        Err(other) => bail!("{what}: expected 403 Forbidden, got {other}"),
+        Ok(_) => bail!("{what}: expected 403 Forbidden, but the ServiceAccount was allowed"),
     }
 }
 
@@ -539,18 +540,24 @@ async fn manifests_rbac_is_sufficient_and_least_privilege_and_metrics_parse() ->
     );
 
     let started = Instant::now();
-    let health_addr = wait_for("vapcheck to pass preflight and serve", DEADLINE, || {
-        let exited = controller.child.try_wait();
-        let addr = controller.logged_addr("health");
-        let log = controller.log_text();
-        async move {
-            if let Ok(Some(status)) = exited {
-                bail!("vapcheck exited early ({status}):\n{log}");
-            }
-            Ok(addr)
+    // Not `wait_for`: an exit (a failed preflight names the missing permission) ends the wait.
+    let health_addr = loop {
+        if let Some(status) = controller.child.try_wait()? {
+            bail!(
+                "vapcheck exited early ({status}):\n{}",
+                controller.log_text()
+            );
         }
-    })
-    .await?;
+        if let Some(addr) = controller.logged_addr("health") {
+            break addr;
+        }
+        ensure!(
+            started.elapsed() < DEADLINE,
+            "vapcheck did not start serving within {DEADLINE:?}:\n{}",
+            controller.log_text()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
     let metrics_addr = controller
         .logged_addr("metrics")
         .context("no metrics address logged")?;
