@@ -11,6 +11,7 @@ use serde_json::Value;
 use crate::config::{self, Config};
 use crate::engine::{KubeChecker, Schemas};
 use crate::k8s_env::KubeVersion;
+use crate::metrics::SchemaFetchResult;
 use crate::policy::discovery::discovery_from_aggregated;
 use crate::policy::{
     Backends, CheckOptions, DiscoveryRestMapper, Mode, PolicyStatus, check_policy,
@@ -89,14 +90,20 @@ impl LiveInputs {
 
     /// Polls the OpenAPI index (downloading changed documents); re-reads discovery when
     /// anything changed or on the first call. Returns what changed.
-    pub async fn refresh(&self) -> Result<Changes, String> {
-        let changes = self.live.poll().await.map_err(|e| e.to_string())?;
+    pub async fn refresh(&self) -> Result<Changes, RefreshError> {
+        let changes = self.live.poll().await.map_err(|e| RefreshError {
+            result: fetch_error_result(e.source.as_ref()),
+            message: e.to_string(),
+        })?;
         let first = self.read_mapper().is_none();
         if first || !changes.is_empty() {
-            let core = self.aggregated("/api").await?;
-            let apis = self.aggregated("/apis").await?;
-            let mut groups = discovery_from_aggregated(&core)?;
-            groups.extend(discovery_from_aggregated(&apis)?);
+            let core = self.aggregated("/api").await.map_err(RefreshError::other)?;
+            let apis = self
+                .aggregated("/apis")
+                .await
+                .map_err(RefreshError::other)?;
+            let mut groups = discovery_from_aggregated(&core).map_err(RefreshError::other)?;
+            groups.extend(discovery_from_aggregated(&apis).map_err(RefreshError::other)?);
             let mapper = Arc::new(DiscoveryRestMapper::new(groups));
             *self.mapper.write().unwrap_or_else(|p| p.into_inner()) = Some(mapper);
         }
@@ -133,9 +140,97 @@ impl LiveInputs {
     }
 }
 
+/// A failed [`LiveInputs::refresh`]: the message and how `vapcheck_schema_fetches_total`
+/// counts it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RefreshError {
+    /// `forbidden` or `not_found` when the API server answered 403 or 404, else `error`.
+    pub result: SchemaFetchResult,
+    /// What failed and why.
+    pub message: String,
+}
+
+impl RefreshError {
+    fn other(message: String) -> RefreshError {
+        RefreshError {
+            result: SchemaFetchResult::Error,
+            message,
+        }
+    }
+}
+
+impl std::fmt::Display for RefreshError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+/// How a failed request counts in `vapcheck_schema_fetches_total`: by the API server's status
+/// code when it answered, else `error`.
+fn fetch_error_result(
+    error: &(dyn std::error::Error + Send + Sync + 'static),
+) -> SchemaFetchResult {
+    match error.downcast_ref::<kube::Error>() {
+        Some(kube::Error::Api(status)) if status.code == 403 => SchemaFetchResult::Forbidden,
+        Some(kube::Error::Api(status)) if status.code == 404 => SchemaFetchResult::NotFound,
+        _ => SchemaFetchResult::Error,
+    }
+}
+
+/// How one refresh counts in `vapcheck_schema_fetches_total`: `unchanged` when nothing
+/// changed, `error` when some documents could not be downloaded (the rest were), `success`
+/// otherwise, and the failure's own result when the refresh failed.
+pub fn fetch_result(refreshed: &Result<Changes, RefreshError>) -> SchemaFetchResult {
+    match refreshed {
+        Ok(changes) if !changes.failed.is_empty() => SchemaFetchResult::Error,
+        Ok(changes) if changes.is_empty() => SchemaFetchResult::Unchanged,
+        Ok(_) => SchemaFetchResult::Success,
+        Err(e) => e.result,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn refresh_results_count_by_outcome() {
+        let gv = || schema::GroupVersion::new("apps", "v1");
+        assert_eq!(
+            fetch_result(&Ok(Changes::default())),
+            SchemaFetchResult::Unchanged
+        );
+        let added = Changes {
+            added: vec![gv()],
+            ..Changes::default()
+        };
+        assert_eq!(fetch_result(&Ok(added)), SchemaFetchResult::Success);
+        let failed = Changes {
+            added: vec![gv()],
+            failed: vec![gv()],
+            ..Changes::default()
+        };
+        assert_eq!(fetch_result(&Ok(failed)), SchemaFetchResult::Error);
+        let status = |code: u16| {
+            kube::Error::Api(Box::new(kube::core::Status {
+                code,
+                ..kube::core::Status::default()
+            }))
+        };
+        assert_eq!(
+            fetch_error_result(&status(403)),
+            SchemaFetchResult::Forbidden
+        );
+        assert_eq!(
+            fetch_error_result(&status(404)),
+            SchemaFetchResult::NotFound
+        );
+        assert_eq!(fetch_error_result(&status(500)), SchemaFetchResult::Error);
+        let io = std::io::Error::other("connection refused");
+        assert_eq!(fetch_error_result(&io), SchemaFetchResult::Error);
+        let err = RefreshError::other("x".into());
+        assert_eq!(fetch_result(&Err(err)), SchemaFetchResult::Error);
+    }
 
     fn info(minor: &str) -> Info {
         Info {

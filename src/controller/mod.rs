@@ -35,7 +35,6 @@ use tracing::{Instrument, debug, error, info, info_span, warn};
 
 use crate::config::{Config, StatusMode};
 use crate::health::{ElectionState, Health, HttpServers, Readiness, Shutdown};
-use crate::metrics::SchemaFetchResult;
 use crate::metrics::{Metrics, PolicyState, PolicyStateCounts, ReconcileResult, StatusWriteResult};
 use crate::policy::PolicyStatus;
 
@@ -410,11 +409,7 @@ async fn poll_schemas(ctx: Arc<Context>, shutdown: Shutdown) {
         }
         ctx.forget_deleted();
         let refreshed = ctx.inputs.refresh().await;
-        ctx.metrics.schema_fetch(match &refreshed {
-            Ok(c) if c.is_empty() => SchemaFetchResult::Unchanged,
-            Ok(_) => SchemaFetchResult::Success,
-            Err(_) => SchemaFetchResult::Error,
-        });
+        ctx.metrics.schema_fetch(inputs::fetch_result(&refreshed));
         ctx.metrics.set_schema_cache_kinds(ctx.inputs.kind_count());
         match refreshed {
             Ok(changes) if changes.is_empty() => {}
@@ -654,7 +649,10 @@ pub async fn main(config: Config) -> anyhow::Result<()> {
     // The first read of discovery and schemas; retried until it works or we are stopped.
     let mut delay = Duration::from_millis(500);
     loop {
-        match inputs.refresh().await {
+        // Counted like the later polls, so the first fetch (and its failures) show.
+        let refreshed = inputs.refresh().await;
+        metrics.schema_fetch(inputs::fetch_result(&refreshed));
+        match refreshed {
             Ok(_) => break,
             Err(e) => {
                 warn!(error = %e, "reading discovery and schemas failed; retrying");
@@ -666,6 +664,7 @@ pub async fn main(config: Config) -> anyhow::Result<()> {
             }
         }
     }
+    metrics.set_schema_cache_kinds(inputs.kind_count());
     readiness.set_caches_synced(true);
 
     let identity = identity();
