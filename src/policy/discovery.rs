@@ -111,12 +111,72 @@ fn gvk_of_operation(path_item: &Value) -> Option<(String, String, String)> {
     None
 }
 
+/// The kind of an OpenAPI v3 body schema: `{"$ref": "#/components/schemas/<name>"}` (or an
+/// `allOf` holding just that) pointing at a component of `doc` with exactly one
+/// `x-kubernetes-group-version-kind`.
+fn gvk_of_body_schema(doc: &Value, schema: &Value) -> Option<(String, String, String)> {
+    let reference = match schema.get("$ref").and_then(Value::as_str) {
+        Some(r) => r,
+        None => match schema
+            .get("allOf")
+            .and_then(Value::as_array)
+            .map(Vec::as_slice)
+        {
+            Some([only]) => only.get("$ref").and_then(Value::as_str)?,
+            _ => return None,
+        },
+    };
+    let name = reference.strip_prefix("#/components/schemas/")?;
+    let component = doc.get("components")?.get("schemas")?.get(name)?;
+    let gvk = match component.get("x-kubernetes-group-version-kind")? {
+        Value::Array(list) => match list.as_slice() {
+            [one] => one,
+            _ => return None,
+        },
+        other => other,
+    };
+    let s = |k: &str| gvk.get(k).and_then(Value::as_str).map(str::to_owned);
+    Some((s("group")?, s("version")?, s("kind")?))
+}
+
+/// The kind of the body a subresource path exchanges: the `application/json` schema of the
+/// `200`/`201` response of `get`, `put` or `post`, then of their request body. Needed because the
+/// CRD OpenAPI builder (apiextensions-apiserver v0.37.1 `pkg/controller/openapi/builder`) puts
+/// the CRD's own kind in `x-kubernetes-group-version-kind` on every route, `/scale` included,
+/// while the body there is `autoscaling/v1 Scale`. For built-in subresources the body kind and
+/// the operation's kind agree wherever there is a body (checked on the v1.35 documents).
+fn gvk_of_subresource_body(doc: &Value, path_item: &Value) -> Option<(String, String, String)> {
+    let json_schema = |v: Option<&Value>| {
+        v.and_then(|b| b.get("content"))
+            .and_then(|c| c.get("application/json"))
+            .and_then(|m| m.get("schema"))
+            .and_then(|schema| gvk_of_body_schema(doc, schema))
+    };
+    for method in ["get", "put", "post"] {
+        let Some(op) = path_item.get(method) else {
+            continue;
+        };
+        let responses = op.get("responses");
+        for code in ["200", "201"] {
+            if let Some(gvk) = json_schema(responses.and_then(|r| r.get(code))) {
+                return Some(gvk);
+            }
+        }
+        if let Some(gvk) = json_schema(op.get("requestBody")) {
+            return Some(gvk);
+        }
+    }
+    None
+}
+
 /// Builds a discovery snapshot from OpenAPI v3 documents of group versions (`api/v1`,
 /// `apis/<group>/<version>`), reading their `paths`:
 /// `/api/v1[/namespaces/{namespace}]/<resource>[/{name}[/<subresource>]]` and the
 /// `/apis/<group>/<version>/...` equivalent; `watch/` paths are ignored. The kind comes from
 /// the operations' `x-kubernetes-group-version-kind` (subresources keep theirs, e.g.
-/// `deployments/scale` → `autoscaling/v1 Scale`). Singular names are not published in
+/// `deployments/scale` → `autoscaling/v1 Scale`), except that a subresource whose request or
+/// response body is a kind takes that kind (a CRD's `widgets/scale` → `autoscaling/v1 Scale`,
+/// where the operation names `Widget`). Singular names are not published in
 /// OpenAPI, so they are left empty (the REST mapper guesses them from the kind, as
 /// client-go does for servers without singular names).
 pub fn discovery_from_openapi<'a>(
@@ -147,15 +207,18 @@ pub fn discovery_from_openapi<'a>(
                 ["namespaces", "{namespace}", tail @ ..] if !tail.is_empty() => (true, tail),
                 s => (false, s),
             };
-            let name = match segments {
-                [resource] | [resource, "{name}"] => (*resource).to_owned(),
-                [resource, "{name}", sub, ..] => format!("{resource}/{sub}"),
+            let (name, is_subresource) = match segments {
+                [resource] | [resource, "{name}"] => ((*resource).to_owned(), false),
+                [resource, "{name}", sub, ..] => (format!("{resource}/{sub}"), true),
                 _ => continue,
             };
             if name.starts_with('{') {
                 continue;
             }
-            let Some((kg, kv, kind)) = gvk_of_operation(item) else {
+            let body_kind = is_subresource
+                .then(|| gvk_of_subresource_body(doc, item))
+                .flatten();
+            let Some((kg, kv, kind)) = body_kind.or_else(|| gvk_of_operation(item)) else {
                 continue;
             };
             // Like API discovery: group and version are given when the kind's group version
@@ -461,6 +524,65 @@ mod tests {
             m.kinds_for(&Gvr::new("apps", "v1", "deployment"))
                 .map(|k| k[0].to_string()),
             Ok("apps/v1, Kind=Deployment".to_owned())
+        );
+    }
+
+    /// A CRD document as the API server publishes it: every route names the CRD's kind, the
+    /// scale route's bodies are `autoscaling/v1 Scale`.
+    #[test]
+    fn crd_scale_subresource_takes_the_kind_of_its_body() {
+        let widget = serde_json::json!({"group": "example.com", "version": "v1", "kind": "Widget"});
+        let body = |name: &str| serde_json::json!({"content": {"application/json": {"schema": {"$ref": format!("#/components/schemas/{name}")}}}});
+        let doc = serde_json::json!({
+            "paths": {
+                "/apis/example.com/v1/namespaces/{namespace}/widgets/{name}": {
+                    "get": {"x-kubernetes-group-version-kind": widget, "responses": {"200": body("com.example.v1.Widget")}}
+                },
+                "/apis/example.com/v1/namespaces/{namespace}/widgets/{name}/scale": {
+                    "get": {"x-kubernetes-group-version-kind": widget, "responses": {"200": body("io.k8s.api.autoscaling.v1.Scale")}},
+                    "put": {"x-kubernetes-group-version-kind": widget, "requestBody": body("io.k8s.api.autoscaling.v1.Scale")}
+                },
+                "/apis/example.com/v1/namespaces/{namespace}/widgets/{name}/status": {
+                    "get": {"x-kubernetes-group-version-kind": widget, "responses": {"200": body("com.example.v1.Widget")}}
+                },
+                // No body kind (a string, or a component without a kind): the operation's kind.
+                "/apis/example.com/v1/namespaces/{namespace}/widgets/{name}/log": {
+                    "get": {"x-kubernetes-group-version-kind": widget, "responses": {"200": body("com.example.v1.Plain")}}
+                },
+                "/apis/example.com/v1/namespaces/{namespace}/widgets/{name}/proxy": {
+                    "get": {"x-kubernetes-group-version-kind": widget, "responses": {"200": {"content": {"*/*": {"schema": {"type": "string"}}}}}}
+                }
+            },
+            "components": {"schemas": {
+                "com.example.v1.Widget": {"type": "object", "x-kubernetes-group-version-kind": [widget]},
+                "com.example.v1.Plain": {"type": "object"},
+                "io.k8s.api.autoscaling.v1.Scale": {"type": "object", "x-kubernetes-group-version-kind": [
+                    {"group": "autoscaling", "version": "v1", "kind": "Scale"}
+                ]}
+            }}
+        });
+        let d = discovery_from_openapi([&doc]);
+        let listed: Vec<String> = d[0].versions[0]
+            .resources
+            .iter()
+            .map(|r| format!("{} {} {:?}/{:?}", r.name, r.kind, r.group, r.version))
+            .collect();
+        assert_eq!(
+            listed,
+            [
+                "widgets Widget None/None",
+                "widgets/log Widget None/None",
+                "widgets/proxy Widget None/None",
+                "widgets/scale Scale Some(\"autoscaling\")/Some(\"v1\")",
+                "widgets/status Widget None/None",
+            ]
+        );
+        // The resource itself still maps to its own kind.
+        let m = DiscoveryRestMapper::new(d);
+        assert_eq!(
+            m.kinds_for(&Gvr::new("example.com", "v1", "widgets"))
+                .map(|k| k[0].to_string()),
+            Ok("example.com/v1, Kind=Widget".to_owned())
         );
     }
 
