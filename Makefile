@@ -2,7 +2,7 @@
 # e2e/cluster/ so that it can also be run by hand.
 SHELL := /bin/bash
 
-.PHONY: test demo build cluster-binaries lint
+.PHONY: test demo build cluster-binaries lint fuzz-smoke
 
 ## make test: unit, integration and cluster (e2e) tests; the e2e tests start their own control
 ## plane (built from the pinned Kubernetes release on first use, then cached).
@@ -12,6 +12,13 @@ test:
 	e2e/cluster/build
 	cargo test --all-targets --no-fail-fast
 	cargo test --doc
+	$(MAKE) fuzz-smoke
+
+## A 30-second fuzzing smoke run of parse + check (cargo-fuzz on stable, no sanitizer; a
+## longer run: fuzz/run-smoke.sh 3600, see docs/cel-checker.md).
+fuzz-smoke:
+	@command -v cargo-fuzz >/dev/null 2>&1 || cargo install cargo-fuzz --locked
+	FUZZ_DEV=1 fuzz/run-smoke.sh 30
 
 ## make demo: build, start a local control plane with the upstream status controller, apply the
 ## sample policies from config/samples/, show their status with kubectl, stop the control plane.
