@@ -11,15 +11,9 @@ use vapcheck::k8s_env::{
     KindDecls, KubeVersion, Mode, Params, PolicyEnv, Target, base_env, build_base_env, compile,
 };
 
+/// `$VAPCHECK_SHARED`, then `<repository>/../shared`, then `/work/shared`.
 fn shared_dir() -> PathBuf {
-    if let Ok(d) = std::env::var("VAPCHECK_SHARED") {
-        return PathBuf::from(d);
-    }
-    let near = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared");
-    if near.is_dir() {
-        return near;
-    }
-    PathBuf::from("/work/shared")
+    vapcheck::schema::shared_dir()
 }
 
 fn collect_files(dir: &Path, out: &mut Vec<PathBuf>) {

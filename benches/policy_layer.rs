@@ -7,7 +7,7 @@
 //!
 //! Run: `cargo bench --bench policy_layer`.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -19,15 +19,9 @@ use vapcheck::policy::{
     types_to_check,
 };
 
+/// `$VAPCHECK_SHARED`, then `<repository>/../shared`, then `/work/shared`.
 fn shared_dir() -> PathBuf {
-    if let Some(d) = std::env::var_os("VAPCHECK_SHARED") {
-        return PathBuf::from(d);
-    }
-    let beside = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared");
-    if beside.is_dir() {
-        return beside;
-    }
-    PathBuf::from("/work/shared")
+    vapcheck::schema::shared_dir()
 }
 
 struct AllUntyped;

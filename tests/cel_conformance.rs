@@ -8,15 +8,9 @@ use std::sync::Arc;
 
 use vapcheck::cel::{Env, EnvBuilder, EnvOptions, FunctionDecl, OverloadDecl, Type, compile};
 
+/// `$VAPCHECK_SHARED`, then `<repository>/../shared`, then `/work/shared`.
 fn shared_dir() -> PathBuf {
-    if let Ok(d) = std::env::var("VAPCHECK_SHARED") {
-        return PathBuf::from(d);
-    }
-    let near = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared");
-    if near.is_dir() {
-        return near;
-    }
-    PathBuf::from("/work/shared")
+    vapcheck::schema::shared_dir()
 }
 
 // ---------- a small textproto reader ----------

@@ -16,16 +16,9 @@ use vapcheck::policy::{
     SchemaSource, SchemaType,
 };
 
-/// `$VAPCHECK_SHARED`, then `<manifest>/../shared`, then `/work/shared`.
+/// `$VAPCHECK_SHARED`, then `<repository>/../shared`, then `/work/shared`.
 fn shared_dir() -> PathBuf {
-    if let Some(d) = std::env::var_os("VAPCHECK_SHARED") {
-        return PathBuf::from(d);
-    }
-    let beside = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared");
-    if beside.is_dir() {
-        return beside;
-    }
-    PathBuf::from("/work/shared")
+    vapcheck::schema::shared_dir()
 }
 
 /// Schemas: Deployment has `spec` only; Pod has no schema.

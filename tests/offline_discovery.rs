@@ -1,7 +1,7 @@
 //! The offline discovery built from `../shared/openapi/v1.35`, and kind selection over the
 //! whole policy corpus with it.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use vapcheck::cli::discovery::offline_discovery;
 use vapcheck::cli::read_inputs;
@@ -10,15 +10,9 @@ use vapcheck::policy::{
     types_to_check_extended,
 };
 
+/// `$VAPCHECK_SHARED`, then `<repository>/../shared`, then `/work/shared`.
 fn shared_dir() -> PathBuf {
-    if let Some(d) = std::env::var_os("VAPCHECK_SHARED") {
-        return PathBuf::from(d);
-    }
-    let beside = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared");
-    if beside.is_dir() {
-        return beside;
-    }
-    PathBuf::from("/work/shared")
+    vapcheck::schema::shared_dir()
 }
 
 fn mapper() -> DiscoveryRestMapper {

@@ -29,15 +29,9 @@ fn discovery_dir() -> Option<PathBuf> {
     }
 }
 
+/// `$VAPCHECK_SHARED`, then `<repository>/../shared`, then `/work/shared`.
 fn shared_dir() -> PathBuf {
-    if let Some(d) = std::env::var_os("VAPCHECK_SHARED") {
-        return PathBuf::from(d);
-    }
-    let beside = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared");
-    if beside.is_dir() {
-        return beside;
-    }
-    PathBuf::from("/work/shared")
+    vapcheck::schema::shared_dir()
 }
 
 fn json(path: &Path) -> Value {

@@ -137,31 +137,8 @@ pub enum Params {
 }
 
 /// The reserved words of the CEL grammar (Kubernetes pkg/cel/escaping.go
-/// `celReservedSymbols`); schema property names equal to one of them are exposed as
-/// `__<word>__`.
-pub const CEL_RESERVED_SYMBOLS: &[&str] = &[
-    "true",
-    "false",
-    "null",
-    "in",
-    "as",
-    "break",
-    "const",
-    "continue",
-    "else",
-    "for",
-    "function",
-    "if",
-    "import",
-    "let",
-    "loop",
-    "package",
-    "namespace",
-    "return",
-    "var",
-    "void",
-    "while",
-];
+/// `celReservedSymbols`), shared with the schema conversion that escapes them.
+pub use crate::schema::escape::CEL_RESERVED_SYMBOLS;
 
 /// Wraps the caller's provider of object/params types with the keyword fallback of
 /// Kubernetes' `DeclTypeProvider.FindStructFieldType`: a field that is not found and is a
