@@ -4,7 +4,10 @@ use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use vapcheck::cli::{CheckArgs, CheckEnvironment, OfflineProvider, run_check};
+use vapcheck::cli::{
+    BackendProvider, CheckArgs, CheckEnvironment, LoadedBackends, OfflineProvider, SchemaOptions,
+    run_check,
+};
 
 /// Type-checks the CEL expressions of Kubernetes ValidatingAdmissionPolicies.
 #[derive(Debug, Parser)]
@@ -78,13 +81,32 @@ fn main() -> ExitCode {
                 kubeconfig_env: std::env::var_os("KUBECONFIG"),
                 in_cluster: std::env::var_os("KUBERNETES_SERVICE_HOST").is_some(),
             };
-            // REST mapping and discovery come from --openapi/--crd; schemas from the same
-            // files, converted by src/schema; checking in the Kubernetes CEL environment.
+            // REST mapping, discovery and schemas from --openapi/--crd when given, else from
+            // the live cluster; checking in the Kubernetes CEL environment.
             let factory = |options: &vapcheck::cli::SchemaOptions, _: &[_]| {
                 vapcheck::engine::offline_backends(options)
             };
-            let code = run_check(&args, &OfflineProvider { factory: &factory }, env);
+            let provider = FilesOrLive {
+                files: OfflineProvider { factory: &factory },
+            };
+            let code = run_check(&args, &provider, env);
             ExitCode::from(u8::try_from(code).unwrap_or(2))
+        }
+    }
+}
+
+/// `vapcheck check`'s schema source: the files of `--openapi`/`--crd` when any is given,
+/// else the live cluster (`--kubeconfig`, `$KUBECONFIG`, or the pod's service account).
+struct FilesOrLive<'a> {
+    files: OfflineProvider<'a>,
+}
+
+impl BackendProvider for FilesOrLive<'_> {
+    fn load(&self, options: &SchemaOptions) -> Result<LoadedBackends, String> {
+        if options.openapi.is_some() || !options.crds.is_empty() {
+            self.files.load(options)
+        } else {
+            vapcheck::cli::live::LiveProvider.load(options)
         }
     }
 }

@@ -170,3 +170,41 @@ spec:
     assert_eq!(stored[0].data["spec"]["size"], 2);
     Ok(())
 }
+
+/// `vapcheck check --kubeconfig` reads mapping, discovery and schemas from the live API server
+/// and, in strict mode, prints exactly the warning upstream's controller writes for the same
+/// policy on the same server.
+#[tokio::test]
+async fn check_command_against_the_live_cluster_matches_upstream() -> anyhow::Result<()> {
+    let cluster = shared_cluster()?;
+    let client = cluster.client().await?;
+    apply_yaml(&client, &sample("replica-typo.yaml")?).await?;
+    let status = wait_for_type_checking(
+        &client,
+        "deploy-replica-policy.example.com",
+        STATUS_DEADLINE,
+    )
+    .await?;
+    let upstream = warnings_of(&status);
+
+    let sample_path = support::repo_root().join("config/samples/replica-typo.yaml");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_vapcheck"))
+        .args(["check", "--mode", "strict", "-o", "json", "--kubeconfig"])
+        .arg(cluster.kubeconfig())
+        .arg(&sample_path)
+        .env_remove("KUBECONFIG")
+        .output()
+        .context("run vapcheck check")?;
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "stderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let printed: serde_json::Value = serde_json::from_slice(&out.stdout)?;
+    let ours: Vec<ExpressionWarning> =
+        serde_json::from_value(printed[0]["status"]["typeChecking"]["expressionWarnings"].clone())?;
+    // Upstream's root type names carry random digits, but this warning prints none.
+    assert_eq!(ours, upstream);
+    Ok(())
+}

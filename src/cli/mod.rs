@@ -4,6 +4,7 @@
 
 pub mod discovery;
 pub mod input;
+pub mod live;
 pub mod output;
 
 use std::ffi::OsString;
@@ -178,9 +179,8 @@ pub type SchemaAndCheckerFactory =
     ) -> Result<(Box<dyn SchemaSource>, Box<dyn ExpressionChecker>), String>;
 
 /// Offline backends: REST mapping and discovery from `--openapi` and `--crd`
-/// ([`discovery::offline_discovery`]); schemas and checker from `factory`. A live cluster
-/// (`--kubeconfig`, in-cluster) is refused with a message when neither `--openapi` nor
-/// `--crd` is given.
+/// ([`discovery::offline_discovery`]); schemas and checker from `factory`. Without `--openapi`
+/// or `--crd` it refuses with a message; the binary then uses [`live::LiveProvider`].
 pub struct OfflineProvider<'a> {
     /// Builds the schema source and the checker.
     pub factory: &'a SchemaAndCheckerFactory,
@@ -189,7 +189,7 @@ pub struct OfflineProvider<'a> {
 impl BackendProvider for OfflineProvider<'_> {
     fn load(&self, options: &SchemaOptions) -> Result<LoadedBackends, String> {
         if options.openapi.is_none() && options.crds.is_empty() {
-            return Err("reading schemas from a live cluster is not available in this build; use --openapi DIR and/or --crd FILE".into());
+            return Err("no --openapi DIR or --crd FILE to read schemas from".into());
         }
         let crds = discovery::load_crds(&options.crds)?;
         let groups = discovery::offline_discovery(options.openapi.as_deref(), &crds)?;

@@ -75,19 +75,6 @@ impl LiveInputs {
         })
     }
 
-    async fn aggregated(&self, path: &str) -> Result<Value, String> {
-        let request = http::Request::get(path)
-            .header(http::header::ACCEPT, AGGREGATED_DISCOVERY)
-            .body(Vec::new())
-            .map_err(|e| format!("GET {path}: {e}"))?;
-        let text = self
-            .client
-            .request_text(request)
-            .await
-            .map_err(|e| format!("aggregated discovery GET {path}: {e}"))?;
-        serde_json::from_str(&text).map_err(|e| format!("aggregated discovery GET {path}: {e}"))
-    }
-
     /// Polls the OpenAPI index (downloading changed documents); re-reads discovery when
     /// anything changed or on the first call. Returns what changed.
     pub async fn refresh(&self) -> Result<Changes, RefreshError> {
@@ -97,13 +84,9 @@ impl LiveInputs {
         })?;
         let first = self.read_mapper().is_none();
         if first || !changes.is_empty() {
-            let core = self.aggregated("/api").await.map_err(RefreshError::other)?;
-            let apis = self
-                .aggregated("/apis")
+            let groups = read_discovery(&self.client)
                 .await
                 .map_err(RefreshError::other)?;
-            let mut groups = discovery_from_aggregated(&core).map_err(RefreshError::other)?;
-            groups.extend(discovery_from_aggregated(&apis).map_err(RefreshError::other)?);
             let mapper = Arc::new(DiscoveryRestMapper::new(groups));
             *self.mapper.write().unwrap_or_else(|p| p.into_inner()) = Some(mapper);
         }
@@ -138,6 +121,29 @@ impl LiveInputs {
         };
         Ok(check_policy(policy, &self.options, &backends))
     }
+}
+
+async fn aggregated(client: &kube::Client, path: &str) -> Result<Value, String> {
+    let request = http::Request::get(path)
+        .header(http::header::ACCEPT, AGGREGATED_DISCOVERY)
+        .body(Vec::new())
+        .map_err(|e| format!("GET {path}: {e}"))?;
+    let text = client
+        .request_text(request)
+        .await
+        .map_err(|e| format!("aggregated discovery GET {path}: {e}"))?;
+    serde_json::from_str(&text).map_err(|e| format!("aggregated discovery GET {path}: {e}"))
+}
+
+/// The API server's resources, from aggregated discovery of `/api` and `/apis`.
+pub async fn read_discovery(
+    client: &kube::Client,
+) -> Result<Vec<crate::policy::ApiGroupResources>, String> {
+    let core = aggregated(client, "/api").await?;
+    let apis = aggregated(client, "/apis").await?;
+    let mut groups = discovery_from_aggregated(&core)?;
+    groups.extend(discovery_from_aggregated(&apis)?);
+    Ok(groups)
 }
 
 /// A failed [`LiveInputs::refresh`]: the message and how `vapcheck_schema_fetches_total`
