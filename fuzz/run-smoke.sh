@@ -5,4 +5,7 @@ set -eu
 cd "$(dirname "$0")/.."
 dev=""
 if [ "${FUZZ_DEV:-}" = "1" ]; then dev="--dev"; fi
-exec cargo fuzz run check -s none $dev -- -max_total_time="${1:-60}" -max_len=512
+# A stable build folder (the CI cache) when one is set, so a fresh clone does not rebuild.
+target=""
+if [ -n "${VAPCHECK_CACHE:-}" ]; then target="--target-dir=$VAPCHECK_CACHE/fuzz-target"; fi
+exec cargo fuzz run check -s none $dev $target -- -max_total_time="${1:-60}" -max_len=512
