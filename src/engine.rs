@@ -92,12 +92,7 @@ impl Schemas {
 
 impl policy::SchemaSource for Schemas {
     fn resolve(&self, gvk: &Gvk) -> Result<SchemaLookup, policy::SchemaError> {
-        let key = schema::GroupVersionKind {
-            group: gvk.group.clone(),
-            version: gvk.version.clone(),
-            kind: gvk.kind.clone(),
-        };
-        match self.source.resolve(&key) {
+        match self.source.resolve(gvk) {
             Ok(root) if root.is_typed() => Ok(SchemaLookup::Typed(SchemaType(root))),
             Ok(_) => Ok(SchemaLookup::Untyped),
             Err(e) if e.is_not_found() => Err(policy::SchemaError::NotFound),

@@ -297,8 +297,9 @@ pub fn discovery_from_resource_list(list: &Value) -> Result<ApiGroupResources, S
         .get("groupVersion")
         .and_then(Value::as_str)
         .ok_or("APIResourceList without groupVersion")?;
-    let (group, version) = super::gvk::parse_group_version(gv)
-        .ok_or_else(|| format!("invalid groupVersion {gv:?}"))?;
+    let crate::schema::GroupVersion { group, version } =
+        crate::schema::GroupVersion::parse_api_version(gv)
+            .ok_or_else(|| format!("invalid groupVersion {gv:?}"))?;
     let resources = list
         .get("resources")
         .and_then(Value::as_array)

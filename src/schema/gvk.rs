@@ -105,6 +105,17 @@ impl GroupVersionKind {
     pub fn group_version(&self) -> GroupVersion {
         GroupVersion::new(self.group.clone(), self.version.clone())
     }
+
+    /// True when all three parts are empty (apimachinery `GroupVersionKind.Empty`).
+    pub fn is_empty(&self) -> bool {
+        self.group.is_empty() && self.version.is_empty() && self.kind.is_empty()
+    }
+
+    /// The GVK of an `apiVersion` plus a kind (e.g. a `paramKind`); `None` when the
+    /// apiVersion does not parse ([`GroupVersion::parse_api_version`]).
+    pub fn from_api_version(api_version: &str, kind: &str) -> Option<Self> {
+        GroupVersion::parse_api_version(api_version).map(|gv| gv.with_kind(kind))
+    }
 }
 
 impl fmt::Display for GroupVersionKind {
