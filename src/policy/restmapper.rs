@@ -82,26 +82,8 @@ pub trait Discovery: Send + Sync {
     fn api_groups(&self) -> Result<Arc<Vec<ApiGroupResources>>, String>;
 }
 
-/// apimachinery `UnsafeGuessKindToResource`: lower-case the kind and pluralise it naively.
-/// Returns (plural, singular).
-pub fn guess_resource_for_kind(kind: &str) -> (String, String) {
-    let singular = kind.to_lowercase();
-    if singular.is_empty() {
-        return (String::new(), String::new());
-    }
-    // apimachinery v0.37.1 pkg/api/meta/restmapper.go: unpluralizedSuffixes
-    if singular.ends_with("endpoints") {
-        return (singular.clone(), singular);
-    }
-    let plural = if let Some(stem) = singular.strip_suffix('y') {
-        format!("{stem}ies")
-    } else if singular.ends_with('s') {
-        format!("{singular}es")
-    } else {
-        format!("{singular}s")
-    };
-    (plural, singular)
-}
+/// apimachinery `UnsafeGuessKindToResource` (the schema module's implementation, shared).
+pub use crate::schema::mapper::guess_resource_for_kind;
 
 /// One entry of a per-group-version mapper: a resource name (plural or singular) and its kind.
 #[derive(Debug, Clone)]
