@@ -4,6 +4,9 @@
 //! the standard environment extended with this crate's versions of those libraries, and
 //! compares the issues text (byte for byte) or the deduced type.
 
+mod golden_support;
+use golden_support::{PARSER_MESSAGES, golden};
+
 use std::sync::Arc;
 
 use vapcheck::cel::{Env, EnvBuilder, EnvOptions, Type};
@@ -14,31 +17,6 @@ use vapcheck::k8s_env::libraries::add_library;
 const KUBERNETES_EXTS: &[&str] = &["strings:2", "sets", "lists:3", "twovar"];
 
 /// Messages produced by cel-go's parser: cases expecting them, or that our parser rejects,
-/// test the parser (`src/cel/parse.rs`, with its own golden test), not the libraries.
-const PARSER_MESSAGES: &[&str] = &[
-    "Syntax error",
-    "max recursion depth exceeded",
-    "invalid int literal",
-    "invalid uint literal",
-    "invalid double literal",
-    "invalid unicode code point",
-    "unsupported ident kind",
-    "unsupported syntax",
-    "reserved identifier",
-];
-
-fn golden() -> Vec<serde_json::Value> {
-    let path = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/golden/upstream-exprs-1.37.jsonl"
-    );
-    let text = std::fs::read_to_string(path).expect("golden file is committed");
-    text.lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(|l| serde_json::from_str(l).expect("valid JSON line"))
-        .collect()
-}
-
 fn ext_env() -> Arc<Env> {
     let mut b = EnvBuilder::standard(EnvOptions::kubernetes());
     for lib in [

@@ -6,32 +6,10 @@
 //! `variables` composition, and every library. Compared: the per-GVK warning text byte for
 //! byte (without the `<gvk>: ` prefix and final newline), or the deduced type.
 
+mod golden_support;
+use golden_support::{PARSER_MESSAGES, golden};
+
 use vapcheck::k8s_env::{KindDecls, Params, PolicyEnv, Target};
-
-/// Messages produced by cel-go's parser (cases left to `src/cel/`'s own golden test).
-const PARSER_MESSAGES: &[&str] = &[
-    "Syntax error",
-    "max recursion depth exceeded",
-    "invalid int literal",
-    "invalid uint literal",
-    "invalid double literal",
-    "invalid unicode code point",
-    "unsupported ident kind",
-    "unsupported syntax",
-    "reserved identifier",
-];
-
-fn golden() -> Vec<serde_json::Value> {
-    let path = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/golden/upstream-exprs-1.37.jsonl"
-    );
-    let text = std::fs::read_to_string(path).expect("golden file is committed");
-    text.lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(|l| serde_json::from_str(l).expect("valid JSON line"))
-        .collect()
-}
 
 /// Whether `text` uses the identifier `name` (not as part of a longer identifier).
 fn mentions(text: &str, name: &str) -> bool {

@@ -9,35 +9,14 @@
 //! This checks the combination of the environment with converted schemas; cases exercising
 //! the parser are left to `src/cel/`'s tests.
 
+mod golden_support;
+use golden_support::{PARSER_MESSAGES, golden};
+
 use std::sync::Arc;
 
 use vapcheck::engine::{RootTypes, cel_type};
 use vapcheck::k8s_env::{KindDecls, Params, PolicyEnv, Target};
 use vapcheck::schema::{FilesConfig, FilesSource, GroupVersion, GroupVersionKind, SchemaSource};
-
-const PARSER_MESSAGES: &[&str] = &[
-    "Syntax error",
-    "max recursion depth exceeded",
-    "invalid int literal",
-    "invalid uint literal",
-    "invalid double literal",
-    "invalid unicode code point",
-    "unsupported ident kind",
-    "unsupported syntax",
-    "reserved identifier",
-];
-
-fn golden() -> Vec<serde_json::Value> {
-    let path = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/golden/upstream-exprs-1.37.jsonl"
-    );
-    let text = std::fs::read_to_string(path).expect("golden file is committed");
-    text.lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(|l| serde_json::from_str(l).expect("valid JSON line"))
-        .collect()
-}
 
 /// `"apps/v1, Kind=Deployment"` or `{"group","version","kind"}`.
 fn gvk_of(v: &serde_json::Value) -> Option<GroupVersionKind> {
