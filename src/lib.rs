@@ -4,6 +4,7 @@
 //! [`policy`]) and a thin shell around it (the controller, metrics, configuration and the
 //! binary in `main.rs`).
 
+pub mod apiserver;
 pub mod cel;
 pub mod cli;
 pub mod config;

@@ -26,6 +26,7 @@
 //! ```
 
 pub mod admission;
+pub mod apiserver;
 pub mod decls;
 pub mod format_validator;
 pub mod libraries;

@@ -1,0 +1,1083 @@
+//! kube-apiserver's defaulting and validation of ValidatingAdmissionPolicy and
+//! ValidatingAdmissionPolicyBinding on create and update, in the API server's order.
+//!
+//! Sources (Kubernetes 1.37.1):
+//! * `pkg/apis/admissionregistration/v1/defaults.go` and `zz_generated.defaults.go`
+//!   (`SetObjectDefaults_ValidatingAdmissionPolicy`, `..._ValidatingAdmissionPolicyBinding`);
+//! * `pkg/apis/admissionregistration/validation/validation.go` (each function is named where
+//!   it is reproduced);
+//! * `pkg/apis/admissionregistration/validation/static_suffix.go` (`ValidateStaticSuffix`);
+//! * `pkg/registry/admissionregistration/validatingadmissionpolicy{,binding}/strategy.go`
+//!   (`Validate`, `ValidateUpdate`).
+
+use std::collections::BTreeSet;
+
+use k8s_openapi::api::admissionregistration::v1::{
+    MatchResources, NamedRuleWithOperations, ParamKind, ParamRef, ValidatingAdmissionPolicy,
+    ValidatingAdmissionPolicyBinding, ValidatingAdmissionPolicySpec,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use serde_json::json;
+
+use crate::k8s_env::apiserver::{self as env, Composition, Decls, EnvKind};
+
+use super::field::FieldError;
+use super::meta::{validate_labels, validate_object_meta};
+use super::names::{
+    is_dns1035_label, is_dns1123_subdomain, is_path_segment_name, is_qualified_name,
+    name_is_dns_subdomain,
+};
+
+/// `StaticConfigSuffix`: names reserved for manifest-based admission configuration.
+pub const STATIC_CONFIG_SUFFIX: &str = ".static.k8s.io";
+
+/// `maxAuditAnnotations`.
+const MAX_AUDIT_ANNOTATIONS: usize = 20;
+/// `maxAuditAnnotationValueExpressionLength`: 5 KiB.
+const MAX_AUDIT_ANNOTATION_VALUE_EXPRESSION_LENGTH: usize = 5 * 1024;
+
+/// The API server being reproduced: its minor version selects the CEL libraries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Server {
+    /// `1.<minor>`.
+    pub minor: u32,
+}
+
+impl Server {
+    /// The pinned release (1.37).
+    pub const PINNED: Server = Server { minor: 37 };
+
+    fn lib_minor(self, kind: EnvKind) -> u32 {
+        env::library_minor(self.minor, kind)
+    }
+
+    /// `ManifestBasedAdmissionControlConfig` (beta, on by default, from 1.37): the
+    /// `.static.k8s.io` suffix is reserved on create.
+    fn reserves_static_suffix(self) -> bool {
+        self.minor >= 37
+    }
+}
+
+/// The expressions of the stored object an update replaces (`preexistingExpressions`,
+/// `findValidatingPolicyPreexistingExpressions`): these compile in the StoredExpressions
+/// environment.
+#[derive(Debug, Default, Clone)]
+struct Preexisting {
+    match_conditions: BTreeSet<String>,
+    validations: BTreeSet<String>,
+    message_expressions: BTreeSet<String>,
+    audit_annotation_values: BTreeSet<String>,
+}
+
+impl Preexisting {
+    fn of(old: &ValidatingAdmissionPolicySpec) -> Self {
+        let mut p = Self::default();
+        for mc in old.match_conditions.iter().flatten() {
+            p.match_conditions.insert(mc.expression.clone());
+        }
+        for v in old.validations.iter().flatten() {
+            p.validations.insert(v.expression.clone());
+            if let Some(m) = v.message_expression.as_deref()
+                && !m.is_empty()
+            {
+                p.message_expressions.insert(m.to_owned());
+            }
+        }
+        for a in old.audit_annotations.iter().flatten() {
+            p.audit_annotation_values.insert(a.value_expression.clone());
+        }
+        p
+    }
+
+    fn kind(set: &BTreeSet<String>, e: &str) -> EnvKind {
+        if set.contains(e) {
+            EnvKind::Stored
+        } else {
+            EnvKind::New
+        }
+    }
+}
+
+#[derive(Debug, Default, Clone)]
+struct Options {
+    ignore_match_conditions: bool,
+    allow_params_in_match_conditions: bool,
+    preexisting: Preexisting,
+}
+
+/// `SetObjectDefaults_ValidatingAdmissionPolicy`.
+pub fn default_policy(p: &mut ValidatingAdmissionPolicy) {
+    let spec = p.spec.get_or_insert_with(Default::default);
+    if spec.failure_policy.is_none() {
+        spec.failure_policy = Some("Fail".into());
+    }
+    if let Some(mc) = spec.match_constraints.as_mut() {
+        default_match_resources(mc);
+    }
+}
+
+/// `SetObjectDefaults_ValidatingAdmissionPolicyBinding`.
+pub fn default_binding(b: &mut ValidatingAdmissionPolicyBinding) {
+    if let Some(mr) = b.spec.match_resources.as_mut() {
+        default_match_resources(mr);
+    }
+}
+
+/// `SetDefaults_MatchResources` and `SetDefaults_Rule` of every rule.
+fn default_match_resources(mr: &mut MatchResources) {
+    if mr.match_policy.is_none() {
+        mr.match_policy = Some("Equivalent".into());
+    }
+    if mr.namespace_selector.is_none() {
+        mr.namespace_selector = Some(LabelSelector::default());
+    }
+    if mr.object_selector.is_none() {
+        mr.object_selector = Some(LabelSelector::default());
+    }
+    for r in mr
+        .resource_rules
+        .iter_mut()
+        .flatten()
+        .chain(mr.exclude_resource_rules.iter_mut().flatten())
+    {
+        if r.scope.is_none() {
+            r.scope = Some("*".into());
+        }
+    }
+}
+
+/// What the API server answers to a create of `policy` (defaulted first): the field errors of
+/// `validatingAdmissionPolicyStrategy.Validate`, in its order. Empty: accepted.
+///
+/// The paramKind authorization that follows a clean validation is not reproduced: it
+/// depends on the requesting user (vapcheck assumes one allowed to read the param kind).
+pub fn validate_policy_create(
+    policy: &ValidatingAdmissionPolicy,
+    server: Server,
+) -> Vec<FieldError> {
+    let mut p = policy.clone();
+    default_policy(&mut p);
+    let mut errs = validate_policy(&p, &Options::default(), server);
+    if server.reserves_static_suffix() {
+        errs.extend(validate_static_suffix(p.metadata.name.as_deref()));
+    }
+    errs
+}
+
+/// What the API server answers to an update of `old` (as stored) to `new`
+/// (`ValidateValidatingAdmissionPolicyUpdate`): expressions already in `old` compile in the
+/// StoredExpressions environment; unchanged match conditions (and paramKind) are not
+/// re-validated. The generic metadata update checks (`resourceVersion`, immutable fields)
+/// are not reproduced: `kubectl apply` sends them right.
+pub fn validate_policy_update(
+    new: &ValidatingAdmissionPolicy,
+    old: &ValidatingAdmissionPolicy,
+    server: Server,
+) -> Vec<FieldError> {
+    let mut n = new.clone();
+    default_policy(&mut n);
+    let mut o = old.clone();
+    default_policy(&mut o);
+    let ns = n.spec.clone().unwrap_or_default();
+    let os = o.spec.clone().unwrap_or_default();
+    let opts = Options {
+        // ignoreValidatingAdmissionPolicyMatchConditions: semantic equality (nil and empty
+        // lists are equal).
+        ignore_match_conditions: ns.param_kind == os.param_kind
+            && ns.match_conditions.clone().unwrap_or_default()
+                == os.match_conditions.clone().unwrap_or_default(),
+        allow_params_in_match_conditions: false,
+        preexisting: Preexisting::of(&os),
+    };
+    validate_policy(&n, &opts, server)
+}
+
+/// `ValidateStaticSuffix(name, metadata.name)`.
+fn validate_static_suffix(name: Option<&str>) -> Vec<FieldError> {
+    match name {
+        Some(n) if n.ends_with(STATIC_CONFIG_SUFFIX) => vec![FieldError::invalid(
+            "metadata.name",
+            n,
+            format!(
+                "names ending with \"{STATIC_CONFIG_SUFFIX}\" are reserved for static manifest-based configurations and cannot be managed via the API"
+            ),
+        )],
+        _ => Vec::new(),
+    }
+}
+
+/// `validateValidatingAdmissionPolicy`.
+fn validate_policy(
+    p: &ValidatingAdmissionPolicy,
+    opts: &Options,
+    server: Server,
+) -> Vec<FieldError> {
+    let mut errs = validate_object_meta(&p.metadata);
+    let spec = p.spec.clone().unwrap_or_default();
+    errs.extend(validate_policy_spec(
+        p.metadata.name.as_deref().unwrap_or_default(),
+        &spec,
+        opts.clone(),
+        server,
+    ));
+    errs
+}
+
+/// The CEL compiler of one policy: stateless, or composited when the policy has variables
+/// (`createCompiler(len(spec.Variables) > 0)`).
+struct Compiler {
+    server: Server,
+    composition: Option<Composition>,
+}
+
+/// What an expression must evaluate to (`ExpressionAccessor.ReturnTypes`).
+#[derive(Clone, Copy)]
+enum Returns {
+    /// `ValidationCondition`, `MatchCondition`: `bool`.
+    Bool,
+    /// `MessageExpressionCondition`: `string`.
+    String,
+    /// `AuditAnnotationCondition`: `string` or `null`.
+    StringOrNull,
+    /// `Variable`: anything.
+    Any,
+}
+
+impl Compiler {
+    /// `CompileCELExpression`: `Err(detail)` is the `ErrorTypeInvalid` detail; the output
+    /// type (when it compiled) is returned beside for the composition.
+    fn compile(
+        &self,
+        expression: &str,
+        decls: Decls,
+        kind: EnvKind,
+        returns: Returns,
+    ) -> (Result<(), String>, Option<crate::cel::Type>) {
+        let lib = self.server.lib_minor(kind);
+        let compiled = match env::compile(lib, decls, self.composition.as_ref(), expression) {
+            Ok(r) => r,
+            Err(e) => {
+                return (
+                    Err(format!("unexpected error loading CEL environment: {e}")),
+                    None,
+                );
+            }
+        };
+        let compiled = match compiled {
+            Ok(c) => c,
+            Err(issues) => {
+                return (
+                    Err(format!(
+                        "compilation failed: {}",
+                        issues.to_display_string()
+                    )),
+                    None,
+                );
+            }
+        };
+        let out = compiled.types.result_type().clone();
+        use crate::cel::TypeKind as K;
+        let ok = match returns {
+            Returns::Bool => matches!(out.type_kind(), K::Bool),
+            Returns::String => matches!(out.type_kind(), K::String),
+            Returns::StringOrNull => matches!(out.type_kind(), K::String | K::Null),
+            Returns::Any => true,
+        };
+        if ok {
+            return (Ok(()), Some(out));
+        }
+        let got = env::go_type_string(&out);
+        let reason = match returns {
+            Returns::Bool => format!("must evaluate to bool but got {got}"),
+            Returns::String => format!("must evaluate to string but got {got}"),
+            Returns::StringOrNull => {
+                format!("must evaluate to one of [string null_type] but got {got}")
+            }
+            Returns::Any => unreachable!("any type is accepted above"),
+        };
+        (Err(reason), Some(out))
+    }
+}
+
+/// `validateValidatingAdmissionPolicySpec`.
+fn validate_policy_spec(
+    name: &str,
+    spec: &ValidatingAdmissionPolicySpec,
+    mut opts: Options,
+    server: Server,
+) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    let variables = spec.variables.clone().unwrap_or_default();
+    let mut compiler = Compiler {
+        server,
+        composition: (!variables.is_empty()).then(Composition::new),
+    };
+    match spec.failure_policy.as_deref() {
+        None => errs.push(FieldError::required("spec.failurePolicy", "")),
+        Some("Fail" | "Ignore") => {}
+        Some(other) => errs.push(FieldError::not_supported(
+            "spec.failurePolicy",
+            other,
+            &["Fail", "Ignore"],
+        )),
+    }
+    if let Some(pk) = &spec.param_kind {
+        opts.allow_params_in_match_conditions = true;
+        errs.extend(validate_param_kind(pk, "spec.paramKind"));
+    }
+    match &spec.match_constraints {
+        None => errs.push(FieldError::required("spec.matchConstraints", "")),
+        Some(mc) => {
+            errs.extend(validate_match_resources(mc, "spec.matchConstraints"));
+            if mc.resource_rules.as_ref().is_none_or(Vec::is_empty) {
+                errs.push(FieldError::required(
+                    "spec.matchConstraints.resourceRules",
+                    "",
+                ));
+            }
+        }
+    }
+    if !opts.ignore_match_conditions {
+        errs.extend(validate_match_conditions(
+            spec.match_conditions.as_deref().unwrap_or_default(),
+            &opts,
+            server,
+        ));
+    }
+    let has_params = spec.param_kind.is_some();
+    for (i, v) in variables.iter().enumerate() {
+        errs.extend(validate_variable(&mut compiler, v, has_params, &opts, i));
+    }
+    let validations = spec.validations.as_deref().unwrap_or_default();
+    let audit = spec.audit_annotations.as_deref();
+    if validations.is_empty() && audit.is_none_or(<[_]>::is_empty) {
+        let both = "validations or auditAnnotations must contain at least one item";
+        errs.push(FieldError::required("spec.validations", both));
+        errs.push(FieldError::required("spec.auditAnnotations", both));
+        return errs;
+    }
+    for (i, v) in validations.iter().enumerate() {
+        errs.extend(validate_validation(&compiler, v, has_params, &opts, i));
+    }
+    if let Some(audit) = audit {
+        if audit.len() > MAX_AUDIT_ANNOTATIONS {
+            // The internal type has no JSON tags: encoding/json uses the Go field names.
+            let value = serde_json::Value::Array(
+                audit
+                    .iter()
+                    .map(|a| json!({"Key": a.key, "ValueExpression": a.value_expression}))
+                    .collect(),
+            );
+            errs.push(FieldError::invalid_json(
+                "spec.auditAnnotations",
+                value,
+                format!("must not have more than {MAX_AUDIT_ANNOTATIONS} auditAnnotations"),
+            ));
+        }
+        let mut keys = BTreeSet::new();
+        for (i, a) in audit.iter().enumerate() {
+            errs.extend(validate_audit_annotation(
+                &compiler, name, a, has_params, &opts, i,
+            ));
+            if keys.contains(&a.key) {
+                errs.push(FieldError::duplicate(
+                    format!("spec.auditAnnotations[{i}].key"),
+                    &a.key,
+                ));
+            }
+            keys.insert(a.key.clone());
+        }
+    }
+    errs
+}
+
+/// `validateParamKind`.
+fn validate_param_kind(pk: &ParamKind, path: &str) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    let api_version = pk.api_version.as_deref().unwrap_or_default();
+    let av_path = format!("{path}.apiVersion");
+    if api_version.is_empty() {
+        errs.push(FieldError::required(&av_path, ""));
+    } else {
+        match parse_group_version(api_version) {
+            Err(e) => errs.push(FieldError::invalid(&av_path, api_version, e)),
+            Ok((group, version)) => {
+                if !group.is_empty() {
+                    let e = is_dns1123_subdomain(group);
+                    if !e.is_empty() {
+                        errs.push(FieldError::invalid(&av_path, group, e.join(",")));
+                    }
+                }
+                if version.is_empty() {
+                    errs.push(FieldError::invalid(
+                        &av_path,
+                        api_version,
+                        "version must be specified",
+                    ));
+                } else {
+                    let e = is_dns1035_label(version);
+                    if !e.is_empty() {
+                        errs.push(FieldError::invalid(&av_path, version, e.join(",")));
+                    }
+                }
+            }
+        }
+    }
+    let kind = pk.kind.as_deref().unwrap_or_default();
+    if kind.is_empty() {
+        errs.push(FieldError::required(format!("{path}.kind"), ""));
+    } else {
+        let e = is_dns1035_label(&kind.to_lowercase());
+        if !e.is_empty() {
+            errs.push(FieldError::invalid(
+                format!("{path}.kind"),
+                kind,
+                format!(
+                    "may have mixed case, but should otherwise match: {}",
+                    e.join(",")
+                ),
+            ));
+        }
+    }
+    errs
+}
+
+/// `parseGroupVersion` of validation.go.
+fn parse_group_version(gv: &str) -> Result<(&str, &str), String> {
+    if gv.is_empty() || gv == "/" {
+        return Ok(("", ""));
+    }
+    match gv.matches('/').count() {
+        0 => Ok(("", gv)),
+        1 => {
+            let (g, v) = gv.split_once('/').unwrap_or(("", gv));
+            Ok((g, v))
+        }
+        _ => Err(format!("unexpected GroupVersion string: {gv}")),
+    }
+}
+
+/// `validateMatchResources`.
+fn validate_match_resources(mr: &MatchResources, path: &str) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    match mr.match_policy.as_deref() {
+        None => errs.push(FieldError::required(format!("{path}.matchPolicy"), "")),
+        Some("Exact" | "Equivalent") => {}
+        Some(other) => errs.push(FieldError::not_supported(
+            format!("{path}.matchPolicy"),
+            other,
+            &["Equivalent", "Exact"],
+        )),
+    }
+    for (field, sel) in [
+        ("namespaceSelector", &mr.namespace_selector),
+        ("objectSelector", &mr.object_selector),
+    ] {
+        match sel {
+            None => errs.push(FieldError::required(format!("{path}.{field}"), "")),
+            Some(s) => errs.extend(validate_label_selector(s, &format!("{path}.{field}"))),
+        }
+    }
+    for (i, r) in mr.resource_rules.iter().flatten().enumerate() {
+        errs.extend(validate_named_rule(
+            r,
+            &format!("{path}.resourceRules[{i}]"),
+        ));
+    }
+    for (i, r) in mr.exclude_resource_rules.iter().flatten().enumerate() {
+        errs.extend(validate_named_rule(
+            r,
+            &format!("{path}.excludeResourceRules[{i}]"),
+        ));
+    }
+    errs
+}
+
+/// `metav1validation.ValidateLabelSelector` with default options (strict operators and
+/// values).
+fn validate_label_selector(s: &LabelSelector, path: &str) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    if let Some(labels) = &s.match_labels {
+        errs.extend(validate_labels(labels, &format!("{path}.matchLabels")));
+    }
+    for (i, e) in s.match_expressions.iter().flatten().enumerate() {
+        let p = format!("{path}.matchExpressions[{i}]");
+        let values = e.values.as_deref().unwrap_or_default();
+        match e.operator.as_str() {
+            "In" | "NotIn" => {
+                if values.is_empty() {
+                    errs.push(FieldError::required(
+                        format!("{p}.values"),
+                        "must be specified when `operator` is 'In' or 'NotIn'",
+                    ));
+                }
+            }
+            "Exists" | "DoesNotExist" => {
+                if !values.is_empty() {
+                    errs.push(FieldError::forbidden(
+                        format!("{p}.values"),
+                        "may not be specified when `operator` is 'Exists' or 'DoesNotExist'",
+                    ));
+                }
+            }
+            other => errs.push(FieldError::invalid_json(
+                format!("{p}.operator"),
+                json!(other),
+                "not a valid selector operator",
+            )),
+        }
+        for msg in is_qualified_name(&e.key) {
+            errs.push(FieldError::invalid(format!("{p}.key"), &e.key, msg));
+        }
+        for (j, v) in values.iter().enumerate() {
+            for msg in super::names::is_label_value(v) {
+                errs.push(FieldError::invalid(format!("{p}.values[{j}]"), v, msg));
+            }
+        }
+    }
+    errs
+}
+
+/// `validateNamedRuleWithOperations`.
+fn validate_named_rule(r: &NamedRuleWithOperations, path: &str) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    let mut names = BTreeSet::new();
+    for (i, n) in r.resource_names.iter().flatten().enumerate() {
+        let p = format!("{path}.resourceNames[{i}]");
+        for msg in is_path_segment_name(n) {
+            errs.push(FieldError::invalid(&p, n, msg));
+        }
+        if !names.insert(n.as_str()) {
+            errs.push(FieldError::duplicate(&p, n));
+        }
+    }
+    // validateRuleWithOperations
+    let ops = r.operations.as_deref().unwrap_or_default();
+    if ops.is_empty() {
+        errs.push(FieldError::required(format!("{path}.operations"), ""));
+    }
+    if ops.len() > 1 && ops.iter().any(|o| o == "*") {
+        errs.push(FieldError::invalid_json(
+            format!("{path}.operations"),
+            json!(ops),
+            "if '*' is present, must not specify other operations",
+        ));
+    }
+    const OPERATIONS: [&str; 5] = ["*", "CONNECT", "CREATE", "DELETE", "UPDATE"];
+    for (i, o) in ops.iter().enumerate() {
+        if !OPERATIONS.contains(&o.as_str()) {
+            errs.push(FieldError::not_supported(
+                format!("{path}.operations[{i}]"),
+                o,
+                &OPERATIONS,
+            ));
+        }
+    }
+    errs.extend(validate_rule(r, path));
+    errs
+}
+
+/// `validateRule` with `allowSubResource = true`.
+fn validate_rule(r: &NamedRuleWithOperations, path: &str) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    let groups = r.api_groups.as_deref().unwrap_or_default();
+    if groups.is_empty() {
+        errs.push(FieldError::required(format!("{path}.apiGroups"), ""));
+    }
+    if groups.len() > 1 && groups.iter().any(|g| g == "*") {
+        errs.push(FieldError::invalid_json(
+            format!("{path}.apiGroups"),
+            json!(groups),
+            "if '*' is present, must not specify other API groups",
+        ));
+    }
+    let versions = r.api_versions.as_deref().unwrap_or_default();
+    if versions.is_empty() {
+        errs.push(FieldError::required(format!("{path}.apiVersions"), ""));
+    }
+    if versions.len() > 1 && versions.iter().any(|v| v == "*") {
+        errs.push(FieldError::invalid_json(
+            format!("{path}.apiVersions"),
+            json!(versions),
+            "if '*' is present, must not specify other API versions",
+        ));
+    }
+    for (i, v) in versions.iter().enumerate() {
+        if v.is_empty() {
+            errs.push(FieldError::required(format!("{path}.apiVersions[{i}]"), ""));
+        }
+    }
+    errs.extend(validate_resources(
+        r.resources.as_deref().unwrap_or_default(),
+        &format!("{path}.resources"),
+    ));
+    if let Some(scope) = r.scope.as_deref()
+        && !matches!(scope, "*" | "Cluster" | "Namespaced")
+    {
+        errs.push(FieldError::not_supported(
+            format!("{path}.scope"),
+            scope,
+            &["*", "Cluster", "Namespaced"],
+        ));
+    }
+    errs
+}
+
+/// `validateResources`.
+fn validate_resources(resources: &[String], path: &str) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    if resources.is_empty() {
+        errs.push(FieldError::required(path, ""));
+    }
+    let mut with_wildcard_sub = BTreeSet::new();
+    let mut sub_with_wildcard_res = BTreeSet::new();
+    let mut double_wildcard = false;
+    let mut single_wildcard = false;
+    let mut without_sub = false;
+    for (i, rs) in resources.iter().enumerate() {
+        if rs.is_empty() {
+            errs.push(FieldError::required(format!("{path}[{i}]"), ""));
+            continue;
+        }
+        if rs == "*/*" {
+            double_wildcard = true;
+        }
+        if rs == "*" {
+            single_wildcard = true;
+        }
+        let Some((res, sub)) = rs.split_once('/') else {
+            without_sub = rs != "*";
+            continue;
+        };
+        if with_wildcard_sub.contains(res) {
+            errs.push(FieldError::invalid(
+                format!("{path}[{i}]"),
+                rs,
+                format!("if '{res}/*' is present, must not specify {rs}"),
+            ));
+        }
+        if sub_with_wildcard_res.contains(sub) {
+            errs.push(FieldError::invalid(
+                format!("{path}[{i}]"),
+                rs,
+                format!("if '*/{sub}' is present, must not specify {rs}"),
+            ));
+        }
+        if sub == "*" {
+            with_wildcard_sub.insert(res);
+        }
+        if res == "*" {
+            sub_with_wildcard_res.insert(sub);
+        }
+    }
+    if resources.len() > 1 && double_wildcard {
+        errs.push(FieldError::invalid_json(
+            path,
+            json!(resources),
+            "if '*/*' is present, must not specify other resources",
+        ));
+    }
+    if single_wildcard && without_sub {
+        errs.push(FieldError::invalid_json(
+            path,
+            json!(resources),
+            "if '*' is present, must not specify other resources without subresources",
+        ));
+    }
+    errs
+}
+
+/// `validateMatchConditions` (stateless compiler: no `variables`).
+fn validate_match_conditions(
+    conditions: &[k8s_openapi::api::admissionregistration::v1::MatchCondition],
+    opts: &Options,
+    server: Server,
+) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    if conditions.len() > 64 {
+        errs.push(FieldError::too_many(
+            "spec.matchConditions",
+            conditions.len(),
+            64,
+        ));
+    }
+    let stateless = Compiler {
+        server,
+        composition: None,
+    };
+    let mut names = BTreeSet::new();
+    for (i, mc) in conditions.iter().enumerate() {
+        let p = format!("spec.matchConditions[{i}]");
+        // validateMatchCondition: the trimmed expression is compiled and shown.
+        let trimmed = go_trim_space(&mc.expression);
+        if trimmed.is_empty() {
+            errs.push(FieldError::required(format!("{p}.expression"), ""));
+        } else {
+            let kind = Preexisting::kind(&opts.preexisting.match_conditions, trimmed);
+            let decls = Decls {
+                has_params: opts.allow_params_in_match_conditions,
+                has_authorizer: true,
+            };
+            if let (Err(detail), _) = stateless.compile(trimmed, decls, kind, Returns::Bool) {
+                errs.push(FieldError::invalid(
+                    format!("{p}.expression"),
+                    trimmed,
+                    detail,
+                ));
+            }
+        }
+        if mc.name.is_empty() {
+            errs.push(FieldError::required(format!("{p}.name"), ""));
+        } else {
+            for msg in is_qualified_name(&mc.name) {
+                errs.push(FieldError::invalid(format!("{p}.name"), &mc.name, msg));
+            }
+        }
+        if !mc.name.is_empty() && !names.insert(mc.name.as_str()) {
+            errs.push(FieldError::duplicate(format!("{p}.name"), &mc.name));
+        }
+    }
+    errs
+}
+
+/// `validateVariable` (composited compiler: every variable, compiled or not, becomes a field
+/// of `variables`; one with an empty expression is not compiled and adds none).
+fn validate_variable(
+    compiler: &mut Compiler,
+    v: &k8s_openapi::api::admissionregistration::v1::Variable,
+    has_params: bool,
+    opts: &Options,
+    i: usize,
+) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    let p = format!("spec.variables[{i}]");
+    if go_trim_space(&v.name).is_empty() {
+        errs.push(FieldError::required(
+            format!("{p}.name"),
+            "name is not specified",
+        ));
+    } else if !is_cel_identifier(&v.name) {
+        errs.push(FieldError::invalid(
+            format!("{p}.name"),
+            &v.name,
+            "must be a valid CEL identifier",
+        ));
+    }
+    if go_trim_space(&v.expression).is_empty() {
+        errs.push(FieldError::required(
+            format!("{p}.expression"),
+            "expression is not specified",
+        ));
+        return errs;
+    }
+    // Upstream looks the variable up among the old policy's *validation* expressions.
+    let kind = Preexisting::kind(&opts.preexisting.validations, &v.expression);
+    let decls = Decls {
+        has_params,
+        has_authorizer: true,
+    };
+    let (result, out) = compiler.compile(&v.expression, decls, kind, Returns::Any);
+    if let Some(c) = compiler.composition.as_mut() {
+        c.add_field(&v.name, out.as_ref());
+    }
+    if let Err(detail) = result {
+        errs.push(FieldError::invalid(
+            format!("{p}.expression"),
+            &v.expression,
+            detail,
+        ));
+    }
+    errs
+}
+
+/// `validateValidation`.
+fn validate_validation(
+    compiler: &Compiler,
+    v: &k8s_openapi::api::admissionregistration::v1::Validation,
+    has_params: bool,
+    opts: &Options,
+    i: usize,
+) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    let p = format!("spec.validations[{i}]");
+    if go_trim_space(&v.expression).is_empty() {
+        errs.push(FieldError::required(
+            format!("{p}.expression"),
+            "expression is not specified",
+        ));
+    } else {
+        let kind = Preexisting::kind(&opts.preexisting.validations, &v.expression);
+        let decls = Decls {
+            has_params,
+            has_authorizer: true,
+        };
+        if let (Err(detail), _) = compiler.compile(&v.expression, decls, kind, Returns::Bool) {
+            errs.push(FieldError::invalid(
+                format!("{p}.expression"),
+                &v.expression,
+                detail,
+            ));
+        }
+    }
+    let message_expression = v.message_expression.as_deref().unwrap_or_default();
+    if !message_expression.is_empty() && go_trim_space(message_expression).is_empty() {
+        errs.push(FieldError::invalid(
+            format!("{p}.messageExpression"),
+            message_expression,
+            "must be non-empty if specified",
+        ));
+    } else if !go_trim_space(message_expression).is_empty() {
+        let kind = Preexisting::kind(&opts.preexisting.message_expressions, message_expression);
+        let decls = Decls {
+            has_params: opts.allow_params_in_match_conditions,
+            has_authorizer: false,
+        };
+        if let (Err(detail), _) = compiler.compile(message_expression, decls, kind, Returns::String)
+        {
+            errs.push(FieldError::invalid(
+                format!("{p}.messageExpression"),
+                message_expression,
+                detail,
+            ));
+        }
+    }
+    let message = v.message.as_deref().unwrap_or_default();
+    let trimmed = go_trim_space(message);
+    if !message.is_empty() && trimmed.is_empty() {
+        errs.push(FieldError::invalid(
+            format!("{p}.message"),
+            message,
+            "must be non-empty if specified",
+        ));
+    } else if trimmed.contains(['\n', '\r']) {
+        errs.push(FieldError::invalid(
+            format!("{p}.message"),
+            message,
+            "must not contain line breaks",
+        ));
+    }
+    if let Some(reason) = v.reason.as_deref()
+        && !matches!(reason, "Forbidden" | "Invalid" | "RequestEntityTooLarge")
+    {
+        errs.push(FieldError::not_supported(
+            format!("{p}.reason"),
+            reason,
+            &["Forbidden", "Invalid", "RequestEntityTooLarge"],
+        ));
+    }
+    errs
+}
+
+/// `validateAuditAnnotation`.
+fn validate_audit_annotation(
+    compiler: &Compiler,
+    policy_name: &str,
+    a: &k8s_openapi::api::admissionregistration::v1::AuditAnnotation,
+    has_params: bool,
+    opts: &Options,
+    i: usize,
+) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    let p = format!("spec.auditAnnotations[{i}]");
+    if policy_name.is_empty() {
+        errs.push(FieldError::invalid(
+            format!("{p}.key"),
+            &a.key,
+            "requires metadata.name be non-empty",
+        ));
+    } else {
+        let qualified = format!("{policy_name}/{}", a.key);
+        for msg in is_qualified_name(&qualified) {
+            errs.push(FieldError::invalid(format!("{p}.key"), &qualified, msg));
+        }
+    }
+    let trimmed = go_trim_space(&a.value_expression);
+    if trimmed.is_empty() {
+        errs.push(FieldError::required(
+            format!("{p}.valueExpression"),
+            "valueExpression is not specified",
+        ));
+    } else if trimmed.len() > MAX_AUDIT_ANNOTATION_VALUE_EXPRESSION_LENGTH {
+        errs.push(FieldError::required(
+            format!("{p}.valueExpression"),
+            format!(
+                "must not exceed {MAX_AUDIT_ANNOTATION_VALUE_EXPRESSION_LENGTH} bytes in length"
+            ),
+        ));
+    } else {
+        let kind = Preexisting::kind(
+            &opts.preexisting.audit_annotation_values,
+            &a.value_expression,
+        );
+        let decls = Decls {
+            has_params,
+            has_authorizer: true,
+        };
+        if let (Err(detail), _) = compiler.compile(trimmed, decls, kind, Returns::StringOrNull) {
+            errs.push(FieldError::invalid(
+                format!("{p}.valueExpression"),
+                &a.value_expression,
+                detail,
+            ));
+        }
+    }
+    errs
+}
+
+/// `isCELIdentifier`: `[_a-zA-Z][_a-zA-Z0-9]*` and not a reserved word.
+fn is_cel_identifier(name: &str) -> bool {
+    const RESERVED: [&str; 21] = [
+        "true",
+        "false",
+        "null",
+        "in",
+        "as",
+        "break",
+        "const",
+        "continue",
+        "else",
+        "for",
+        "function",
+        "if",
+        "import",
+        "let",
+        "loop",
+        "package",
+        "namespace",
+        "return",
+        "var",
+        "void",
+        "while",
+    ];
+    let b = name.as_bytes();
+    !b.is_empty()
+        && (b[0].is_ascii_alphabetic() || b[0] == b'_')
+        && b.iter().all(|c| c.is_ascii_alphanumeric() || *c == b'_')
+        && !RESERVED.contains(&name)
+}
+
+/// Go's `strings.TrimSpace` (Unicode white space).
+fn go_trim_space(s: &str) -> &str {
+    s.trim_matches(|c: char| c.is_whitespace())
+}
+
+/// What the API server answers to a create of `binding`
+/// (`validatingAdmissionPolicyBindingStrategy.Validate`). The paramRef authorization is not
+/// reproduced (it depends on the user).
+pub fn validate_binding_create(
+    binding: &ValidatingAdmissionPolicyBinding,
+    server: Server,
+) -> Vec<FieldError> {
+    let mut b = binding.clone();
+    default_binding(&mut b);
+    let mut errs = validate_binding(&b);
+    if server.reserves_static_suffix() {
+        errs.extend(validate_static_suffix(b.metadata.name.as_deref()));
+    }
+    errs
+}
+
+/// An update of a binding validates the new object as a create does, without the static
+/// suffix rule (`ValidateValidatingAdmissionPolicyBindingUpdate`).
+pub fn validate_binding_update(binding: &ValidatingAdmissionPolicyBinding) -> Vec<FieldError> {
+    let mut b = binding.clone();
+    default_binding(&mut b);
+    validate_binding(&b)
+}
+
+/// `validateValidatingAdmissionPolicyBinding`.
+fn validate_binding(b: &ValidatingAdmissionPolicyBinding) -> Vec<FieldError> {
+    let mut errs = validate_object_meta(&b.metadata);
+    let spec = &b.spec;
+    if spec.policy_name.is_empty() {
+        errs.push(FieldError::required("spec.policyName", ""));
+    } else {
+        for msg in name_is_dns_subdomain(&spec.policy_name, false) {
+            errs.push(FieldError::invalid(
+                "spec.policyName",
+                &spec.policy_name,
+                msg,
+            ));
+        }
+    }
+    if let Some(pr) = &spec.param_ref {
+        errs.extend(validate_param_ref(pr, "spec.paramRef"));
+    }
+    if let Some(mr) = &spec.match_resources {
+        errs.extend(validate_match_resources(mr, "spec.matchResources"));
+    }
+    let actions = spec.validation_actions.as_slice();
+    let mut seen = BTreeSet::new();
+    for (i, a) in actions.iter().enumerate() {
+        let p = format!("spec.validationActions[{i}]");
+        if !matches!(a.as_str(), "Deny" | "Warn" | "Audit") {
+            errs.push(FieldError::not_supported(&p, a, &["Audit", "Deny", "Warn"]));
+        }
+        if seen.contains(a.as_str()) {
+            errs.push(FieldError::duplicate_json(&p, a));
+        }
+        seen.insert(a.as_str());
+    }
+    if seen.contains("Deny") && seen.contains("Warn") {
+        errs.push(FieldError::invalid_json(
+            "spec.validationActions",
+            json!(actions),
+            "must not contain both Deny and Warn (repeating the same validation failure information in the API response and headers serves no purpose)",
+        ));
+    }
+    if seen.is_empty() {
+        errs.push(FieldError::required(
+            "spec.validationActions",
+            "at least one validation action is required",
+        ));
+    }
+    errs
+}
+
+/// `validateParamRef`.
+fn validate_param_ref(pr: &ParamRef, path: &str) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    let name = pr.name.as_deref().unwrap_or_default();
+    if !name.is_empty() {
+        for msg in is_path_segment_name(name) {
+            errs.push(FieldError::invalid(format!("{path}.name"), name, msg));
+        }
+        if pr.selector.is_some() {
+            errs.push(FieldError::forbidden(
+                format!("{path}.name"),
+                "name and selector are mutually exclusive",
+            ));
+        }
+    }
+    if let Some(sel) = &pr.selector {
+        errs.extend(validate_label_selector(sel, &format!("{path}.selector")));
+        if !name.is_empty() {
+            errs.push(FieldError::forbidden(
+                format!("{path}.selector"),
+                "name and selector are mutually exclusive",
+            ));
+        }
+    }
+    if name.is_empty() && pr.selector.is_none() {
+        errs.push(FieldError::required(
+            path,
+            "one of name or selector must be specified",
+        ));
+    }
+    match pr.parameter_not_found_action.as_deref() {
+        None | Some("") => errs.push(FieldError::required(
+            format!("{path}.parameterNotFoundAction"),
+            "",
+        )),
+        Some("Deny" | "Allow") => {}
+        Some(other) => errs.push(FieldError::not_supported(
+            format!("{path}.parameterNotFoundAction"),
+            other,
+            &["Deny", "Allow"],
+        )),
+    }
+    errs
+}
+
+#[cfg(test)]
+mod tests;
