@@ -15,11 +15,14 @@ use super::names::{is_label_value, is_qualified_name, name_is_dns_subdomain};
 /// `TotalAnnotationSizeLimitB`: 256 KiB.
 const TOTAL_ANNOTATION_SIZE_LIMIT: usize = 256 * 1024;
 
-/// `ValidateObjectMeta(meta, false, NameIsDNSSubdomain, "metadata")`.
+/// `ValidateObjectMeta(meta, false, NameIsDNSSubdomain, "metadata")`, on the object as the
+/// API server validates it: with a name generated from `generateName` when it has none
+/// (rest.BeforeCreate generates it first).
 pub fn validate_object_meta(meta: &ObjectMeta) -> Vec<FieldError> {
     let mut errs = Vec::new();
     let generate_name = meta.generate_name.as_deref().unwrap_or_default();
-    let name = meta.name.as_deref().unwrap_or_default();
+    let generated = effective_name(meta);
+    let name = generated.as_deref().unwrap_or_default();
     if !generate_name.is_empty() {
         for msg in name_is_dns_subdomain(generate_name, true) {
             errs.push(FieldError::invalid(
@@ -39,12 +42,8 @@ pub fn validate_object_meta(meta: &ObjectMeta) -> Vec<FieldError> {
             errs.push(FieldError::invalid("metadata.name", name, msg));
         }
     }
-    if meta.namespace.as_deref().is_some_and(|n| !n.is_empty()) {
-        errs.push(FieldError::forbidden(
-            "metadata.namespace",
-            "not allowed on this type",
-        ));
-    }
+    // `metadata.namespace` on these cluster-scoped kinds: the API server clears it before
+    // validation (rest.BeforeCreate), so it is accepted (seen on the 1.37.1 API server).
     if let Some(generation) = meta.generation
         && generation < 0
     {
@@ -60,6 +59,65 @@ pub fn validate_object_meta(meta: &ObjectMeta) -> Vec<FieldError> {
     }
     if let Some(annotations) = &meta.annotations {
         errs.extend(validate_annotations(annotations, "metadata.annotations"));
+    }
+    for (i, r) in meta.owner_references.iter().flatten().enumerate() {
+        errs.extend(validate_owner_reference(
+            r,
+            &format!("metadata.ownerReferences[{i}]"),
+        ));
+    }
+    // ValidateFinalizers / ValidateFinalizerName (the orphan/foreground pair rule is not
+    // reproduced).
+    for f in meta.finalizers.iter().flatten() {
+        for msg in is_qualified_name(f) {
+            errs.push(FieldError::invalid("metadata.finalizers", f, msg));
+        }
+    }
+    errs
+}
+
+/// The name the API server gives an object created with only `generateName`
+/// (`names.SimpleNameGenerator`: the prefix, truncated to 58 characters, and 5 random
+/// alphanumerics); a fixed suffix stands for the random one.
+pub fn effective_name(meta: &ObjectMeta) -> Option<String> {
+    match (meta.name.as_deref(), meta.generate_name.as_deref()) {
+        (Some(n), _) if !n.is_empty() => Some(n.to_owned()),
+        (_, Some(g)) if !g.is_empty() => {
+            let prefix: String = g.chars().take(58).collect();
+            Some(format!("{prefix}x7k2q"))
+        }
+        _ => meta.name.clone(),
+    }
+}
+
+/// `validateOwnerReference`. The controller-uniqueness and banned-owner rules are not
+/// reproduced.
+fn validate_owner_reference(
+    r: &k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference,
+    path: &str,
+) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    if r.api_version.is_empty() {
+        errs.push(FieldError::required(
+            format!("{path}.apiVersion"),
+            "must not be empty",
+        ));
+    } else if r.api_version.matches('/').count() > 1
+        || r.api_version.rsplit('/').next().is_none_or(str::is_empty)
+    {
+        errs.push(FieldError::invalid(
+            format!("{path}.apiVersion"),
+            &r.api_version,
+            "must be <group>/<version> or <version>",
+        ));
+    }
+    for (field, value) in [("kind", &r.kind), ("name", &r.name), ("uid", &r.uid)] {
+        if value.is_empty() {
+            errs.push(FieldError::required(
+                format!("{path}.{field}"),
+                "must not be empty",
+            ));
+        }
     }
     errs
 }

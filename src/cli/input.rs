@@ -1,6 +1,8 @@
 //! Reading policies for `vapcheck check`: YAML or JSON, one or many documents, `List`s.
 
-use k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicy;
+use k8s_openapi::api::admissionregistration::v1::{
+    ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
+};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use serde_json::Value;
 
@@ -13,6 +15,9 @@ pub const POLICY_API_VERSIONS: [&str; 3] = [
 
 /// The kind read.
 pub const POLICY_KIND: &str = "ValidatingAdmissionPolicy";
+
+/// The binding kind read (for the API server's verdict).
+pub const BINDING_KIND: &str = "ValidatingAdmissionPolicyBinding";
 
 /// Where a policy came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -42,6 +47,50 @@ pub struct InputPolicy {
     pub origin: Origin,
     /// The policy, read as `admissionregistration.k8s.io/v1`.
     pub policy: ValidatingAdmissionPolicy,
+}
+
+/// A binding read from the input.
+#[derive(Debug, Clone)]
+pub struct InputBinding {
+    /// Where it came from.
+    pub origin: Origin,
+    /// The binding, read as `admissionregistration.k8s.io/v1`.
+    pub binding: ValidatingAdmissionPolicyBinding,
+}
+
+/// A policy or a binding, in input order.
+#[derive(Debug, Clone)]
+pub enum InputObject {
+    /// A ValidatingAdmissionPolicy.
+    Policy(InputPolicy),
+    /// A ValidatingAdmissionPolicyBinding.
+    Binding(InputBinding),
+}
+
+impl InputObject {
+    /// Its kind.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            InputObject::Policy(_) => POLICY_KIND,
+            InputObject::Binding(_) => BINDING_KIND,
+        }
+    }
+
+    /// `metadata.name` (empty when missing).
+    pub fn name(&self) -> &str {
+        match self {
+            InputObject::Policy(p) => p.policy.metadata.name.as_deref().unwrap_or_default(),
+            InputObject::Binding(b) => b.binding.metadata.name.as_deref().unwrap_or_default(),
+        }
+    }
+
+    /// Where it came from.
+    pub fn origin(&self) -> &Origin {
+        match self {
+            InputObject::Policy(p) => &p.origin,
+            InputObject::Binding(b) => &b.origin,
+        }
+    }
 }
 
 /// Why the input is unusable. Displays as `<source>: document <n>[, item <i>][ (line <l>)]: <message>`.
@@ -242,6 +291,27 @@ pub fn read_policies(source: &str, text: &str) -> Result<Vec<InputPolicy>, Input
     Ok(out)
 }
 
+/// Reads every `ValidatingAdmissionPolicy` and `ValidatingAdmissionPolicyBinding` of one
+/// source, in order (other kinds are ignored; errors as [`read_policies`]).
+pub fn read_objects(source: &str, text: &str) -> Result<Vec<InputObject>, InputError> {
+    let mut out = Vec::new();
+    for_each_object(source, text, |origin, value| {
+        if let Some(policy) = policy_of(value)? {
+            out.push(InputObject::Policy(InputPolicy {
+                origin: origin.clone(),
+                policy,
+            }));
+        } else if let Some(binding) = v1_object_of(value, BINDING_KIND)? {
+            out.push(InputObject::Binding(InputBinding {
+                origin: origin.clone(),
+                binding,
+            }));
+        }
+        Ok(())
+    })?;
+    Ok(out)
+}
+
 /// Reads every `apiextensions.k8s.io/v1` `CustomResourceDefinition` of one source (for
 /// `--crd`); other kinds are ignored.
 pub fn read_crds(source: &str, text: &str) -> Result<Vec<CustomResourceDefinition>, InputError> {
@@ -261,18 +331,27 @@ pub fn read_crds(source: &str, text: &str) -> Result<Vec<CustomResourceDefinitio
 
 /// `Ok(None)` for other kinds; the policy read as v1 for any supported version.
 fn policy_of(value: &Value) -> Result<Option<ValidatingAdmissionPolicy>, String> {
+    v1_object_of(value, POLICY_KIND)
+}
+
+/// `Ok(None)` unless `value` is a `wanted` of a supported admissionregistration version;
+/// then the object read as v1 (without its status).
+fn v1_object_of<T: serde::de::DeserializeOwned>(
+    value: &Value,
+    wanted: &str,
+) -> Result<Option<T>, String> {
     let (Some(api_version), Some(kind)) =
         (str_field(value, "apiVersion"), str_field(value, "kind"))
     else {
         return Err("not a Kubernetes object: `apiVersion` and `kind` must be strings".into());
     };
-    if kind != POLICY_KIND {
+    if kind != wanted {
         return Ok(None);
     }
     if !POLICY_API_VERSIONS.contains(&api_version) {
         if api_version.starts_with("admissionregistration.k8s.io/") {
             return Err(format!(
-                "unsupported apiVersion {api_version:?} for {POLICY_KIND}"
+                "unsupported apiVersion {api_version:?} for {wanted}"
             ));
         }
         return Ok(None);
@@ -288,7 +367,7 @@ fn policy_of(value: &Value) -> Result<Option<ValidatingAdmissionPolicy>, String>
     }
     serde_json::from_value(v)
         .map(Some)
-        .map_err(|e| format!("invalid {POLICY_KIND}: {e}"))
+        .map_err(|e| format!("invalid {wanted}: {e}"))
 }
 
 #[cfg(test)]

@@ -20,8 +20,11 @@ use crate::policy::{
     ExpressionChecker, Mode, RestMapper, SchemaSource, check_policy,
 };
 
-use self::input::{InputError, InputPolicy, read_policies};
-use self::output::{CheckedPolicy, render_json, render_text, render_yaml, use_colour};
+use self::input::{InputError, InputObject, InputPolicy, read_objects};
+use self::output::{
+    ApiServerVerdict, CheckedPolicy, render_json, render_text, render_yaml, use_colour,
+};
+use crate::apiserver::{self, Server};
 
 /// Exit code: no warnings.
 pub const EXIT_OK: i32 = 0;
@@ -29,6 +32,8 @@ pub const EXIT_OK: i32 = 0;
 pub const EXIT_WARNINGS: i32 = 1;
 /// Exit code: unusable input or no usable backend.
 pub const EXIT_UNUSABLE: i32 = 2;
+/// Exit code: kube-apiserver would reject at least one object (whatever the warnings).
+pub const EXIT_REJECTED: i32 = 3;
 
 /// `--mode`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -106,6 +111,10 @@ pub struct CheckArgs {
     /// Output format.
     #[arg(short = 'o', long = "output", value_enum, default_value = "text")]
     pub output: OutputFormat,
+    /// The stored versions of the objects (policies and bindings, matched by kind and name):
+    /// their verdict is for an update instead of a create. Repeatable.
+    #[arg(long = "previous", value_name = "FILE")]
+    pub previous: Vec<PathBuf>,
     /// Policy files (YAML or JSON, one or many documents); `-` reads standard input.
     #[arg(required = true, value_name = "FILE")]
     pub files: Vec<PathBuf>,
@@ -222,11 +231,25 @@ pub struct CheckEnvironment<'a> {
     pub in_cluster: bool,
 }
 
-/// Reads every FILE (stdin once for `-`), in order.
+/// Reads every policy of every FILE (stdin once for `-`), in order.
 pub fn read_inputs(
     files: &[PathBuf],
     stdin: &mut dyn Read,
 ) -> Result<Vec<InputPolicy>, InputError> {
+    Ok(read_input_objects(files, stdin)?
+        .into_iter()
+        .filter_map(|o| match o {
+            InputObject::Policy(p) => Some(p),
+            InputObject::Binding(_) => None,
+        })
+        .collect())
+}
+
+/// Reads every policy and binding of every FILE (stdin once for `-`), in order.
+pub fn read_input_objects(
+    files: &[PathBuf],
+    stdin: &mut dyn Read,
+) -> Result<Vec<InputObject>, InputError> {
     let mut policies = Vec::new();
     let mut stdin_read = false;
     for f in files {
@@ -248,9 +271,32 @@ pub fn read_inputs(
             let text = String::from_utf8(bytes).map_err(|_| not_utf8(&source))?;
             (source, text)
         };
-        policies.extend(read_policies(&source, &text)?);
+        policies.extend(read_objects(&source, &text)?);
     }
     Ok(policies)
+}
+
+/// What kube-apiserver answers to `object`: a create, or an update of `stored`.
+fn api_server_verdict(
+    object: &InputObject,
+    stored: Option<&InputObject>,
+    server: Server,
+) -> ApiServerVerdict {
+    let errors = match (object, stored) {
+        (InputObject::Policy(p), Some(InputObject::Policy(old))) => {
+            apiserver::validate_policy_update(&p.policy, &old.policy, server)
+        }
+        (InputObject::Policy(p), _) => apiserver::validate_policy_create(&p.policy, server),
+        (InputObject::Binding(b), Some(InputObject::Binding(_))) => {
+            apiserver::validate_binding_update(&b.binding)
+        }
+        (InputObject::Binding(b), _) => apiserver::validate_binding_create(&b.binding, server),
+    };
+    ApiServerVerdict {
+        server_minor: server.minor,
+        update: stored.is_some(),
+        causes: errors.iter().map(ToString::to_string).collect(),
+    }
 }
 
 fn io_error(source: &str, e: &std::io::Error) -> InputError {
@@ -275,7 +321,9 @@ fn not_utf8(source: &str) -> InputError {
 
 /// Runs `vapcheck check`; returns the exit code. Order: read all input (exit 2 on the first
 /// unusable document), require a schema source, load the backends (exit 2 if any is
-/// missing), check every policy, print; then exit 2 if a policy could not be checked at all
+/// missing), decide what kube-apiserver answers to each policy and binding, check every policy,
+/// print; then exit 2 if a policy could not be checked at all, else 3 if the API server would
+/// reject any object,
 /// (`TypeChecked=False`), else 1 if any policy has warnings, else 0.
 pub fn run_check(
     args: &CheckArgs,
@@ -296,13 +344,34 @@ pub fn run_check(
         let _ = writeln!(stderr, "vapcheck: {msg}");
         EXIT_UNUSABLE
     };
-    let inputs = match read_inputs(&args.files, stdin) {
+    let inputs = match read_input_objects(&args.files, stdin) {
         Ok(p) => p,
         Err(e) => return fail(&e.to_string()),
     };
     if inputs.is_empty() {
-        return fail("no ValidatingAdmissionPolicy found in the input");
+        return fail(
+            "no ValidatingAdmissionPolicy or ValidatingAdmissionPolicyBinding found in the input",
+        );
     }
+    let previous = match read_input_objects(&args.previous, &mut std::io::empty()) {
+        Ok(p) => p,
+        Err(e) => return fail(&format!("--previous: {e}")),
+    };
+    let server = match args.kubernetes_version {
+        None => Server::PINNED,
+        Some(v) if v.major == 1 && (30..=Server::PINNED.minor).contains(&v.minor) => {
+            Server { minor: v.minor }
+        }
+        Some(v) => {
+            return fail(&format!(
+                "Kubernetes {}.{} is not supported (supported: 1.30..1.{})",
+                v.major,
+                v.minor,
+                Server::PINNED.minor
+            ));
+        }
+    };
+    let has_policies = inputs.iter().any(|o| matches!(o, InputObject::Policy(_)));
     let options = SchemaOptions {
         openapi: args.openapi.clone(),
         crds: args.crds.clone(),
@@ -314,31 +383,50 @@ pub fn run_check(
         in_cluster,
         kubernetes_version: args.kubernetes_version,
     };
-    if !options.has_source() {
-        return fail(
-            "no schema source: give --openapi DIR and/or --crd FILE, or --kubeconfig PATH (or set KUBECONFIG)",
-        );
-    }
-    let loaded = match provider.load(&options) {
-        Ok(b) => b,
-        Err(e) => return fail(&e),
-    };
-    let backends = Backends {
-        rest_mapper: loaded.rest_mapper.as_ref(),
-        discovery: loaded.discovery.as_deref(),
-        schemas: loaded.schemas.as_ref(),
-        checker: loaded.checker.as_ref(),
+    // Bindings alone need no schemas: only the API server's verdict is computed for them.
+    let loaded = if has_policies {
+        if !options.has_source() {
+            return fail(
+                "no schema source: give --openapi DIR and/or --crd FILE, or --kubeconfig PATH (or set KUBECONFIG)",
+            );
+        }
+        match provider.load(&options) {
+            Ok(b) => Some(b),
+            Err(e) => return fail(&e),
+        }
+    } else {
+        None
     };
     let check_options = CheckOptions {
         mode: args.mode.into(),
         kind_limit: args.kind_limit,
     };
     let checked: Vec<CheckedPolicy> = inputs
-        .into_iter()
-        .map(|p| CheckedPolicy {
-            name: p.policy.metadata.name.clone().unwrap_or_default(),
-            status: check_policy(&p.policy, &check_options, &backends),
-            origin: p.origin,
+        .iter()
+        .map(|o| {
+            let stored = previous
+                .iter()
+                .find(|p| p.kind() == o.kind() && p.name() == o.name());
+            let api_server = api_server_verdict(o, stored, server);
+            let status = match (o, &loaded) {
+                (InputObject::Policy(p), Some(loaded)) => {
+                    let backends = Backends {
+                        rest_mapper: loaded.rest_mapper.as_ref(),
+                        discovery: loaded.discovery.as_deref(),
+                        schemas: loaded.schemas.as_ref(),
+                        checker: loaded.checker.as_ref(),
+                    };
+                    Some(check_policy(&p.policy, &check_options, &backends))
+                }
+                _ => None,
+            };
+            CheckedPolicy {
+                kind: o.kind(),
+                name: o.name().to_owned(),
+                origin: o.origin().clone(),
+                api_server,
+                status,
+            }
         })
         .collect();
     let rendered = match args.output {
@@ -363,17 +451,23 @@ pub fn run_check(
     let unchecked: Vec<String> = checked
         .iter()
         .filter(|c| {
-            c.status
-                .conditions
-                .iter()
-                .any(|k| k.type_ == TYPE_CHECKED && k.status == "False")
+            c.status.as_ref().is_some_and(|s| {
+                s.conditions
+                    .iter()
+                    .any(|k| k.type_ == TYPE_CHECKED && k.status == "False")
+            })
         })
         .map(|c| format!("{} ({})", c.name, c.origin))
         .collect();
     if !unchecked.is_empty() {
         return fail(&format!("could not check: {}", unchecked.join(", ")));
     }
-    if checked.iter().any(|c| c.status.has_warnings()) {
+    if checked.iter().any(|c| !c.api_server.accepted()) {
+        EXIT_REJECTED
+    } else if checked
+        .iter()
+        .any(|c| c.status.as_ref().is_some_and(|s| s.has_warnings()))
+    {
         EXIT_WARNINGS
     } else {
         EXIT_OK

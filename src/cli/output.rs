@@ -7,24 +7,67 @@ use crate::policy::{PolicyCondition, PolicyStatus};
 
 use super::input::Origin;
 
-/// One checked policy.
+/// What kube-apiserver answers when the object is created (or updated, with `--previous`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiServerVerdict {
+    /// The API server's minor version (`1.<minor>`).
+    pub server_minor: u32,
+    /// An update of a stored version rather than a create.
+    pub update: bool,
+    /// The field errors of the HTTP 422 answer, each as the API server prints it, in its
+    /// order; empty when the object is accepted.
+    pub causes: Vec<String>,
+}
+
+impl ApiServerVerdict {
+    /// Whether the API server accepts the object.
+    pub fn accepted(&self) -> bool {
+        self.causes.is_empty()
+    }
+}
+
+impl Serialize for ApiServerVerdict {
+    /// `{"accepted": true}` or `{"accepted": false, "causes": [..]}`.
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut m = s.serialize_map(None)?;
+        m.serialize_entry("accepted", &self.accepted())?;
+        if !self.accepted() {
+            m.serialize_entry("causes", &self.causes)?;
+        }
+        m.end()
+    }
+}
+
+/// One object read: a checked policy, or a binding.
 #[derive(Debug, Clone)]
 pub struct CheckedPolicy {
+    /// `ValidatingAdmissionPolicy` or `ValidatingAdmissionPolicyBinding`.
+    pub kind: &'static str,
     /// `metadata.name` (empty when missing).
     pub name: String,
     /// Where it was read from.
     pub origin: Origin,
-    /// What vapcheck computed.
-    pub status: PolicyStatus,
+    /// What kube-apiserver answers.
+    pub api_server: ApiServerVerdict,
+    /// What vapcheck computed (policies only).
+    pub status: Option<PolicyStatus>,
 }
 
-/// The `-o json|yaml` entry: `{"name": .., "status": {"typeChecking": .., "conditions": [..]}}`.
+/// The `-o json|yaml` entry: `{"kind": .., "name": .., "apiServer": {..}, "status":
+/// {"typeChecking": .., "conditions": [..]}}` (no `status` for bindings).
 #[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct OutputEntry<'a> {
-    /// Policy name.
+    /// The object's kind.
+    pub kind: &'a str,
+    /// Object name.
     pub name: &'a str,
-    /// The computed status.
-    pub status: OutputStatus<'a>,
+    /// What kube-apiserver answers on create (or update).
+    pub api_server: &'a ApiServerVerdict,
+    /// The computed status (policies only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub status: Option<OutputStatus<'a>>,
 }
 
 /// The `status` of an [`OutputEntry`]. `typeChecking` is `{}` without warnings.
@@ -42,11 +85,13 @@ pub fn entries(policies: &[CheckedPolicy]) -> Vec<OutputEntry<'_>> {
     policies
         .iter()
         .map(|p| OutputEntry {
+            kind: p.kind,
             name: &p.name,
-            status: OutputStatus {
-                type_checking: p.status.type_checking(),
-                conditions: &p.status.conditions,
-            },
+            api_server: &p.api_server,
+            status: p.status.as_ref().map(|s| OutputStatus {
+                type_checking: s.type_checking(),
+                conditions: &s.conditions,
+            }),
         })
         .collect()
 }
@@ -106,44 +151,66 @@ fn plural(n: usize, word: &str) -> String {
     }
 }
 
-/// `-o text`: per policy a header (name, origin, verdict), each warning's fieldRef and text
-/// (indented), any kinds not checked, then a summary line.
+/// `-o text`: objects the API server would reject first, then the others, each in input
+/// order. Per object a header (name, origin, verdict), the API server's causes, each
+/// warning's fieldRef and text (indented), any kinds not checked; then a summary line.
 pub fn render_text(policies: &[CheckedPolicy], colour: bool) -> String {
     let st = Style { on: colour };
     let mut out = String::new();
     let mut with_warnings = 0usize;
-    for p in policies {
+    let ordered = policies
+        .iter()
+        .filter(|p| !p.api_server.accepted())
+        .chain(policies.iter().filter(|p| p.api_server.accepted()));
+    for p in ordered {
         let name = if p.name.is_empty() {
             "<unnamed>"
         } else {
             p.name.as_str()
         };
-        let n = p.status.expression_warnings.len();
-        let verdict = if n == 0 {
-            st.green("ok")
+        let label = if p.kind == super::input::BINDING_KIND {
+            format!("{} [binding]", st.bold(name))
         } else {
-            st.red(&plural(n, "warning"))
+            st.bold(name)
         };
+        let warnings = p
+            .status
+            .as_ref()
+            .map_or(&[][..], |s| s.expression_warnings.as_slice());
+        let n = warnings.len();
+        let mut verdicts = Vec::new();
+        let v = &p.api_server;
+        if !v.accepted() {
+            verdicts.push(st.red(&format!(
+                "REJECTED by kube-apiserver 1.{} on {}: {}",
+                v.server_minor,
+                if v.update { "update" } else { "create" },
+                plural(v.causes.len(), "cause")
+            )));
+        }
+        if n > 0 {
+            verdicts.push(st.red(&plural(n, "warning")));
+        }
+        if verdicts.is_empty() {
+            verdicts.push(st.green("ok"));
+        }
         out.push_str(&format!(
             "{} {}: {}\n",
-            st.bold(name),
+            label,
             st.dim(&format!("({})", p.origin)),
-            verdict
+            verdicts.join("; ")
         ));
+        for cause in &v.causes {
+            push_indented(&mut out, &st.red(cause), "  ", "    ");
+        }
         if n > 0 {
             with_warnings += 1;
         }
-        for w in &p.status.expression_warnings {
+        for w in warnings {
             out.push_str(&format!("  {}\n", st.yellow(&w.field_ref)));
-            for line in w.warning.trim_end_matches('\n').split('\n') {
-                if line.is_empty() {
-                    out.push('\n');
-                } else {
-                    out.push_str(&format!("    {line}\n"));
-                }
-            }
+            push_indented(&mut out, w.warning.trim_end_matches('\n'), "    ", "    ");
         }
-        for c in &p.status.conditions {
+        for c in p.status.iter().flat_map(|s| s.conditions.iter()) {
             if c.reason != "AllKindsChecked" && c.type_ == "TypeChecked" {
                 out.push_str(&format!(
                     "  {}\n",
@@ -152,13 +219,37 @@ pub fn render_text(policies: &[CheckedPolicy], colour: bool) -> String {
             }
         }
     }
-    let count = if policies.len() == 1 {
+    let n_policies = policies.iter().filter(|p| p.status.is_some()).count();
+    let n_bindings = policies.len() - n_policies;
+    let rejected = policies.iter().filter(|p| !p.api_server.accepted()).count();
+    let count = if n_policies == 1 {
         "1 policy".to_owned()
     } else {
-        format!("{} policies", policies.len())
+        format!("{n_policies} policies")
     };
-    out.push_str(&format!("{count} checked, {with_warnings} with warnings\n"));
+    out.push_str(&format!("{count} checked, {with_warnings} with warnings"));
+    if n_bindings > 0 {
+        out.push_str(&format!(", {}", plural(n_bindings, "binding")));
+    }
+    let minor = policies.first().map_or(0, |p| p.api_server.server_minor);
+    out.push_str(&format!(
+        ", {rejected} rejected by kube-apiserver 1.{minor}\n"
+    ));
     out
+}
+
+/// Appends `text` line by line: the first line after `first`, the others after `rest`;
+/// empty lines stay empty.
+fn push_indented(out: &mut String, text: &str, first: &str, rest: &str) {
+    for (i, line) in text.split('\n').enumerate() {
+        if line.is_empty() {
+            out.push('\n');
+        } else {
+            out.push_str(if i == 0 { first } else { rest });
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
 }
 
 #[cfg(test)]
@@ -200,22 +291,49 @@ mod tests {
         };
         vec![
             CheckedPolicy {
+                api_server: ApiServerVerdict {
+                    server_minor: 37,
+                    update: false,
+                    causes: Vec::new(),
+                },
+                kind: super::super::input::POLICY_KIND,
                 name: "bad".into(),
                 origin: Origin {
                     source: "p.yaml".into(),
                     document: 1,
                     item: None,
                 },
-                status: bad,
+                status: Some(bad),
             },
             CheckedPolicy {
+                api_server: ApiServerVerdict {
+                    server_minor: 37,
+                    update: false,
+                    causes: Vec::new(),
+                },
+                kind: super::super::input::POLICY_KIND,
                 name: "good".into(),
                 origin: Origin {
                     source: "p.yaml".into(),
                     document: 2,
                     item: None,
                 },
-                status: good,
+                status: Some(good),
+            },
+            CheckedPolicy {
+                api_server: ApiServerVerdict {
+                    server_minor: 37,
+                    update: false,
+                    causes: vec!["spec.validationActions: Required value".into()],
+                },
+                kind: super::super::input::BINDING_KIND,
+                name: "bind".into(),
+                origin: Origin {
+                    source: "p.yaml".into(),
+                    document: 3,
+                    item: None,
+                },
+                status: None,
             },
         ]
     }
@@ -268,10 +386,10 @@ mod proptests {
         #[test]
         fn yaml_round_trips_any_warning(warning in "(?s)[ \\t\\n'\":#|>a-z．＾^.-]{0,60}", name in "[a-z:# -]{0,10}") {
             let status = PolicyStatus {
-                expression_warnings: vec![ExpressionWarning { field_ref: "spec.validations[0].expression".into(), warning }],
+                expression_warnings: vec![ExpressionWarning { field_ref: "spec.validations[0].expression".into(), warning: warning.clone() }],
                 ..PolicyStatus::default()
             };
-            let policies = [CheckedPolicy { name, origin: Origin { source: "s".into(), document: 1, item: None }, status }];
+            let policies = [CheckedPolicy { kind: super::super::input::POLICY_KIND, api_server: ApiServerVerdict { server_minor: 37, update: false, causes: vec![warning.clone()] }, name, origin: Origin { source: "s".into(), document: 1, item: None }, status: Some(status) }];
             let yaml = render_yaml(&policies).unwrap();
             let from_yaml: serde_json::Value = serde_saphyr::from_str(&yaml).unwrap();
             let from_json: serde_json::Value = serde_json::from_str(&render_json(&policies).unwrap()).unwrap();
