@@ -356,6 +356,15 @@ fn compare(
     entries: &[Value],
 ) -> anyhow::Result<()> {
     let mut report = String::new();
+    if entries.len() != files.len() {
+        writeln!(
+            report,
+            "vapcheck printed {} entries for {} objects (one per document, in input order, is \
+             expected; later entries are compared with the wrong object)",
+            entries.len(),
+            files.len()
+        )?;
+    }
     let mut identical = 0;
     for i in 0..files.len() {
         let mut want = expected_verdict(objects[i], &outcomes[i]);
@@ -376,14 +385,6 @@ fn compare(
                 got
             )?;
         }
-    }
-    if entries.len() > files.len() {
-        writeln!(
-            report,
-            "vapcheck printed {} entries for {} objects",
-            entries.len(),
-            files.len()
-        )?;
     }
     let summary = format!("{what}: {identical}/{} identical", files.len());
     eprintln!("{summary}");
@@ -424,7 +425,9 @@ async fn vapcheck_create_verdicts_match_the_api_server() -> anyhow::Result<()> {
     let started = Instant::now();
     let cluster = support::shared_cluster()?;
     let client = cluster.client().await?;
-    let tmp = tempfile::tempdir()?;
+    let tmp = tempfile::Builder::new()
+        .prefix("apiserver-verdicts-create-")
+        .tempdir()?;
     let truth = create_truth(&client, tmp.path()).await?;
     for e in &truth.excluded {
         eprintln!("not sent (does not parse): {}: {}", e.id, e.reason);
@@ -451,7 +454,7 @@ async fn vapcheck_create_verdicts_match_the_api_server() -> anyhow::Result<()> {
         "apiserver-verdicts: create test took {:.1?}",
         started.elapsed()
     );
-    result
+    keep_on_failure(tmp, result)
 }
 
 #[tokio::test]
@@ -459,7 +462,9 @@ async fn vapcheck_update_verdicts_match_the_api_server() -> anyhow::Result<()> {
     let started = Instant::now();
     let cluster = support::shared_cluster()?;
     let client = cluster.client().await?;
-    let tmp = tempfile::tempdir()?;
+    let tmp = tempfile::Builder::new()
+        .prefix("apiserver-verdicts-update-")
+        .tempdir()?;
     let truth = update_truth(&client, cluster.kubeconfig(), tmp.path()).await?;
     let entries = run_vapcheck(cluster.kubeconfig(), Some(&truth.previous), &truth.files)?;
     let ids: Vec<&str> = truth.cases.iter().map(|c| c.id.as_str()).collect();
@@ -476,6 +481,18 @@ async fn vapcheck_update_verdicts_match_the_api_server() -> anyhow::Result<()> {
         "apiserver-verdicts: update test took {:.1?}",
         started.elapsed()
     );
+    keep_on_failure(tmp, result)
+}
+
+/// Keeps the objects and truth of a failed comparison for reading.
+fn keep_on_failure(tmp: tempfile::TempDir, result: anyhow::Result<()>) -> anyhow::Result<()> {
+    if result.is_err() {
+        let kept = tmp.keep();
+        eprintln!(
+            "apiserver-verdicts: objects and truth.jsonl kept in {}",
+            kept.display()
+        );
+    }
     result
 }
 
