@@ -1,0 +1,613 @@
+//! Acceptance test of issue 11 ("create-time verdicts"): `vapcheck check -o json` must say, for
+//! every ValidatingAdmissionPolicy and binding it reads, exactly what the real kube-apiserver
+//! 1.37.1 says when the object is created (or updated, with `--previous`).
+//!
+//! The objects are every corpus policy and binding plus a deterministic set of variants
+//! (`e2e/support/apiserver_truth.rs`). Each is sent to the API server of the shared cluster with
+//! a server-side dry run; then `vapcheck check -o json --kubeconfig <cluster>` runs once over all
+//! of them, and each entry's `apiServer` must equal the server's verdict and causes (each cause is
+//! the server's `field.Error.Error()` text: `details.causes[i].field + ": " + message`).
+//!
+//! - `cargo test --test e2e_apiserver_verdicts -- --nocapture` runs both comparisons;
+//! - `VAPCHECK_TRUTH_DIR=/tmp/apiserver-truth cargo test --test e2e_apiserver_verdicts --
+//!   --ignored dump_truth --nocapture` only writes the ground truth (objects, truth.jsonl,
+//!   update/, README.txt) for reading.
+
+#[allow(dead_code)]
+#[path = "../support/mod.rs"]
+mod support;
+
+#[allow(dead_code)]
+#[path = "../support/apiserver_truth.rs"]
+mod truth;
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+use anyhow::{Context, bail};
+use futures::{StreamExt, TryStreamExt};
+use kube::Client;
+use serde_json::{Value, json};
+use truth::{Case, Outcome, Storage, UpdateCase};
+
+/// Concurrent requests to the API server.
+const PARALLEL: usize = 16;
+
+/// The create truth: one object per file, in the order vapcheck gets them.
+struct CreateTruth {
+    files: Vec<PathBuf>,
+    cases: Vec<Case>,
+    outcomes: Vec<Outcome>,
+    excluded: Vec<truth::Excluded>,
+    generated_from: usize,
+}
+
+struct UpdateTruth {
+    files: Vec<PathBuf>,
+    previous: PathBuf,
+    cases: Vec<UpdateCase>,
+    outcomes: Vec<Outcome>,
+}
+
+fn write(path: &Path, text: &str) -> anyhow::Result<()> {
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent)?;
+    }
+    std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))
+}
+
+fn truth_line(file: &Path, object: &Value, id: &str, outcome: &Outcome) -> Value {
+    json!({
+        "file": file.display().to_string(),
+        "id": id,
+        "kind": truth::kind_of(object),
+        "name": truth::name_of(object),
+        "http": outcome.http,
+        "accepted": outcome.accepted,
+        "causes": outcome.causes,
+        "message": outcome.message,
+        "reason": outcome.reason,
+        "warnings": outcome.warnings,
+    })
+}
+
+async fn dry_run_all(client: &Client, objects: &[Value]) -> anyhow::Result<Vec<Outcome>> {
+    futures::stream::iter(objects.iter().enumerate())
+        .map(|(i, object)| async move {
+            truth::dry_run_create(client, object)
+                .await
+                .map(|o| (i, o))
+                .with_context(|| format!("dry-run create of object {i}"))
+        })
+        .buffer_unordered(PARALLEL)
+        .try_collect::<Vec<_>>()
+        .await
+        .map(|mut v| {
+            v.sort_by_key(|(i, _)| *i);
+            v.into_iter().map(|(_, o)| o).collect()
+        })
+}
+
+/// Generates the objects, writes them to `dir/objects/NNNN.yaml`, dry-runs each CREATE and writes
+/// `dir/truth.jsonl`.
+async fn create_truth(client: &Client, dir: &Path) -> anyhow::Result<CreateTruth> {
+    let shared = support::shared_dir();
+    let (mut cases, excluded) = truth::corpus_cases(&shared)?;
+    let generated_from = cases.len();
+    cases.extend(truth::variant_cases(&shared)?);
+    let objects: Vec<Value> = cases.iter().map(|c| c.object.clone()).collect();
+    let started = Instant::now();
+    let outcomes = dry_run_all(client, &objects).await?;
+    eprintln!(
+        "apiserver-truth: {} dry-run creates in {:.1?}",
+        objects.len(),
+        started.elapsed()
+    );
+    let mut files = Vec::new();
+    let mut jsonl = String::new();
+    for (i, (case, outcome)) in cases.iter().zip(&outcomes).enumerate() {
+        let file = dir.join("objects").join(format!("{i:04}.yaml"));
+        write(&file, &truth::render(&case.object)?)?;
+        writeln!(
+            jsonl,
+            "{}",
+            truth_line(&file, &case.object, &case.id, outcome)
+        )?;
+        files.push(file);
+    }
+    write(&dir.join("truth.jsonl"), &jsonl)?;
+    // Generated objects must decode: only 201 and 422 say something about validation.
+    let undecodable: Vec<String> = cases[generated_from..]
+        .iter()
+        .zip(&outcomes[generated_from..])
+        .filter(|(_, o)| o.http != 201 && o.http != 422)
+        .map(|(c, o)| format!("{}: HTTP {} {}", c.id, o.http, o.message))
+        .collect();
+    if !undecodable.is_empty() {
+        bail!(
+            "{} generated objects got neither 201 nor 422; fix the generator:\n{}",
+            undecodable.len(),
+            undecodable.join("\n")
+        );
+    }
+    Ok(CreateTruth {
+        files,
+        cases,
+        outcomes,
+        excluded,
+        generated_from,
+    })
+}
+
+/// The etcd client URL of the shared cluster (from `instance.env` beside its kubeconfig).
+fn etcd_endpoint(kubeconfig: &Path) -> anyhow::Result<String> {
+    let env = kubeconfig
+        .parent()
+        .context("kubeconfig has no folder")?
+        .join("instance.env");
+    let text = std::fs::read_to_string(&env).with_context(|| {
+        format!(
+            "reading {} (the update truth writes stored objects straight into etcd, so it needs \
+             a cluster started by e2e/cluster/up)",
+            env.display()
+        )
+    })?;
+    let port = text
+        .lines()
+        .find_map(|l| l.strip_prefix("ETCD_PORT="))
+        .filter(|p| !p.is_empty())
+        .with_context(|| format!("no ETCD_PORT in {}", env.display()))?;
+    Ok(format!("http://127.0.0.1:{port}"))
+}
+
+/// Builds `e2e/oracle/bin/etcdput` (Go's build cache makes this quick after the first time).
+fn etcdput() -> anyhow::Result<PathBuf> {
+    let oracle = support::repo_root().join("e2e/oracle");
+    let status = Command::new("go")
+        .args(["build", "-o", "bin/", "./cmd/etcdput"])
+        .current_dir(&oracle)
+        .stdin(Stdio::null())
+        .status()
+        .context("running go build for e2e/oracle/cmd/etcdput (Go is needed)")?;
+    if !status.success() {
+        bail!("go build ./cmd/etcdput failed: {status}");
+    }
+    Ok(oracle.join("bin/etcdput"))
+}
+
+/// Stores each pair's old object (in etcd or by a real create), dry-runs the UPDATE to the new
+/// one, and writes `dir/update/`.
+async fn update_truth(
+    client: &Client,
+    kubeconfig: &Path,
+    dir: &Path,
+) -> anyhow::Result<UpdateTruth> {
+    let cases = truth::update_cases();
+    let mut records = String::new();
+    for (i, case) in cases.iter().enumerate() {
+        truth::delete_if_present(client, &case.stored).await?;
+        match case.storage {
+            Storage::Etcd => {
+                let line = json!({"key": truth::etcd_key(&case.stored)?,
+                                  "value": truth::etcd_value(&case.stored, 900_000 + i)});
+                writeln!(records, "{line}")?;
+            }
+            Storage::Create => {
+                let (http, body, _) =
+                    truth::send(client, http::Method::POST, &case.stored, false).await?;
+                if http != 201 {
+                    bail!(
+                        "creating the stored object of {}: HTTP {http}: {}",
+                        case.id,
+                        String::from_utf8_lossy(&body)
+                    );
+                }
+            }
+        }
+    }
+    if !records.is_empty() {
+        let endpoint = etcd_endpoint(kubeconfig)?;
+        let mut child = Command::new(etcdput()?)
+            .args(["-endpoint", &endpoint])
+            .stdin(Stdio::piped())
+            .spawn()
+            .context("running etcdput")?;
+        std::io::Write::write_all(
+            child.stdin.as_mut().context("etcdput stdin")?,
+            records.as_bytes(),
+        )?;
+        drop(child.stdin.take());
+        let status = child.wait()?;
+        if !status.success() {
+            bail!("etcdput failed: {status}");
+        }
+    }
+    // The watch cache learns about objects written into etcd through its watch; wait until every
+    // stored object can be read.
+    for case in &cases {
+        support::wait_for(
+            &format!("stored object of {}", case.id),
+            std::time::Duration::from_secs(30),
+            || async { Ok(truth::resource_version(client, &case.stored).await.ok()) },
+        )
+        .await?;
+    }
+    let outcomes: Vec<Outcome> = futures::stream::iter(cases.iter().enumerate())
+        .map(|(i, case)| async move {
+            truth::dry_run_update(client, &case.new)
+                .await
+                .map(|o| (i, o))
+                .with_context(|| format!("dry-run update {}", case.id))
+        })
+        .buffer_unordered(PARALLEL)
+        .try_collect::<Vec<_>>()
+        .await
+        .map(|mut v| {
+            v.sort_by_key(|(i, _)| *i);
+            v.into_iter().map(|(_, o)| o).collect()
+        })?;
+    let update_dir = dir.join("update");
+    let previous = update_dir.join("previous.yaml");
+    let mut all_previous = String::new();
+    let mut files = Vec::new();
+    let mut jsonl = String::new();
+    for (i, (case, outcome)) in cases.iter().zip(&outcomes).enumerate() {
+        let file = update_dir.join(format!("{i:04}.yaml"));
+        let prev = update_dir.join(format!("{i:04}.previous.yaml"));
+        write(&file, &truth::render(&case.new)?)?;
+        let prev_text = truth::render(&case.stored)?;
+        write(&prev, &prev_text)?;
+        all_previous.push_str("---\n");
+        all_previous.push_str(&prev_text);
+        let mut line = truth_line(&file, &case.new, &case.id, outcome);
+        line["previous"] = json!(prev.display().to_string());
+        line["storedVia"] = json!(case.storage);
+        writeln!(jsonl, "{line}")?;
+        files.push(file);
+    }
+    write(&previous, &all_previous)?;
+    write(&update_dir.join("truth.jsonl"), &jsonl)?;
+    Ok(UpdateTruth {
+        files,
+        previous,
+        cases,
+        outcomes,
+    })
+}
+
+/// Runs `vapcheck check -o json --kubeconfig K [--previous P] FILES...` and returns its entries.
+fn run_vapcheck(
+    kubeconfig: &Path,
+    previous: Option<&Path>,
+    files: &[PathBuf],
+) -> anyhow::Result<Vec<Value>> {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_vapcheck"));
+    command
+        .args(["check", "-o", "json", "--kubeconfig"])
+        .arg(kubeconfig);
+    if let Some(previous) = previous {
+        command.arg("--previous").arg(previous);
+    }
+    let started = Instant::now();
+    let output = command
+        .args(files)
+        .stdin(Stdio::null())
+        .output()
+        .context("running vapcheck")?;
+    eprintln!(
+        "apiserver-verdicts: vapcheck over {} files: {} in {:.1?}",
+        files.len(),
+        output.status,
+        started.elapsed()
+    );
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    match output.status.code() {
+        None => bail!("vapcheck was killed by a signal; stderr:\n{stderr}"),
+        Some(101) => bail!("vapcheck panicked; stderr:\n{stderr}"),
+        Some(_) => {}
+    }
+    let entries: Vec<Value> = serde_json::from_slice(&output.stdout).with_context(|| {
+        format!(
+            "vapcheck ({}) did not print a JSON array; stderr:\n{stderr}",
+            output.status
+        )
+    })?;
+    Ok(entries)
+}
+
+/// The comparable part of an entry: kind, name and `apiServer`, or a plain statement of what is
+/// missing.
+fn got_verdict(entry: Option<&Value>) -> Value {
+    let Some(entry) = entry else {
+        return json!("no entry for this object (vapcheck printed fewer entries)");
+    };
+    let Some(api_server) = entry.get("apiServer") else {
+        return json!({"kind": entry.get("kind"), "name": entry.get("name"),
+                      "error": "entry has no apiServer field"});
+    };
+    let accepted = api_server.get("accepted").cloned().unwrap_or(Value::Null);
+    let mut got =
+        json!({"kind": entry.get("kind"), "name": entry.get("name"), "accepted": accepted});
+    if accepted != Value::Bool(true) {
+        got["causes"] = api_server.get("causes").cloned().unwrap_or(Value::Null);
+    }
+    got
+}
+
+fn expected_verdict(object: &Value, outcome: &Outcome) -> Value {
+    let mut want = json!({"kind": truth::kind_of(object), "name": truth::name_of(object),
+                          "accepted": outcome.accepted});
+    if !outcome.accepted {
+        want["causes"] = json!(outcome.causes);
+    }
+    want
+}
+
+/// Compares and reports; the error lists every difference.
+fn compare(
+    what: &str,
+    files: &[PathBuf],
+    ids: &[&str],
+    objects: &[&Value],
+    outcomes: &[Outcome],
+    entries: &[Value],
+) -> anyhow::Result<()> {
+    let mut report = String::new();
+    if entries.len() != files.len() {
+        writeln!(
+            report,
+            "vapcheck printed {} entries for {} objects (one per document, in input order, is \
+             expected; later entries are compared with the wrong object)",
+            entries.len(),
+            files.len()
+        )?;
+    }
+    let mut identical = 0;
+    for i in 0..files.len() {
+        let mut want = expected_verdict(objects[i], &outcomes[i]);
+        let got = got_verdict(entries.get(i));
+        // A generateName-only object has no name in either.
+        if truth::name_of(objects[i]).is_empty() {
+            want["name"] = got.get("name").cloned().unwrap_or(Value::Null);
+        }
+        if want == got {
+            identical += 1;
+        } else {
+            writeln!(
+                report,
+                "--- {} ({})\n  expected: {}\n  got:      {}",
+                files[i].display(),
+                ids[i],
+                want,
+                got
+            )?;
+        }
+    }
+    let summary = format!("{what}: {identical}/{} identical", files.len());
+    eprintln!("{summary}");
+    if !report.is_empty() {
+        bail!("{summary}\n{report}{summary}");
+    }
+    Ok(())
+}
+
+fn count_by_http(outcomes: &[Outcome]) -> BTreeMap<u16, usize> {
+    let mut counts = BTreeMap::new();
+    for o in outcomes {
+        *counts.entry(o.http).or_default() += 1;
+    }
+    counts
+}
+
+fn truth_dir() -> anyhow::Result<(PathBuf, Option<tempfile::TempDir>)> {
+    match std::env::var_os("VAPCHECK_TRUTH_DIR").filter(|d| !d.is_empty()) {
+        Some(dir) => {
+            let dir = PathBuf::from(dir);
+            if dir.exists() {
+                std::fs::remove_dir_all(&dir)
+                    .with_context(|| format!("clearing {}", dir.display()))?;
+            }
+            std::fs::create_dir_all(&dir)?;
+            Ok((dir, None))
+        }
+        None => {
+            let tmp = tempfile::tempdir()?;
+            Ok((tmp.path().to_path_buf(), Some(tmp)))
+        }
+    }
+}
+
+#[tokio::test]
+async fn vapcheck_create_verdicts_match_the_api_server() -> anyhow::Result<()> {
+    let started = Instant::now();
+    let cluster = support::shared_cluster()?;
+    let client = cluster.client().await?;
+    let tmp = tempfile::Builder::new()
+        .prefix("apiserver-verdicts-create-")
+        .tempdir()?;
+    let truth = create_truth(&client, tmp.path()).await?;
+    for e in &truth.excluded {
+        eprintln!("not sent (does not parse): {}: {}", e.id, e.reason);
+    }
+    eprintln!(
+        "apiserver-verdicts: {} objects ({} corpus, {} generated), by HTTP code {:?}",
+        truth.cases.len(),
+        truth.generated_from,
+        truth.cases.len() - truth.generated_from,
+        count_by_http(&truth.outcomes)
+    );
+    let entries = run_vapcheck(cluster.kubeconfig(), None, &truth.files)?;
+    let ids: Vec<&str> = truth.cases.iter().map(|c| c.id.as_str()).collect();
+    let objects: Vec<&Value> = truth.cases.iter().map(|c| &c.object).collect();
+    let result = compare(
+        "create",
+        &truth.files,
+        &ids,
+        &objects,
+        &truth.outcomes,
+        &entries,
+    );
+    eprintln!(
+        "apiserver-verdicts: create test took {:.1?}",
+        started.elapsed()
+    );
+    keep_on_failure(tmp, result)
+}
+
+#[tokio::test]
+async fn vapcheck_update_verdicts_match_the_api_server() -> anyhow::Result<()> {
+    let started = Instant::now();
+    let cluster = support::shared_cluster()?;
+    let client = cluster.client().await?;
+    let tmp = tempfile::Builder::new()
+        .prefix("apiserver-verdicts-update-")
+        .tempdir()?;
+    let truth = update_truth(&client, cluster.kubeconfig(), tmp.path()).await?;
+    let entries = run_vapcheck(cluster.kubeconfig(), Some(&truth.previous), &truth.files)?;
+    let ids: Vec<&str> = truth.cases.iter().map(|c| c.id.as_str()).collect();
+    let objects: Vec<&Value> = truth.cases.iter().map(|c| &c.new).collect();
+    let result = compare(
+        "update",
+        &truth.files,
+        &ids,
+        &objects,
+        &truth.outcomes,
+        &entries,
+    );
+    eprintln!(
+        "apiserver-verdicts: update test took {:.1?}",
+        started.elapsed()
+    );
+    keep_on_failure(tmp, result)
+}
+
+/// Keeps the objects and truth of a failed comparison for reading.
+fn keep_on_failure(tmp: tempfile::TempDir, result: anyhow::Result<()>) -> anyhow::Result<()> {
+    if result.is_err() {
+        let kept = tmp.keep();
+        eprintln!(
+            "apiserver-verdicts: objects and truth.jsonl kept in {}",
+            kept.display()
+        );
+    }
+    result
+}
+
+/// Writes the ground truth to `$VAPCHECK_TRUTH_DIR` (default `/tmp/apiserver-truth`) for people
+/// to read; vapcheck is not run.
+#[tokio::test]
+#[ignore = "writes the ground truth for reading; run explicitly"]
+async fn dump_truth() -> anyhow::Result<()> {
+    if std::env::var_os("VAPCHECK_TRUTH_DIR").is_none() {
+        // SAFETY: set before any other thread of this test reads the environment.
+        unsafe { std::env::set_var("VAPCHECK_TRUTH_DIR", "/tmp/apiserver-truth") };
+    }
+    let (dir, _keep) = truth_dir()?;
+    let cluster = support::shared_cluster()?;
+    let client = cluster.client().await?;
+    let started = Instant::now();
+    let created = create_truth(&client, &dir).await?;
+    let updated = update_truth(&client, cluster.kubeconfig(), &dir).await?;
+    let elapsed = started.elapsed();
+
+    let mut readme = String::new();
+    writeln!(
+        readme,
+        "Ground truth: kube-apiserver 1.37.1 verdicts on ValidatingAdmissionPolicy(Binding) objects"
+    )?;
+    writeln!(
+        readme,
+        "Generated {} in {elapsed:.1?} by e2e/tests/apiserver_verdicts.rs (dump_truth), generator e2e/support/apiserver_truth.rs.\n",
+        chrono_free_now()
+    )?;
+    writeln!(
+        readme,
+        "objects/NNNN.yaml  one object per file (apiVersion rewritten to admissionregistration.k8s.io/v1 for v1alpha1/v1beta1 corpus documents)"
+    )?;
+    writeln!(
+        readme,
+        "truth.jsonl        one line per object, same order: file, id (corpus path#doc or gen/<base>/<mutation>), kind, name, http, accepted,"
+    )?;
+    writeln!(
+        readme,
+        "                   causes (details.causes[i].field + \": \" + message, in the server's order), message (raw Status message), reason, warnings"
+    )?;
+    writeln!(
+        readme,
+        "update/            NNNN.yaml (new), NNNN.previous.yaml (stored), previous.yaml (all stored objects, for --previous), truth.jsonl (+ previous, storedVia)\n"
+    )?;
+    writeln!(
+        readme,
+        "CREATE (dry-run POST ?dryRun=All as cluster-admin): {} objects",
+        created.cases.len()
+    )?;
+    writeln!(
+        readme,
+        "  corpus: {} (policies from corpus/policies, bindings from corpus/bindings)",
+        created.generated_from
+    )?;
+    writeln!(
+        readme,
+        "  generated variants: {}",
+        created.cases.len() - created.generated_from
+    )?;
+    for (label, range) in [
+        ("all", 0..created.cases.len()),
+        ("corpus", 0..created.generated_from),
+        ("generated", created.generated_from..created.cases.len()),
+    ] {
+        writeln!(
+            readme,
+            "  by HTTP code ({label}): {:?}",
+            count_by_http(&created.outcomes[range])
+        )?;
+    }
+    for e in &created.excluded {
+        writeln!(
+            readme,
+            "  not sent, does not parse as YAML: {}: {}",
+            e.id, e.reason
+        )?;
+    }
+    writeln!(
+        readme,
+        "\nUPDATE (stored object via etcd or real create, then dry-run PUT): {} pairs, by HTTP code {:?}",
+        updated.cases.len(),
+        count_by_http(&updated.outcomes)
+    )?;
+    for (case, outcome) in updated.cases.iter().zip(&updated.outcomes) {
+        writeln!(
+            readme,
+            "  {:<45} stored via {:?}: {}",
+            case.id,
+            case.storage,
+            if outcome.accepted {
+                "accepted".to_string()
+            } else {
+                format!("rejected: {}", outcome.causes.join(" | "))
+            }
+        )?;
+    }
+    writeln!(
+        readme,
+        "\nRegenerate (starts a private control plane, or uses VAPCHECK_E2E_KUBECONFIG):"
+    )?;
+    writeln!(
+        readme,
+        "  cd <repo> && VAPCHECK_TRUTH_DIR=/tmp/apiserver-truth cargo test --test e2e_apiserver_verdicts -- --ignored dump_truth --nocapture"
+    )?;
+    write(&dir.join("README.txt"), &readme)?;
+    eprintln!("{readme}");
+    Ok(())
+}
+
+fn chrono_free_now() -> String {
+    let out = Command::new("date")
+        .args(["-u", "+%Y-%m-%dT%H:%M:%SZ"])
+        .output();
+    out.map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_default()
+}
