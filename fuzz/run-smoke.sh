@@ -8,4 +8,8 @@ if [ "${FUZZ_DEV:-}" = "1" ]; then dev="--dev"; fi
 # A stable build folder (the CI cache) when one is set, so a fresh clone does not rebuild.
 target=""
 if [ -n "${VAPCHECK_CACHE:-}" ]; then target="--target-dir=$VAPCHECK_CACHE/fuzz-target"; fi
-exec cargo fuzz run check -s none $dev $target -- -max_total_time="${1:-60}" -max_len=512
+# fuzz/corpus/check (not committed) collects what the run finds; fuzz/seeds/check is the committed
+# seed corpus (fuzz/make-seeds), read only.
+mkdir -p fuzz/corpus/check
+exec cargo fuzz run check -s none $dev $target fuzz/corpus/check fuzz/seeds/check -- \
+	-max_total_time="${1:-60}" -max_len=4096
