@@ -34,8 +34,9 @@ test:
 	@scripts/stage doc-test cargo test --doc
 	@scripts/stage fuzz-smoke $(MAKE) --no-print-directory fuzz-smoke
 
-## A 30-second fuzzing smoke run of parse + check (cargo-fuzz on stable, no sanitizer; a
-## longer run: fuzz/run-smoke.sh 3600, see docs/cel-checker.md).
+## A fuzzing smoke run, 30 seconds per target: check (CEL parse + check) and policy (policy
+## documents through the `vapcheck check` pipeline); cargo-fuzz on stable, no sanitizer, an
+## unoptimised build; a longer run: fuzz/run-smoke.sh 3600, see docs/cel-checker.md.
 fuzz-smoke:
 	@command -v cargo-fuzz >/dev/null 2>&1 || cargo install cargo-fuzz --locked
 	FUZZ_DEV=1 fuzz/run-smoke.sh 30
