@@ -14,6 +14,9 @@ if [ "${FUZZ_DEV:-}" = "1" ]; then dev="--dev"; fi
 # A stable build folder (the CI cache) when one is set, so a fresh clone does not rebuild.
 target_dir=""
 if [ -n "${VAPCHECK_CACHE:-}" ]; then target_dir="--target-dir=$VAPCHECK_CACHE/fuzz-target"; fi
+# The seeds are made from ../shared (the policy corpus, never copied into the repository)
+# and the repository's own golden cases and fixtures, into the ignored fuzz/seeds/.
+fuzz/make-seeds
 for t in $targets; do
 	case "$t" in
 	check) max_len=4096 ;;
@@ -23,7 +26,7 @@ for t in $targets; do
 	esac
 	echo "fuzz/run-smoke.sh: target $t for ${secs}s"
 	# fuzz/corpus/<t> (not committed) collects what the run finds; fuzz/seeds/<t> is the
-	# committed seed corpus (fuzz/make-seeds), read only.
+	# seed corpus fuzz/make-seeds wrote above, read only.
 	mkdir -p "fuzz/corpus/$t"
 	cargo fuzz run "$t" -s none $dev $target_dir "fuzz/corpus/$t" "fuzz/seeds/$t" -- \
 		-max_total_time="$secs" -max_len="$max_len"
