@@ -1,11 +1,33 @@
 #!/bin/sh
 # Short fuzzing smoke run on stable Rust (no sanitizer): needs `cargo install cargo-fuzz`.
-# Usage: fuzz/run-smoke.sh [seconds]   (FUZZ_DEV=1 builds unoptimised: much faster to build)
+# Usage: fuzz/run-smoke.sh [seconds per target] [target...]   (default: 60 s, every target)
+# FUZZ_DEV=1 builds unoptimised: much faster to build.
+# Targets: check (CEL parse + check), policy (policy documents through `vapcheck check`),
+# schema (OpenAPI v3 documents and CRD manifests through the schema conversion).
 set -eu
 cd "$(dirname "$0")/.."
+secs="${1:-60}"
+[ $# -gt 0 ] && shift
+targets="${*:-check policy schema}"
 dev=""
 if [ "${FUZZ_DEV:-}" = "1" ]; then dev="--dev"; fi
 # A stable build folder (the CI cache) when one is set, so a fresh clone does not rebuild.
-target=""
-if [ -n "${VAPCHECK_CACHE:-}" ]; then target="--target-dir=$VAPCHECK_CACHE/fuzz-target"; fi
-exec cargo fuzz run check -s none $dev $target -- -max_total_time="${1:-60}" -max_len=512
+target_dir=""
+if [ -n "${VAPCHECK_CACHE:-}" ]; then target_dir="--target-dir=$VAPCHECK_CACHE/fuzz-target"; fi
+# The seeds are made from ../shared (the policy corpus, never copied into the repository)
+# and the repository's own golden cases and fixtures, into the ignored fuzz/seeds/.
+fuzz/make-seeds
+for t in $targets; do
+	case "$t" in
+	check) max_len=4096 ;;
+	policy) max_len=32768 ;;
+	schema) max_len=131072 ;;
+	*) echo "fuzz/run-smoke.sh: unknown target $t" >&2; exit 2 ;;
+	esac
+	echo "fuzz/run-smoke.sh: target $t for ${secs}s"
+	# fuzz/corpus/<t> (not committed) collects what the run finds; fuzz/seeds/<t> is the
+	# seed corpus fuzz/make-seeds wrote above, read only.
+	mkdir -p "fuzz/corpus/$t"
+	cargo fuzz run "$t" -s none $dev $target_dir "fuzz/corpus/$t" "fuzz/seeds/$t" -- \
+		-max_total_time="$secs" -max_len="$max_len"
+done

@@ -1,6 +1,6 @@
 //! The schema conversion against upstream's own results.
 //!
-//! `tests/fixtures/schema-oracle/*.tsv` were produced by `tests/oracle/schemaoracle` (Go, linked
+//! `tests/fixtures/schema-oracle/*.tsv` are produced by `e2e/oracle/cmd/schemaoracle` (Go, linked
 //! against Kubernetes 1.37.1): for every kind, upstream's `PopulateRefs` + `SchemaDeclType` +
 //! `MaybeAssignTypeName(<Kind>)` rendered canonically, with its FNV-1a 64 hash and length.
 //! Here the same kinds are converted by vapcheck and rendered the same way.

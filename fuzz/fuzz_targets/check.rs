@@ -1,4 +1,6 @@
-//! Fuzzes parse + check + validators: no input may panic or overflow the stack.
+//! Fuzzes parse + check + validators: no input may panic or overflow the stack, and checking is
+//! deterministic (the same input checked twice gives the same type or the same error text).
+//! Seeds: fuzz/seeds/check (fuzz/make-seeds).
 #![no_main]
 
 use std::sync::{Arc, LazyLock};
@@ -23,10 +25,16 @@ static ENV: LazyLock<Env> = LazyLock::new(|| {
     o.build()
 });
 
+fn outcome(text: &str) -> String {
+    match compile(&ENV, text) {
+        Ok(c) => format!("type: {}", c.result_type()),
+        Err(e) => format!("issues: {}", e.to_display_string()),
+    }
+}
+
 fuzz_target!(|data: &[u8]| {
     if let Ok(text) = std::str::from_utf8(data) {
-        if let Err(e) = compile(&ENV, text) {
-            let _ = e.to_display_string();
-        }
+        let first = outcome(text);
+        assert_eq!(first, outcome(text), "checking {text:?} twice differs");
     }
 });

@@ -100,7 +100,7 @@ impl DeclType {
     /// A canonical, fully expanded rendering used to compare with upstream's output:
     /// scalars by CEL name, `dyn`, `[elem]`, `{value}`, and
     /// `<name>(field:type,…)` with fields in byte order. The same rendering is produced by
-    /// `tests/oracle/schemaoracle` from the upstream Go code.
+    /// `e2e/oracle/cmd/schemaoracle` from the upstream Go code.
     pub fn canonical(&self) -> String {
         let mut out = String::new();
         self.write_canonical(&mut out);

@@ -68,5 +68,6 @@ with open(per_gvk_path, "w", encoding="utf-8") as per_gvk, open(status_path, "w"
             n_lines += 1
             n_warn += 1 if r["warning"] else 0
 proc.stdin.close()
-proc.wait()
+if proc.wait() != 0:
+    sys.exit(f"corpus: {celcheck} exited with status {proc.returncode}")
 print(f"corpus: {n_pol} policies ({n_err} unparseable by the oracle), {n_lines} per-GVK lines, {n_warn} with a warning", file=sys.stderr)

@@ -1,0 +1,65 @@
+//! Fuzzes the `vapcheck check` pipeline on policy documents: YAML/JSON bytes → every
+//! ValidatingAdmissionPolicy in them (`cli::input::read_policies`, as for a FILE argument) →
+//! `check_policy` in strict and extended mode with the offline backends of
+//! `shared/openapi/v1.35` (`vapcheck check --openapi`, loaded once). No input may panic, and
+//! checking is deterministic: the same policy checked twice gives the same status.
+//! Seeds: fuzz/seeds/policy (fuzz/make-seeds: the policy files of the shared corpus).
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use vapcheck::cli::input::read_policies;
+use vapcheck::cli::{BackendProvider, LoadedBackends, OfflineProvider, SchemaOptions};
+use vapcheck::policy::{Backends, CheckOptions, Mode, check_policy};
+
+fn load() -> LoadedBackends {
+    let openapi = vapcheck::schema::shared_dir().join("openapi/v1.35");
+    assert!(
+        openapi.is_dir(),
+        "{} not found (set VAPCHECK_SHARED)",
+        openapi.display()
+    );
+    let factory = |options: &SchemaOptions, _: &[_]| vapcheck::engine::offline_backends(options);
+    let provider = OfflineProvider { factory: &factory };
+    provider
+        .load(&SchemaOptions {
+            openapi: Some(openapi),
+            ..SchemaOptions::default()
+        })
+        .expect("offline backends load")
+}
+
+thread_local! {
+    static LOADED: LoadedBackends = load();
+}
+
+fuzz_target!(|data: &[u8]| {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    let Ok(policies) = read_policies("<fuzz>", text) else {
+        return;
+    };
+    LOADED.with(|loaded| {
+        let backends = Backends {
+            rest_mapper: loaded.rest_mapper.as_ref(),
+            discovery: loaded.discovery.as_deref(),
+            schemas: loaded.schemas.as_ref(),
+            checker: loaded.checker.as_ref(),
+        };
+        for p in &policies {
+            for mode in [Mode::Strict, Mode::Extended] {
+                let options = CheckOptions {
+                    mode,
+                    ..CheckOptions::default()
+                };
+                let first = check_policy(&p.policy, &options, &backends);
+                let second = check_policy(&p.policy, &options, &backends);
+                assert_eq!(
+                    first, second,
+                    "{mode:?} check of {} is not deterministic",
+                    p.origin
+                );
+            }
+        }
+    });
+});
