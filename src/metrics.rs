@@ -305,6 +305,7 @@ pub struct Metrics {
     rest_duration: HistogramFamily<RequestDurationLabels>,
     policies: Family<StateLabels, Gauge>,
     policy_warnings: Family<PolicyLabels, Gauge>,
+    policy_rejected_on_create: Family<PolicyLabels, Gauge>,
     typecheck_duration: Histogram,
     kinds_skipped: Family<ReasonLabels, Counter>,
     schema_fetches: Family<FetchLabels, Counter>,
@@ -349,6 +350,7 @@ impl Metrics {
             rest_duration: histogram_family(REST_CLIENT_DURATION_BUCKETS),
             policies: Family::default(),
             policy_warnings: Family::default(),
+            policy_rejected_on_create: Family::default(),
             // 100 µs … 3.3 s, doubling.
             typecheck_duration: Histogram::new(exponential_buckets(0.0001, 2.0, 16)),
             kinds_skipped: Family::default(),
@@ -431,6 +433,11 @@ impl Metrics {
             "vapcheck_policy_expression_warnings",
             "Number of expression warnings of each ValidatingAdmissionPolicy",
             m.policy_warnings.clone(),
+        );
+        r.register(
+            "vapcheck_policy_rejected_on_create",
+            "Number of field errors kube-apiserver returns if the stored ValidatingAdmissionPolicy were created now (0: accepted; the AcceptedOnCreate condition names them)",
+            m.policy_rejected_on_create.clone(),
         );
         r.register(
             "vapcheck_typecheck_duration_seconds",
@@ -653,11 +660,22 @@ impl Metrics {
             .set(i64::try_from(warnings).unwrap_or(i64::MAX));
     }
 
+    /// Sets `vapcheck_policy_rejected_on_create{policy}`.
+    pub fn set_policy_rejected_on_create(&self, policy: &str, rejected: bool) {
+        self.policy_rejected_on_create
+            .get_or_create(&PolicyLabels {
+                policy: policy.to_owned(),
+            })
+            .set(i64::from(rejected));
+    }
+
     /// Removes every per-policy series of a deleted policy.
     pub fn remove_policy(&self, policy: &str) {
-        self.policy_warnings.remove(&PolicyLabels {
+        let labels = PolicyLabels {
             policy: policy.to_owned(),
-        });
+        };
+        self.policy_warnings.remove(&labels);
+        self.policy_rejected_on_create.remove(&labels);
     }
 
     /// Records the time one policy's type check took.
@@ -1216,6 +1234,7 @@ mod tests {
             failed: 0,
         });
         m.set_policy_warnings("demo-policy", 2);
+        m.set_policy_rejected_on_create("demo-policy", true);
         m.observe_typecheck(Duration::from_millis(3));
         m.kinds_skipped(SkipReason::KindLimit, 2);
         m.schema_fetch(SchemaFetchResult::Success);
@@ -1246,6 +1265,7 @@ mod tests {
         ("process_start_time_seconds", "gauge"),
         ("vapcheck_policies", "gauge"),
         ("vapcheck_policy_expression_warnings", "gauge"),
+        ("vapcheck_policy_rejected_on_create", "gauge"),
         ("vapcheck_typecheck_duration_seconds", "histogram"),
         ("vapcheck_kinds_skipped_total", "counter"),
         ("vapcheck_schema_fetches_total", "counter"),

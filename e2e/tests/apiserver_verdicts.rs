@@ -611,3 +611,185 @@ fn chrono_free_now() -> String {
     out.map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
         .unwrap_or_default()
 }
+
+/// A policy stored straight in etcd (as another API server version or an older library set
+/// would have accepted it) that today's API server rejects on create: `vapcheck controller`
+/// reports `AcceptedOnCreate=False` naming the API server's own cause (taken from a dry-run
+/// create of the same spec), and `vapcheck_policy_rejected_on_create` is 1; a policy the
+/// server accepts gets `AcceptedOnCreate=True` and 0.
+#[tokio::test]
+async fn controller_reports_stored_policies_the_api_server_rejects_on_create() -> anyhow::Result<()>
+{
+    use k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicy;
+    let cluster = support::shared_cluster()?;
+    let client = cluster.client().await?;
+    let policy = |name: &str, expression: &str| {
+        json!({
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingAdmissionPolicy",
+            "metadata": {"name": name},
+            "spec": {
+                "failurePolicy": "Fail",
+                "matchConstraints": {
+                    "matchPolicy": "Equivalent", "namespaceSelector": {}, "objectSelector": {},
+                    "resourceRules": [{"apiGroups": ["apps"], "apiVersions": ["v1"],
+                        "operations": ["CREATE"], "resources": ["deployments"], "scope": "*"}]
+                },
+                "validations": [{"expression": expression}]
+            }
+        })
+    };
+    let stored = policy("stored-includes.e2e.vapcheck.dev", "[1, 2].includes(1)");
+    let good = policy("created-good.e2e.vapcheck.dev", "object.spec.replicas > 1");
+    // What the API server says to a create of the same spec (under another name).
+    let probe = policy("probe-includes.e2e.vapcheck.dev", "[1, 2].includes(1)");
+    let expected = truth::dry_run_create(&client, &probe).await?;
+    assert_eq!(expected.http, 422, "{:?}", expected.causes);
+    let first_line = expected.causes[0]
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .to_owned();
+
+    truth::delete_if_present(&client, &stored).await?;
+    truth::delete_if_present(&client, &good).await?;
+    let line =
+        json!({"key": truth::etcd_key(&stored)?, "value": truth::etcd_value(&stored, 990_001)});
+    let endpoint = etcd_endpoint(cluster.kubeconfig())?;
+    let mut child = Command::new(etcdput()?)
+        .args(["-endpoint", &endpoint])
+        .stdin(Stdio::piped())
+        .spawn()
+        .context("running etcdput")?;
+    std::io::Write::write_all(
+        child.stdin.as_mut().context("etcdput stdin")?,
+        format!("{line}\n").as_bytes(),
+    )?;
+    drop(child.stdin.take());
+    let status = child.wait()?;
+    if !status.success() {
+        bail!("etcdput failed: {status}");
+    }
+    let (http, body, _) = truth::send(&client, http::Method::POST, &good, false).await?;
+    if http != 201 {
+        bail!(
+            "creating {}: HTTP {http}: {}",
+            truth::name_of(&good),
+            String::from_utf8_lossy(&body)
+        );
+    }
+
+    let log = std::env::temp_dir().join(format!(
+        "vapcheck-e2e-accepted-on-create-{}.log",
+        std::process::id()
+    ));
+    let mut controller = Command::new(env!("CARGO_BIN_EXE_vapcheck"))
+        .args([
+            "controller",
+            "--metrics-bind-address",
+            "127.0.0.1:0",
+            "--health-bind-address",
+            "127.0.0.1:0",
+            "--lease-name",
+            "vapcheck-e2e-accepted-on-create",
+            "--lease-duration",
+            "4s",
+            "--renew-deadline",
+            "2s",
+        ])
+        .env("KUBECONFIG", cluster.kubeconfig())
+        .env_remove("RUST_LOG")
+        .env_remove("POD_NAME")
+        .env_remove("POD_NAMESPACE")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log)?)
+        .spawn()
+        .context("starting vapcheck controller")?;
+    let result = async {
+        let api: kube::Api<ValidatingAdmissionPolicy> = kube::Api::all(client.clone());
+        let condition = |p: &ValidatingAdmissionPolicy| {
+            p.status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .and_then(|cs| cs.iter().find(|c| c.type_ == "AcceptedOnCreate").cloned())
+        };
+        let rejected = support::wait_for(
+            "AcceptedOnCreate on the stored policy",
+            std::time::Duration::from_secs(60),
+            || async {
+                Ok(api
+                    .get_opt("stored-includes.e2e.vapcheck.dev")
+                    .await?
+                    .as_ref()
+                    .and_then(condition))
+            },
+        )
+        .await?;
+        assert_eq!(rejected.status, "False", "{rejected:?}");
+        assert_eq!(rejected.reason, "RejectedOnCreate");
+        assert!(
+            rejected.message.ends_with(&first_line),
+            "message {:?} does not end with the API server's cause {first_line:?}",
+            rejected.message
+        );
+        let accepted = support::wait_for(
+            "AcceptedOnCreate on the created policy",
+            std::time::Duration::from_secs(60),
+            || async {
+                Ok(api
+                    .get_opt("created-good.e2e.vapcheck.dev")
+                    .await?
+                    .as_ref()
+                    .and_then(condition))
+            },
+        )
+        .await?;
+        assert_eq!(
+            (accepted.status.as_str(), accepted.reason.as_str()),
+            ("True", "Accepted")
+        );
+        // The metric, from the address the controller logs.
+        let text = std::fs::read_to_string(&log)?;
+        let addr = text
+            .lines()
+            .find_map(|l| l.split("metrics=").nth(1))
+            .and_then(|rest| rest.split_whitespace().next())
+            .context("vapcheck did not log its metrics address")?
+            .to_owned();
+        let metrics = http_get(&addr, "/metrics")?;
+        for series in [
+            "vapcheck_policy_rejected_on_create{policy=\"stored-includes.e2e.vapcheck.dev\"} 1",
+            "vapcheck_policy_rejected_on_create{policy=\"created-good.e2e.vapcheck.dev\"} 0",
+        ] {
+            assert!(metrics.contains(series), "no {series} in\n{metrics}");
+        }
+        anyhow::Ok(())
+    }
+    .await;
+    let _ = controller.kill();
+    let _ = controller.wait();
+    if result.is_err() {
+        eprintln!(
+            "controller log:\n{}",
+            std::fs::read_to_string(&log).unwrap_or_default()
+        );
+    }
+    truth::delete_if_present(&client, &stored).await?;
+    truth::delete_if_present(&client, &good).await?;
+    result
+}
+
+/// A plain HTTP GET on loopback.
+fn http_get(addr: &str, path: &str) -> anyhow::Result<String> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr)?;
+    s.set_read_timeout(Some(std::time::Duration::from_secs(5)))?;
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )?;
+    let mut out = String::new();
+    s.read_to_string(&mut out)?;
+    Ok(out)
+}

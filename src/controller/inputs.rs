@@ -13,6 +13,7 @@ use crate::engine::{KubeChecker, Schemas};
 use crate::k8s_env::KubeVersion;
 use crate::metrics::SchemaFetchResult;
 use crate::policy::discovery::discovery_from_aggregated;
+use crate::policy::status::PolicyCondition;
 use crate::policy::{
     Backends, CheckOptions, DiscoveryRestMapper, Mode, PolicyStatus, check_policy,
 };
@@ -31,6 +32,9 @@ pub struct LiveInputs {
     mapper: RwLock<Option<Arc<DiscoveryRestMapper>>>,
     options: CheckOptions,
     expand_wildcards: bool,
+    /// The minor version of the API server whose create-time verdict `AcceptedOnCreate`
+    /// reports (the target version).
+    server_minor: u32,
 }
 
 /// The Kubernetes version whose CEL libraries are used: `kubernetesVersion` from the config,
@@ -56,7 +60,8 @@ impl LiveInputs {
             Limits::default(),
             ConvertOptions::default(),
         ));
-        let checker = KubeChecker::with_version_notes(target_version(config, server))?;
+        let target = target_version(config, server);
+        let checker = KubeChecker::with_version_notes(target)?;
         let mode = match config.mode {
             config::Mode::Extended => Mode::Extended,
             config::Mode::Strict => Mode::Strict,
@@ -72,6 +77,7 @@ impl LiveInputs {
                 kind_limit: usize::try_from(config.kind_limit).unwrap_or(usize::MAX),
             },
             expand_wildcards: config.expand_wildcards,
+            server_minor: target.minor(),
         })
     }
 
@@ -119,8 +125,35 @@ impl LiveInputs {
             schemas: &self.schemas,
             checker: &self.checker,
         };
-        Ok(check_policy(policy, &self.options, &backends))
+        let mut status = check_policy(policy, &self.options, &backends);
+        status
+            .conditions
+            .push(accepted_on_create(policy, self.server_minor));
+        Ok(status)
     }
+}
+
+/// The `AcceptedOnCreate` condition of a stored policy: what the API server of `server_minor`
+/// answers if the same policy were created now (it may have been stored by another version,
+/// or before a library change).
+pub fn accepted_on_create(
+    policy: &ValidatingAdmissionPolicy,
+    server_minor: u32,
+) -> PolicyCondition {
+    let causes: Vec<String> = crate::apiserver::validate_policy_create(
+        policy,
+        crate::apiserver::Server {
+            minor: server_minor,
+        },
+    )
+    .iter()
+    .map(ToString::to_string)
+    .collect();
+    crate::policy::status::accepted_on_create_condition(
+        policy.metadata.generation,
+        server_minor,
+        &causes,
+    )
 }
 
 async fn aggregated(client: &kube::Client, path: &str) -> Result<Value, String> {

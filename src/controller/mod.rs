@@ -131,6 +131,11 @@ impl Context {
         self.metrics.set_policy_states(counts);
         self.metrics
             .set_policy_warnings(name, computed.expression_warnings.len());
+        let rejected = computed
+            .conditions
+            .iter()
+            .any(|c| c.type_ == crate::policy::status::ACCEPTED_ON_CREATE && c.status == "False");
+        self.metrics.set_policy_rejected_on_create(name, rejected);
     }
 
     /// Forgets policies that are no longer in the controller's store (deleted).

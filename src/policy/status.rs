@@ -104,6 +104,52 @@ impl PolicyStatus {
     }
 }
 
+/// The condition type telling whether kube-apiserver would accept the stored policy if it
+/// were created now (the controller only; `vapcheck check` prints `apiServer` instead).
+pub const ACCEPTED_ON_CREATE: &str = "AcceptedOnCreate";
+/// Reason of `AcceptedOnCreate=True`.
+pub const REASON_ACCEPTED: &str = "Accepted";
+/// Reason of `AcceptedOnCreate=False`.
+pub const REASON_REJECTED_ON_CREATE: &str = "RejectedOnCreate";
+
+/// The `AcceptedOnCreate` condition: `causes` are the API server's field errors for a create
+/// of the stored policy (`crate::apiserver::validate_policy_create`); the message lists the
+/// first line of each.
+pub fn accepted_on_create_condition(
+    generation: Option<i64>,
+    server_minor: u32,
+    causes: &[String],
+) -> PolicyCondition {
+    let mk = |status: &str, reason: &str, message: String| PolicyCondition {
+        type_: ACCEPTED_ON_CREATE.into(),
+        status: status.into(),
+        observed_generation: generation,
+        reason: reason.into(),
+        message,
+    };
+    if causes.is_empty() {
+        return mk(
+            "True",
+            REASON_ACCEPTED,
+            format!("kube-apiserver 1.{server_minor} accepts this policy on create"),
+        );
+    }
+    let firsts: Vec<String> = causes
+        .iter()
+        .map(|c| c.lines().next().unwrap_or_default().to_owned())
+        .collect();
+    mk(
+        "False",
+        REASON_REJECTED_ON_CREATE,
+        bounded_message(
+            &format!(
+                "kube-apiserver 1.{server_minor} rejects this policy on create, and any update that changes these expressions: "
+            ),
+            &firsts,
+        ),
+    )
+}
+
 /// `prefix` followed by `items` joined with `, `, cut to [`MAX_CONDITION_MESSAGE`] bytes with
 /// a count of what was left out.
 pub fn bounded_message(prefix: &str, items: &[String]) -> String {
