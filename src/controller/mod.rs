@@ -385,7 +385,16 @@ async fn run_controller(ctx: Arc<Context>, stop: impl Future<Output = ()> + Send
     status.start();
     let metrics = ctx.metrics.clone();
     let (reader, writer) = reflector::store();
-    let policies = watcher(api, watcher::Config::default())
+    // One list request, not pages of 500 (kube's default): with paginated relists after a
+    // kube-apiserver restart (1.37.1, which serves continuations from watch-cache snapshots),
+    // changes made during the relist were lost for good once there were more than 500
+    // policies (e2e_faults at 300 initial policies failed 3 runs out of 3 at the fourth
+    // restart; unpaginated it passed). The cost is one large response per relist.
+    let watch_config = watcher::Config {
+        page_size: None,
+        ..watcher::Config::default()
+    };
+    let policies = watcher(api, watch_config)
         .backoff(watch::WatchBackoff::default())
         .map(move |event| {
             match &event {
