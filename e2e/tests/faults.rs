@@ -387,11 +387,54 @@ fn comparable(status: &serde_json::Value) -> serde_json::Value {
     serde_json::json!({"expressionWarnings": warnings, "conditions": conditions})
 }
 
+/// What the replicas report, for the error message of a failed wait: `/readyz` and the
+/// controller, work-queue, API client and watch series of `/metrics`.
+fn diagnostics(replicas: &[Replica]) -> String {
+    let mut out = String::new();
+    for r in replicas {
+        out.push_str(&format!("--- {} ---\n", r.log.display()));
+        if let Some(h) = r.address("health") {
+            out.push_str(&http_get(&h, "/readyz").unwrap_or_else(|e| e.to_string()));
+            out.push('\n');
+        }
+        // Unread bytes on the replica's connections (Recv-Q) tell a stalled reader from a
+        // server that sends nothing.
+        if let Ok(ss) = Command::new("ss").args(["-tnp"]).output() {
+            let pid = format!("pid={},", r.child.id());
+            for line in String::from_utf8_lossy(&ss.stdout)
+                .lines()
+                .filter(|l| l.contains(&pid))
+            {
+                out.push_str(line);
+                out.push('\n');
+            }
+        }
+        if let Some(m) = r.address("metrics") {
+            let text = http_get(&m, "/metrics").unwrap_or_else(|e| e.to_string());
+            for line in text.lines().filter(|l| {
+                !l.starts_with('#')
+                    && (l.starts_with("controller_runtime_active_workers")
+                        || l.starts_with("controller_runtime_reconcile_total")
+                        || l.starts_with("workqueue_") && !l.contains("_bucket")
+                        || l.starts_with("rest_client_requests_total")
+                        || l.starts_with("vapcheck_watch")
+                        || l.starts_with("vapcheck_status_writes_total")
+                        || l.starts_with("leader_election"))
+            }) {
+                out.push_str(line);
+                out.push('\n');
+            }
+        }
+    }
+    out
+}
+
 async fn wait_converged(
     api: &Api<ValidatingAdmissionPolicy>,
     expected: &Expected,
     what: &str,
     limit: Duration,
+    replicas: &[Replica],
 ) -> anyhow::Result<()> {
     let waited = wait_for(what, limit, || async {
         let left = pending(api, expected).await?;
@@ -400,7 +443,17 @@ async fn wait_converged(
     .await;
     if let Err(e) = waited {
         let left = pending(api, expected).await.unwrap_or_default();
-        return Err(e.context(format!("not converged: {left:?}")));
+        if let Some(secs) = std::env::var("VAPCHECK_FAULT_PAUSE_ON_FAILURE")
+            .ok()
+            .and_then(|v| v.parse().ok())
+        {
+            eprintln!("e2e: not converged; pausing {secs}s for inspection");
+            tokio::time::sleep(Duration::from_secs(secs)).await;
+        }
+        return Err(e.context(format!(
+            "not converged: {left:?}\n{}",
+            diagnostics(replicas)
+        )));
     }
     Ok(())
 }
@@ -466,14 +519,19 @@ async fn run(scenario: Scenario) -> anyhow::Result<()> {
         &churn.expected,
         "the initial policies",
         Duration::from_secs(90),
+        &replicas,
     )
     .await?;
 
     let mut recoveries = Vec::new();
     for round in 0..restarts {
-        // Changes just before the kill: the leader sees some of them and fails to write.
+        // Changes just before the kill: in odd rounds the kill follows at once (the leader
+        // may not even see them before the outage), in even rounds after 300 ms (it sees them
+        // and may be writing when the server dies).
         churn.round(per_round, 2 * round).await?;
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        if round % 2 == 0 {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
         let kubeconfig = cluster.kubeconfig().to_owned();
         let ready_ms =
             tokio::task::spawn_blocking(move || restart_apiserver(&kubeconfig, down)).await??;
@@ -489,6 +547,7 @@ async fn run(scenario: Scenario) -> anyhow::Result<()> {
             &churn.expected,
             &format!("convergence after restart {}", round + 1),
             limit,
+            &replicas,
         )
         .await?;
         let took = Duration::from_millis(u64::try_from(unix_ms().saturating_sub(ready_ms))?);
