@@ -32,6 +32,9 @@ use tracing::{debug, info, warn};
 /// The longest pause between two attempts after an error.
 pub const MAX_RETRY: Duration = Duration::from_secs(1);
 
+/// The longest pause between two looks at a lease another replica holds.
+pub const STANDBY_POLL: Duration = Duration::from_secs(2);
+
 /// Until when this replica may write. Cheap to clone; clones share state.
 #[derive(Debug, Clone)]
 pub struct Fence {
@@ -109,8 +112,7 @@ pub struct Timing {
 }
 
 impl Timing {
-    /// The pause between two renewals of a held lease, and between two looks at another
-    /// replica's lease.
+    /// The pause between two renewals of a held lease.
     pub fn renew_interval(self) -> Duration {
         self.lease_duration.saturating_sub(self.renew_deadline)
     }
@@ -118,6 +120,12 @@ impl Timing {
     /// How long after the start of a successful renewal the leader may write.
     pub fn fence(self) -> Duration {
         self.lease_duration.saturating_sub(self.renew_deadline / 2)
+    }
+
+    /// The pause between two looks at another replica's lease (client-go's retry period:
+    /// a standby takes over at most this long after the lease expired).
+    pub fn standby_poll(self) -> Duration {
+        self.renew_interval().min(STANDBY_POLL)
     }
 
     /// The pause after an error.
@@ -314,7 +322,7 @@ impl Elector {
                 Ok(Ok(false)) => {
                     self.fence.revoke();
                     leading.send_if_modified(|l| std::mem::replace(l, false));
-                    timing.renew_interval()
+                    timing.standby_poll()
                 }
                 Ok(Err(e)) => {
                     warn!(error = %e, lease = %self.name, "reading or writing the lease failed; retrying");
@@ -445,6 +453,7 @@ mod tests {
         // The fence ends after the next renewal is due and before anyone else can take over.
         assert!(t.fence() > t.renew_interval() && t.fence() < t.lease_duration);
         assert_eq!(t.retry(), MAX_RETRY);
+        assert_eq!(t.standby_poll(), STANDBY_POLL);
     }
 
     #[test]
