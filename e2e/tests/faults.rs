@@ -552,14 +552,14 @@ async fn run(scenario: Scenario) -> anyhow::Result<()> {
         .await?;
         let took = Duration::from_millis(u64::try_from(unix_ms().saturating_sub(ready_ms))?);
         eprintln!(
-            "e2e: restart {}/{restarts}: {} policies converged {:.1}s after kube-apiserver was ready",
+            "e2e: {scenario:?}: restart {}/{restarts}: {} policies converged {:.1}s after kube-apiserver was ready",
             round + 1,
             churn.expected.len(),
             took.as_secs_f64()
         );
         recoveries.push(took);
     }
-    eprintln!("e2e: recovery times after each restart: {recoveries:?}");
+    eprintln!("e2e: {scenario:?}: recovery times after each restart: {recoveries:?}");
     if !measure_only {
         for (i, took) in recoveries.iter().enumerate() {
             assert!(
@@ -603,7 +603,7 @@ async fn run(scenario: Scenario) -> anyhow::Result<()> {
             .sum()
     };
     let (expired, errors) = (total("expired"), total("error"));
-    eprintln!("e2e: watch restarts: expired {expired}, error {errors}");
+    eprintln!("e2e: {scenario:?}: watch restarts: expired {expired}, error {errors}");
     assert!(
         expired + errors >= restarts as f64,
         "watch restarts {expired} + {errors}"
