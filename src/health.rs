@@ -70,7 +70,13 @@ struct ReadinessInner {
     caches_synced: AtomicBool,
     election: AtomicU8,
     shutting_down: AtomicBool,
+    /// The controller's policy watch, once attached ([`Readiness::attach_watch`]).
+    watch: std::sync::OnceLock<crate::metrics::WatchStatus>,
 }
+
+/// How long the policy watch of a running controller may fail before `/readyz` does: a 410
+/// relist or a reconnect after an API server restart takes well under this.
+pub const WATCH_READY_GRACE: Duration = Duration::from_secs(5);
 
 /// The readiness handle the controller flips. Cheap to clone; clones share state.
 #[derive(Debug, Clone)]
@@ -85,6 +91,7 @@ impl Default for Readiness {
                 caches_synced: AtomicBool::new(false),
                 election: AtomicU8::new(ElectionState::Starting as u8),
                 shutting_down: AtomicBool::new(false),
+                watch: std::sync::OnceLock::new(),
             }),
         }
     }
@@ -106,6 +113,12 @@ impl Readiness {
         self.inner.shutting_down.store(true, Ordering::SeqCst);
     }
 
+    /// Makes `/readyz` fail while the controller's policy watch has been failing for longer
+    /// than [`WATCH_READY_GRACE`]. The first call wins.
+    pub fn attach_watch(&self, watch: crate::metrics::WatchStatus) {
+        let _ = self.inner.watch.set(watch);
+    }
+
     /// The current election state.
     pub fn election(&self) -> ElectionState {
         ElectionState::from_u8(self.inner.election.load(Ordering::SeqCst))
@@ -117,7 +130,7 @@ impl Readiness {
     }
 
     /// Each readiness check: name and, when failing, the reason.
-    pub fn checks(&self) -> [(&'static str, Option<String>); 3] {
+    pub fn checks(&self) -> [(&'static str, Option<String>); 4] {
         let caches = if self.inner.caches_synced.load(Ordering::SeqCst) {
             None
         } else {
@@ -132,9 +145,22 @@ impl Readiness {
         } else {
             None
         };
+        let watch = self
+            .inner
+            .watch
+            .get()
+            .and_then(|w| w.broken_for())
+            .filter(|(broken, _)| *broken > WATCH_READY_GRACE)
+            .map(|(broken, error)| {
+                format!(
+                    "the policy list/watch has been failing for {}s: {error}",
+                    broken.as_secs()
+                )
+            });
         [
             ("caches-synced", caches),
             ("leader-election", election),
+            ("policy-watch", watch),
             ("shutdown", shutdown),
         ]
     }
@@ -513,6 +539,43 @@ mod tests {
         tokio::time::sleep(Duration::from_millis(50)).await;
         assert_eq!(health.stalled_for(), None);
         task.abort();
+    }
+
+    #[tokio::test]
+    async fn readyz_fails_while_the_policy_watch_of_a_running_controller_is_broken() {
+        let health = Health::default();
+        let ready = health.readiness();
+        ready.set_caches_synced(true);
+        ready.set_election(ElectionState::Leading);
+        let watch = crate::metrics::WatchStatus::default();
+        ready.attach_watch(watch.clone());
+        let router = || health_router(health.clone());
+        watch.start();
+        let (status, body, _) = get_path(router(), "/readyz", None).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        assert!(body.contains("[+]policy-watch ok"), "{body}");
+
+        // A failure shorter than the grace (a 410 relist, a reconnect) keeps it ready.
+        watch.failed("connection refused");
+        assert!(ready.is_ready());
+        watch.backdate_failure(WATCH_READY_GRACE + Duration::from_secs(1));
+        let (status, body, _) = get_path(router(), "/readyz", None).await;
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+        assert!(
+            body.contains("[-]policy-watch failed: the policy list/watch has been failing for 6s: connection refused"),
+            "{body}"
+        );
+
+        // Working again: ready at once.
+        watch.succeeded();
+        assert!(ready.is_ready());
+
+        // A standby runs no watch: an old failure does not count.
+        watch.failed("gone");
+        watch.backdate_failure(Duration::from_secs(60));
+        assert!(!ready.is_ready());
+        watch.stop();
+        assert!(ready.is_ready());
     }
 
     #[tokio::test]

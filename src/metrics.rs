@@ -124,6 +124,16 @@ label_enum! {
 }
 
 label_enum! {
+    /// Why the policy watch had to be restarted (`vapcheck_watch_restarts_total{reason}`).
+    WatchRestartReason {
+        /// 410 Gone: the resource version expired; the watcher lists again.
+        Expired => "expired",
+        /// Any other list or watch failure (API server unreachable, 5xx, 403, ...).
+        Error => "error",
+    }
+}
+
+label_enum! {
     /// Outcome of one OpenAPI schema fetch (`vapcheck_schema_fetches_total{result}`).
     SchemaFetchResult {
         /// Fetched and parsed.
@@ -203,6 +213,11 @@ struct PolicyLabels {
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct ReasonLabels {
     reason: SkipReason,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct WatchRestartLabels {
+    reason: WatchRestartReason,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
@@ -311,6 +326,8 @@ pub struct Metrics {
     schema_fetches: Family<FetchLabels, Counter>,
     schema_cache_kinds: Gauge,
     status_writes: Family<WriteLabels, Counter>,
+    watch_restarts: Family<WatchRestartLabels, Counter>,
+    watch: WatchStatus,
 }
 
 impl Default for Metrics {
@@ -357,6 +374,8 @@ impl Metrics {
             schema_fetches: Family::default(),
             schema_cache_kinds: Gauge::default(),
             status_writes: Family::default(),
+            watch_restarts: Family::default(),
+            watch: WatchStatus::default(),
         };
 
         r.register(
@@ -464,6 +483,14 @@ impl Metrics {
             "Number of policy status writes, by result",
             m.status_writes.clone(),
         );
+        r.register(
+            "vapcheck_watch_restarts",
+            "Number of times the ValidatingAdmissionPolicy list/watch failed and was restarted, by reason",
+            m.watch_restarts.clone(),
+        );
+        r.register_collector(Box::new(WatchCollector {
+            status: m.watch.clone(),
+        }));
         let build_info: Family<BuildLabels, Gauge> = Family::default();
         build_info
             .get_or_create(&BuildLabels {
@@ -491,6 +518,12 @@ impl Metrics {
         drop(m.wq_depth.get_or_create(&WQ));
         drop(m.wq_adds.get_or_create(&WQ));
         drop(m.wq_retries.get_or_create(&WQ));
+        for &reason in WatchRestartReason::ALL {
+            drop(
+                m.watch_restarts
+                    .get_or_create(&WatchRestartLabels { reason }),
+            );
+        }
         m.set_policy_states(PolicyStateCounts::default());
 
         Metrics {
@@ -701,6 +734,19 @@ impl Metrics {
     pub fn set_schema_cache_kinds(&self, n: usize) {
         self.schema_cache_kinds
             .set(i64::try_from(n).unwrap_or(i64::MAX));
+    }
+
+    /// The health of the policy list/watch, shared with readiness.
+    pub fn watch_status(&self) -> &WatchStatus {
+        &self.watch
+    }
+
+    /// Counts one failure of the policy list/watch (the watcher retries after its backoff).
+    pub fn watch_failed(&self, reason: WatchRestartReason, error: &str) {
+        self.watch_restarts
+            .get_or_create(&WatchRestartLabels { reason })
+            .inc();
+        self.watch.failed(error);
     }
 
     /// Counts one status write (or a skipped one, [`StatusWriteResult::Unchanged`]).
@@ -931,6 +977,193 @@ impl Collector for ProcessCollector {
 
 // ---- kube client tower layer ----
 
+/// The path suffix of the one collection vapcheck watches.
+const WATCHED_RESOURCE_PATH: &str =
+    "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies";
+
+/// Health of the controller's policy list/watch: when it last worked, and since when it has
+/// been failing. Shared by the metrics (`vapcheck_watch_*`) and readiness. Cheap to clone;
+/// clones share state.
+#[derive(Debug, Clone)]
+pub struct WatchStatus {
+    inner: Arc<WatchStatusInner>,
+}
+
+#[derive(Debug)]
+struct WatchStatusInner {
+    base: Instant,
+    base_wall: SystemTime,
+    /// Whether a controller runs its watch now (the leader); a standby watches nothing.
+    active: std::sync::atomic::AtomicBool,
+    /// Milliseconds after `base` of the last successful list, watch start or watch event;
+    /// `u64::MAX` before the first.
+    last_success_ms: std::sync::atomic::AtomicU64,
+    /// Milliseconds after `base` of the first failure since the last success; `u64::MAX`
+    /// when healthy.
+    broken_since_ms: std::sync::atomic::AtomicU64,
+    last_error: std::sync::Mutex<String>,
+    /// Wakes one waiter of [`WatchStatus::recovered`] when a failing watch works again.
+    recovered: tokio::sync::Notify,
+}
+
+impl Default for WatchStatus {
+    fn default() -> Self {
+        // The base lies in the past so that every offset from it is positive (and tests can
+        // move a failure back in time).
+        let now = Instant::now();
+        let back = Duration::from_secs(3600);
+        let base = now.checked_sub(back).unwrap_or(now);
+        WatchStatus {
+            inner: Arc::new(WatchStatusInner {
+                base,
+                base_wall: SystemTime::now() - now.duration_since(base),
+                active: std::sync::atomic::AtomicBool::new(false),
+                last_success_ms: std::sync::atomic::AtomicU64::new(u64::MAX),
+                broken_since_ms: std::sync::atomic::AtomicU64::new(u64::MAX),
+                last_error: std::sync::Mutex::new(String::new()),
+                recovered: tokio::sync::Notify::new(),
+            }),
+        }
+    }
+}
+
+impl WatchStatus {
+    fn now_ms(&self) -> u64 {
+        u64::try_from(self.inner.base.elapsed().as_millis()).unwrap_or(u64::MAX - 1)
+    }
+
+    /// A controller starts its watch (healthy until it fails).
+    pub fn start(&self) {
+        use std::sync::atomic::Ordering::SeqCst;
+        self.inner.broken_since_ms.store(u64::MAX, SeqCst);
+        self.inner.active.store(true, SeqCst);
+    }
+
+    /// The controller stopped (lost the lease, shutting down).
+    pub fn stop(&self) {
+        self.inner
+            .active
+            .store(false, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// A list completed, a watch was accepted, or a watch event arrived.
+    pub fn succeeded(&self) {
+        use std::sync::atomic::Ordering::SeqCst;
+        self.inner.last_success_ms.store(self.now_ms(), SeqCst);
+        if self.inner.broken_since_ms.swap(u64::MAX, SeqCst) != u64::MAX {
+            self.inner.recovered.notify_one();
+        }
+    }
+
+    /// The list or watch failed with `error`.
+    pub fn failed(&self, error: &str) {
+        use std::sync::atomic::Ordering::SeqCst;
+        let now = self.now_ms();
+        let _ = self
+            .inner
+            .broken_since_ms
+            .compare_exchange(u64::MAX, now, SeqCst, SeqCst);
+        *self
+            .inner
+            .last_error
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = error.to_owned();
+    }
+
+    /// Moves the start of the current failure `ago` into the past (tests of the grace).
+    #[cfg(test)]
+    pub(crate) fn backdate_failure(&self, ago: Duration) {
+        let ms = u64::try_from(ago.as_millis()).unwrap_or(u64::MAX);
+        let now = self.now_ms();
+        self.inner
+            .broken_since_ms
+            .store(now.saturating_sub(ms), std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// Completes when a failing watch has worked again (after [`WatchStatus::failed`], the
+    /// next [`WatchStatus::succeeded`]). A recovery before the call is reported at once.
+    pub async fn recovered(&self) {
+        self.inner.recovered.notified().await;
+    }
+
+    /// How long the watch of a running controller has been failing, and the last error;
+    /// `None` when it works or no controller runs.
+    pub fn broken_for(&self) -> Option<(Duration, String)> {
+        use std::sync::atomic::Ordering::SeqCst;
+        if !self.inner.active.load(SeqCst) {
+            return None;
+        }
+        let since = self.inner.broken_since_ms.load(SeqCst);
+        if since == u64::MAX {
+            return None;
+        }
+        let error = self
+            .inner
+            .last_error
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        Some((
+            Duration::from_millis(self.now_ms().saturating_sub(since)),
+            error,
+        ))
+    }
+
+    /// Time since the last successful list, watch start or watch event, if any.
+    pub fn since_last_success(&self) -> Option<Duration> {
+        let last = self
+            .inner
+            .last_success_ms
+            .load(std::sync::atomic::Ordering::SeqCst);
+        (last != u64::MAX).then(|| Duration::from_millis(self.now_ms().saturating_sub(last)))
+    }
+
+    /// Unix time of the last success, in seconds.
+    fn last_success_unix(&self) -> Option<f64> {
+        let last = self
+            .inner
+            .last_success_ms
+            .load(std::sync::atomic::Ordering::SeqCst);
+        if last == u64::MAX {
+            return None;
+        }
+        let at = self.inner.base_wall + Duration::from_millis(last);
+        at.duration_since(UNIX_EPOCH).ok().map(|d| d.as_secs_f64())
+    }
+}
+
+/// Encodes the time-dependent watch series at scrape time.
+#[derive(Debug)]
+struct WatchCollector {
+    status: WatchStatus,
+}
+
+impl Collector for WatchCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let (Some(since), Some(at)) = (
+            self.status.since_last_success(),
+            self.status.last_success_unix(),
+        ) else {
+            return Ok(());
+        };
+        let since = ConstGauge::new(since.as_secs_f64());
+        since.encode(encoder.encode_descriptor(
+            "vapcheck_watch_seconds_since_last_success",
+            "Seconds since the ValidatingAdmissionPolicy list/watch last succeeded (a list, an accepted watch or a watch event)",
+            None,
+            since.metric_type(),
+        )?)?;
+        let at = ConstGauge::new(at);
+        at.encode(encoder.encode_descriptor(
+            "vapcheck_watch_last_success_timestamp_seconds",
+            "Unix time of the last successful ValidatingAdmissionPolicy list, watch start or watch event",
+            None,
+            at.metric_type(),
+        )?)?;
+        Ok(())
+    }
+}
+
 /// Tower layer counting and timing Kubernetes API requests; see
 /// [`Metrics::rest_client_layer`]. Use it as
 /// `kube::client::ClientBuilder::try_from(config)?.with_layer(&layer).build()`.
@@ -986,7 +1219,9 @@ where
             .authority()
             .map(|a| a.host().to_owned())
             .unwrap_or_else(|| self.host.to_string());
+        let watches_policies = verb == "watch" && req.uri().path().ends_with(WATCHED_RESOURCE_PATH);
         RestClientMetricsFuture {
+            watches_policies,
             inner: Box::pin(self.inner.call(req)),
             metrics: self.metrics.clone(),
             started: Instant::now(),
@@ -999,6 +1234,7 @@ where
 
 /// The response future of [`RestClientMetricsService`].
 pub struct RestClientMetricsFuture<F> {
+    watches_policies: bool,
     inner: std::pin::Pin<Box<F>>,
     metrics: Metrics,
     started: Instant,
@@ -1032,6 +1268,11 @@ where
             Err(_) => "<error>".to_owned(),
         };
         let this = &*self;
+        // A watch of policies that the server accepted: the watch works again (kube's
+        // watcher emits no event when it merely re-establishes a watch).
+        if this.watches_policies && matches!(&result, Ok(resp) if resp.status().is_success()) {
+            this.metrics.watch.succeeded();
+        }
         this.metrics.observe_request(
             &this.method,
             &code,
@@ -1227,6 +1468,8 @@ mod tests {
         m.set_workqueue_depth(3);
         m.observe_queue_duration(Duration::from_millis(2));
         m.set_leader("vapcheck", true);
+        m.watch_failed(WatchRestartReason::Expired, "410 Gone");
+        m.watch_status().succeeded();
         m.set_policy_states(PolicyStateCounts {
             clean: 5,
             warnings: 1,
@@ -1271,6 +1514,9 @@ mod tests {
         ("vapcheck_schema_fetches_total", "counter"),
         ("vapcheck_schema_cache_kinds", "gauge"),
         ("vapcheck_status_writes_total", "counter"),
+        ("vapcheck_watch_restarts_total", "counter"),
+        ("vapcheck_watch_seconds_since_last_success", "gauge"),
+        ("vapcheck_watch_last_success_timestamp_seconds", "gauge"),
         ("vapcheck_build_info", "gauge"),
     ];
 

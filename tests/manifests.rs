@@ -328,6 +328,7 @@ fn alerts_use_metrics_that_exist() {
     metrics.set_policy_warnings("p", 1);
     metrics.schema_fetch(vapcheck::metrics::SchemaFetchResult::Error);
     metrics.set_leader("vapcheck", true);
+    metrics.watch_status().succeeded();
     let exposed = metrics.encode_prometheus_text();
     let families: BTreeSet<&str> = exposed
         .lines()
@@ -358,6 +359,7 @@ fn alerts_use_metrics_that_exist() {
         "VapcheckReconcileErrors",
         "VapcheckPolicyExpressionWarnings",
         "VapcheckNoLeader",
+        "VapcheckPolicyWatchStale",
         "VapcheckSchemaFetchFailures",
     ] {
         assert!(alerts.contains(needed), "missing alert {needed}");

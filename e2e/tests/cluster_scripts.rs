@@ -306,6 +306,95 @@ fn two_instances_run_side_by_side_and_down_stops_each() -> anyhow::Result<()> {
     Ok(())
 }
 
+fn apiserver_pid(instance: &Path) -> anyhow::Result<u32> {
+    let pids = std::fs::read_to_string(instance.join("pids"))?;
+    pids.lines()
+        .find_map(|l| l.strip_prefix("kube-apiserver "))
+        .and_then(|p| p.trim().parse().ok())
+        .context("no kube-apiserver in pids")
+}
+
+/// A live (not zombie) process.
+fn running(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            s.rsplit(')')
+                .next()
+                .map(|rest| !rest.trim_start().starts_with('Z'))
+        })
+        .unwrap_or(false)
+}
+
+#[test]
+fn restart_apiserver_kills_and_restarts_it_on_the_same_port_and_etcd() -> anyhow::Result<()> {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use kube::api::{Api, PostParams};
+
+    let cache = tempfile::tempdir()?;
+    let _down = DownAll(cache.path().to_owned());
+    let output = run_up(cache.path(), &[], &[], Duration::from_secs(150))?;
+    if !output.status.success() {
+        bail!("up failed: {}", String::from_utf8_lossy(&output.stderr));
+    }
+    let kubeconfig = PathBuf::from(
+        String::from_utf8_lossy(&output.stdout)
+            .lines()
+            .last()
+            .context("no kubeconfig path")?
+            .trim(),
+    );
+    let instance = kubeconfig.parent().context("instance folder")?.to_owned();
+    let cluster = support::Cluster::existing(&kubeconfig);
+    let runtime = tokio::runtime::Runtime::new()?;
+    let maps = || async {
+        let client = cluster.client().await?;
+        anyhow::Ok(Api::<ConfigMap>::namespaced(client, "default"))
+    };
+    let mut map = ConfigMap::default();
+    map.metadata.name = Some("survives-restart".to_owned());
+    runtime.block_on(async {
+        anyhow::Ok(maps().await?.create(&PostParams::default(), &map).await?)
+    })?;
+    let old = apiserver_pid(&instance)?;
+    assert!(running(old));
+
+    let before = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?;
+    let restarted = Command::new(script("restart-apiserver"))
+        .args(["--down", "1"])
+        .arg(&kubeconfig)
+        .env("VAPCHECK_CACHE", cache.path())
+        .env("VAPCHECK_BIN_DIR", bin_dir()?)
+        .stdin(Stdio::null())
+        .output()?;
+    let stderr = String::from_utf8_lossy(&restarted.stderr);
+    assert!(restarted.status.success(), "{stderr}");
+    assert!(stderr.contains("with SIGKILL"), "{stderr}");
+    let ready_ms: u128 = String::from_utf8_lossy(&restarted.stdout)
+        .lines()
+        .last()
+        .and_then(|l| l.trim().parse().ok())
+        .context("no ready time printed")?;
+    // Down for at least the second asked for.
+    assert!(
+        ready_ms >= before.as_millis() + 1000,
+        "{ready_ms} vs {before:?}"
+    );
+    let new = apiserver_pid(&instance)?;
+    assert_ne!(old, new);
+    assert!(!running(old), "the old kube-apiserver still runs");
+    assert!(running(new));
+    // Same address (the kubeconfig is unchanged) and same etcd: the object is still there.
+    let got =
+        runtime.block_on(async { anyhow::Ok(maps().await?.get("survives-restart").await?) })?;
+    assert_eq!(got.metadata.name.as_deref(), Some("survives-restart"));
+
+    let status = Command::new(script("down")).arg(&kubeconfig).status()?;
+    assert!(status.success());
+    assert_eq!(processes_under(cache.path())?, Vec::<String>::new());
+    Ok(())
+}
+
 /// Unit tests of the harness in e2e/support (kept here so that they run once, not in every
 /// e2e binary).
 mod support_tests {

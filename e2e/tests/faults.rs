@@ -1,0 +1,650 @@
+//! Fault tests of `vapcheck controller` on a real control plane: kube-apiserver killed with
+//! SIGKILL and restarted (same port, same etcd) several times while policies are created,
+//! changed and deleted right before each kill and right after each restart. After every
+//! restart, every change must be reflected within [`BOUND`] of the API server being ready
+//! again (its `/readyz` passing), and at the end every status must equal what a fresh
+//! `vapcheck check` of the same policy computes.
+//!
+//! Two replicas run (leader election with a 4 s lease), so each 8 s outage also makes the
+//! leader's write fence run out; whichever replica wins the lease after the restart must
+//! catch up. A restarted API server starts a new watch cache, so resuming the old watch fails
+//! with 410 Gone: the test asserts that the relist path ran (`vapcheck_watch_restarts_total
+//! {reason="expired"}`).
+//!
+//! Size: `VAPCHECK_FAULT_RESTARTS` (default 3), `VAPCHECK_FAULT_POLICIES` (initial policies,
+//! default 12), `VAPCHECK_FAULT_DOWN_SECONDS` (default 8). `VAPCHECK_FAULT_BIN` runs another
+//! vapcheck binary (to measure an older build; the bound is then reported, not asserted, if
+//! `VAPCHECK_FAULT_MEASURE_ONLY=1`).
+
+#[allow(dead_code)]
+#[path = "../support/mod.rs"]
+mod support;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context, bail};
+use k8s_openapi::api::admissionregistration::v1::{
+    ValidatingAdmissionPolicy, ValidatingAdmissionPolicyStatus,
+};
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
+use kube::{Api, Client};
+use support::{Cluster, UpOptions, wait_for};
+
+/// Every change must show within this long after the API server is ready again.
+const BOUND: Duration = Duration::from_secs(10);
+const LABEL: &str = "faults.e2e.vapcheck.dev/test";
+const CLEAN: &str = "object.spec.replicas > 1";
+const TYPO: &str = "object.replicas > 1";
+
+fn env_number(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// A `vapcheck controller` child process; SIGTERM (then SIGKILL) on drop.
+struct Replica {
+    child: Child,
+    log: PathBuf,
+}
+
+impl Replica {
+    fn start(kubeconfig: &Path, label: &str, extra: &[&str]) -> anyhow::Result<Replica> {
+        let log = std::env::temp_dir().join(format!(
+            "vapcheck-e2e-faults-{label}-{}.log",
+            std::process::id()
+        ));
+        let file = std::fs::File::create(&log).with_context(|| log.display().to_string())?;
+        let bin = std::env::var_os("VAPCHECK_FAULT_BIN")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_vapcheck")));
+        let child = Command::new(&bin)
+            .args([
+                "controller",
+                "--schema-poll-interval",
+                "1s",
+                "--metrics-bind-address",
+                "127.0.0.1:0",
+                "--health-bind-address",
+                "127.0.0.1:0",
+                "--lease-name",
+                "vapcheck-faults",
+                "--lease-duration",
+                "4s",
+                "--renew-deadline",
+                "2s",
+            ])
+            .args(extra)
+            .env("KUBECONFIG", kubeconfig)
+            .env("RUST_LOG", "info")
+            .env_remove("POD_NAME")
+            .env_remove("POD_NAMESPACE")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(file)
+            .spawn()
+            .with_context(|| format!("starting {}", bin.display()))?;
+        eprintln!(
+            "e2e: vapcheck {label} (pid {}) logs to {}",
+            child.id(),
+            log.display()
+        );
+        Ok(Replica { child, log })
+    }
+
+    fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// `metrics=` or `health=` address from the start-up log line.
+    fn address(&self, key: &str) -> Option<String> {
+        self.log_text()
+            .lines()
+            .find(|l| l.contains("serving metrics and health probes"))
+            .and_then(|l| l.split(&format!("{key}=")).nth(1))
+            .and_then(|rest| rest.split_whitespace().next())
+            .map(str::to_owned)
+    }
+}
+
+impl Drop for Replica {
+    fn drop(&mut self) {
+        if let Ok(pid) = i32::try_from(self.child.id()) {
+            // SAFETY: kill(2) on our own child.
+            unsafe {
+                libc::kill(pid, libc::SIGTERM);
+            }
+        }
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < deadline {
+            if matches!(self.child.try_wait(), Ok(Some(_))) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn http_get(addr: &str, path: &str) -> anyhow::Result<String> {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(addr)?;
+    stream.set_read_timeout(Some(Duration::from_secs(5)))?;
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )?;
+    let mut text = String::new();
+    stream.read_to_string(&mut text)?;
+    Ok(text)
+}
+
+/// The value of the first sample line starting with `series` in a metrics text.
+fn sample(metrics: &str, series: &str) -> Option<f64> {
+    metrics
+        .lines()
+        .find(|l| l.starts_with(series))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+}
+
+fn policy(name: &str, expression: &str) -> anyhow::Result<ValidatingAdmissionPolicy> {
+    Ok(serde_json::from_value(serde_json::json!({
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": name, "labels": {LABEL: "true"}},
+        "spec": {
+            "matchConstraints": {"resourceRules": [{
+                "apiGroups": ["apps"], "apiVersions": ["v1"],
+                "operations": ["CREATE", "UPDATE"], "resources": ["deployments"]
+            }]},
+            "validations": [{"expression": expression, "message": "must be replicated"}]
+        }
+    }))?)
+}
+
+/// The policies the test expects to exist: name → whether its expression has the typo.
+type Expected = BTreeMap<String, bool>;
+
+struct Churn {
+    api: Api<ValidatingAdmissionPolicy>,
+    expected: Expected,
+    next: usize,
+}
+
+impl Churn {
+    async fn put(&mut self, name: &str, typo: bool) -> anyhow::Result<()> {
+        let object = policy(name, if typo { TYPO } else { CLEAN })?;
+        self.api
+            .patch(
+                name,
+                &PatchParams::apply(support::FIELD_MANAGER).force(),
+                &Patch::Apply(&object),
+            )
+            .await
+            .with_context(|| format!("applying {name}"))?;
+        self.expected.insert(name.to_owned(), typo);
+        Ok(())
+    }
+
+    async fn create(&mut self, n: usize) -> anyhow::Result<()> {
+        for _ in 0..n {
+            let name = format!("p{:04}.faults.e2e.vapcheck.dev", self.next);
+            let typo = self.next.is_multiple_of(2);
+            self.next += 1;
+            self.put(&name, typo).await?;
+        }
+        Ok(())
+    }
+
+    /// Flips the expression of `n` policies (warnings appear or clear; generation changes).
+    async fn flip(&mut self, n: usize, round: usize) -> anyhow::Result<()> {
+        let names: Vec<(String, bool)> = self
+            .expected
+            .iter()
+            .skip(round % 3)
+            .step_by(3)
+            .take(n)
+            .map(|(k, v)| (k.clone(), *v))
+            .collect();
+        for (name, typo) in names {
+            self.put(&name, !typo).await?;
+        }
+        Ok(())
+    }
+
+    async fn delete(&mut self, n: usize) -> anyhow::Result<()> {
+        let names: Vec<String> = self.expected.keys().take(n).cloned().collect();
+        for name in names {
+            self.api
+                .delete(&name, &DeleteParams::default())
+                .await
+                .with_context(|| format!("deleting {name}"))?;
+            self.expected.remove(&name);
+        }
+        Ok(())
+    }
+
+    /// One round of changes: `n` creations, `n` flips, one deletion.
+    async fn round(&mut self, n: usize, round: usize) -> anyhow::Result<()> {
+        self.create(n).await?;
+        self.flip(n, round).await?;
+        self.delete(1).await
+    }
+}
+
+fn condition<'a>(
+    status: &'a ValidatingAdmissionPolicyStatus,
+    type_: &str,
+) -> Option<&'a k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition> {
+    status
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == type_)
+}
+
+/// Whether a stored policy shows vapcheck's result for its current generation and spec.
+fn converged(p: &ValidatingAdmissionPolicy, typo: bool) -> bool {
+    let generation = p.metadata.generation;
+    let Some(s) = p.status.as_ref() else {
+        return false;
+    };
+    let warnings = s
+        .type_checking
+        .as_ref()
+        .and_then(|t| t.expression_warnings.as_ref())
+        .map_or(0, Vec::len);
+    s.observed_generation == generation
+        && condition(s, "TypeChecked").is_some_and(|c| c.observed_generation == generation)
+        && condition(s, "ExpressionsValid").is_some_and(|c| {
+            c.observed_generation == generation && c.status == if typo { "False" } else { "True" }
+        })
+        && (warnings > 0) == typo
+}
+
+/// Lists the test's policies; the names of those not (yet) as expected, and the ones that
+/// should not exist.
+async fn pending(
+    api: &Api<ValidatingAdmissionPolicy>,
+    expected: &Expected,
+) -> anyhow::Result<Vec<String>> {
+    let listed = api.list(&ListParams::default().labels(LABEL)).await?;
+    let mut seen = BTreeMap::new();
+    for p in &listed.items {
+        seen.insert(p.metadata.name.clone().unwrap_or_default(), p);
+    }
+    let mut out = Vec::new();
+    for (name, typo) in expected {
+        if !seen.get(name).is_some_and(|p| converged(p, *typo)) {
+            out.push(name.clone());
+        }
+    }
+    for name in seen.keys() {
+        if !expected.contains_key(name) {
+            out.push(format!("{name} (deleted, still listed)"));
+        }
+    }
+    Ok(out)
+}
+
+fn unix_ms() -> u128 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis())
+        .unwrap_or(0)
+}
+
+/// Kills kube-apiserver, keeps it down for `down`, starts it again; returns the Unix time in
+/// milliseconds at which its /readyz passed.
+fn restart_apiserver(kubeconfig: &Path, down: u64) -> anyhow::Result<u128> {
+    let script = support::repo_root().join("e2e/cluster/restart-apiserver");
+    let out = Command::new(&script)
+        .arg("--down")
+        .arg(down.to_string())
+        .arg(kubeconfig)
+        .stdin(Stdio::null())
+        .stderr(Stdio::inherit())
+        .output()
+        .with_context(|| format!("running {}", script.display()))?;
+    if !out.status.success() {
+        bail!("{} failed: {}", script.display(), out.status);
+    }
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .last()
+        .and_then(|l| l.trim().parse().ok())
+        .context("restart-apiserver printed no ready time")
+}
+
+/// The whole `status` vapcheck computes for each policy now (`vapcheck check -o json` over
+/// the live cluster), keyed by name: warnings and conditions (type, status, reason, message).
+fn fresh_check(
+    kubeconfig: &Path,
+    policies: &[ValidatingAdmissionPolicy],
+) -> anyhow::Result<BTreeMap<String, serde_json::Value>> {
+    let dir = tempfile::tempdir()?;
+    let file = dir.path().join("policies.json");
+    let mut text = String::new();
+    for p in policies {
+        let mut p = p.clone();
+        p.metadata.managed_fields = None;
+        p.status = None;
+        text.push_str(&serde_json::to_string(&p)?);
+        text.push('\n');
+    }
+    std::fs::write(&file, text)?;
+    let out = Command::new(env!("CARGO_BIN_EXE_vapcheck"))
+        .args(["check", "-o", "json", "--kubeconfig"])
+        .arg(kubeconfig)
+        .arg(&file)
+        .env_remove("KUBECONFIG")
+        .output()
+        .context("running vapcheck check")?;
+    if !matches!(out.status.code(), Some(0 | 1)) {
+        bail!(
+            "vapcheck check failed ({}): {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let printed: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout)?;
+    Ok(printed
+        .into_iter()
+        .map(|e| {
+            let name = e["name"].as_str().unwrap_or_default().to_owned();
+            (name, comparable(&e["status"]))
+        })
+        .collect())
+}
+
+/// The parts of a status that a fresh check determines.
+fn comparable(status: &serde_json::Value) -> serde_json::Value {
+    let warnings = status["typeChecking"]["expressionWarnings"].clone();
+    let mut conditions: Vec<serde_json::Value> = status["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|c| matches!(c["type"].as_str(), Some("TypeChecked" | "ExpressionsValid")))
+        .map(|c| {
+            serde_json::json!({
+                "type": c["type"], "status": c["status"],
+                "reason": c["reason"], "message": c["message"],
+            })
+        })
+        .collect();
+    conditions.sort_by_key(|c| c["type"].to_string());
+    let warnings = if warnings.as_array().is_some_and(|w| w.is_empty()) {
+        serde_json::Value::Null
+    } else {
+        warnings
+    };
+    serde_json::json!({"expressionWarnings": warnings, "conditions": conditions})
+}
+
+/// What the replicas report, for the error message of a failed wait: `/readyz` and the
+/// controller, work-queue, API client and watch series of `/metrics`.
+fn diagnostics(replicas: &[Replica]) -> String {
+    let mut out = String::new();
+    for r in replicas {
+        out.push_str(&format!("--- {} ---\n", r.log.display()));
+        if let Some(h) = r.address("health") {
+            out.push_str(&http_get(&h, "/readyz").unwrap_or_else(|e| e.to_string()));
+            out.push('\n');
+        }
+        // Unread bytes on the replica's connections (Recv-Q) tell a stalled reader from a
+        // server that sends nothing.
+        if let Ok(ss) = Command::new("ss").args(["-tnp"]).output() {
+            let pid = format!("pid={},", r.child.id());
+            for line in String::from_utf8_lossy(&ss.stdout)
+                .lines()
+                .filter(|l| l.contains(&pid))
+            {
+                out.push_str(line);
+                out.push('\n');
+            }
+        }
+        if let Some(m) = r.address("metrics") {
+            let text = http_get(&m, "/metrics").unwrap_or_else(|e| e.to_string());
+            for line in text.lines().filter(|l| {
+                !l.starts_with('#')
+                    && (l.starts_with("controller_runtime_active_workers")
+                        || l.starts_with("controller_runtime_reconcile_total")
+                        || l.starts_with("workqueue_") && !l.contains("_bucket")
+                        || l.starts_with("rest_client_requests_total")
+                        || l.starts_with("vapcheck_watch")
+                        || l.starts_with("vapcheck_status_writes_total")
+                        || l.starts_with("leader_election"))
+            }) {
+                out.push_str(line);
+                out.push('\n');
+            }
+        }
+    }
+    out
+}
+
+async fn wait_converged(
+    api: &Api<ValidatingAdmissionPolicy>,
+    expected: &Expected,
+    what: &str,
+    limit: Duration,
+    replicas: &[Replica],
+) -> anyhow::Result<()> {
+    let waited = wait_for(what, limit, || async {
+        let left = pending(api, expected).await?;
+        Ok(left.is_empty().then_some(()))
+    })
+    .await;
+    if let Err(e) = waited {
+        let left = pending(api, expected).await.unwrap_or_default();
+        if let Some(secs) = std::env::var("VAPCHECK_FAULT_PAUSE_ON_FAILURE")
+            .ok()
+            .and_then(|v| v.parse().ok())
+        {
+            eprintln!("e2e: not converged; pausing {secs}s for inspection");
+            tokio::time::sleep(Duration::from_secs(secs)).await;
+        }
+        return Err(e.context(format!(
+            "not converged: {left:?}\n{}",
+            diagnostics(replicas)
+        )));
+    }
+    Ok(())
+}
+
+/// How the replicas of a scenario run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Scenario {
+    /// One replica without leader election: its watch lives through every outage and resumes
+    /// with a resource version the restarted API server no longer has (410 Gone, relist).
+    OneReplicaWatchResumes,
+    /// Two replicas with a 4 s lease: each 8 s outage runs the leader's write fence out; a
+    /// replica takes the lease again after the restart and starts with a fresh list.
+    TwoReplicasLeaseLost,
+}
+
+#[tokio::test]
+async fn one_replica_watch_expires_410_across_apiserver_restarts_and_converges_within_bound()
+-> anyhow::Result<()> {
+    run(Scenario::OneReplicaWatchResumes).await
+}
+
+#[tokio::test]
+async fn two_replicas_lose_and_retake_the_lease_across_apiserver_restarts_and_converge_within_bound()
+-> anyhow::Result<()> {
+    run(Scenario::TwoReplicasLeaseLost).await
+}
+
+async fn run(scenario: Scenario) -> anyhow::Result<()> {
+    let restarts = env_number("VAPCHECK_FAULT_RESTARTS", 3) as usize;
+    let initial = env_number("VAPCHECK_FAULT_POLICIES", 12) as usize;
+    let down = env_number("VAPCHECK_FAULT_DOWN_SECONDS", 8);
+    let measure_only = std::env::var("VAPCHECK_FAULT_MEASURE_ONLY").is_ok_and(|v| v == "1");
+    let per_round = (initial / 6).max(2);
+
+    let cluster = tokio::task::spawn_blocking(|| {
+        Cluster::start(UpOptions {
+            with_upstream_controller: false,
+        })
+    })
+    .await??;
+    let client: Client = cluster.client().await?;
+    let api: Api<ValidatingAdmissionPolicy> = Api::all(client.clone());
+    let replicas = match scenario {
+        Scenario::OneReplicaWatchResumes => vec![Replica::start(
+            cluster.kubeconfig(),
+            "single",
+            &["--leader-election", "false"],
+        )?],
+        Scenario::TwoReplicasLeaseLost => vec![
+            Replica::start(cluster.kubeconfig(), "ha-a", &[])?,
+            Replica::start(cluster.kubeconfig(), "ha-b", &[])?,
+        ],
+    };
+
+    let mut churn = Churn {
+        api: api.clone(),
+        expected: Expected::new(),
+        next: 0,
+    };
+    churn.create(initial).await?;
+    wait_converged(
+        &api,
+        &churn.expected,
+        "the initial policies",
+        Duration::from_secs(90),
+        &replicas,
+    )
+    .await?;
+
+    let mut recoveries = Vec::new();
+    for round in 0..restarts {
+        // Changes just before the kill: in odd rounds the kill follows at once (the leader
+        // may not even see them before the outage), in even rounds after 300 ms (it sees them
+        // and may be writing when the server dies).
+        churn.round(per_round, 2 * round).await?;
+        if round % 2 == 0 {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
+        let kubeconfig = cluster.kubeconfig().to_owned();
+        let ready_ms =
+            tokio::task::spawn_blocking(move || restart_apiserver(&kubeconfig, down)).await??;
+        // Changes right after the restart.
+        churn.round(per_round, 2 * round + 1).await?;
+        let limit = if measure_only {
+            Duration::from_secs(180)
+        } else {
+            BOUND + Duration::from_secs(2)
+        };
+        wait_converged(
+            &api,
+            &churn.expected,
+            &format!("convergence after restart {}", round + 1),
+            limit,
+            &replicas,
+        )
+        .await?;
+        let took = Duration::from_millis(u64::try_from(unix_ms().saturating_sub(ready_ms))?);
+        eprintln!(
+            "e2e: {scenario:?}: restart {}/{restarts}: {} policies converged {:.1}s after kube-apiserver was ready",
+            round + 1,
+            churn.expected.len(),
+            took.as_secs_f64()
+        );
+        recoveries.push(took);
+    }
+    eprintln!("e2e: {scenario:?}: recovery times after each restart: {recoveries:?}");
+    if !measure_only {
+        for (i, took) in recoveries.iter().enumerate() {
+            assert!(
+                *took <= BOUND,
+                "restart {}: converged {took:?} after the API server was ready (bound {BOUND:?})",
+                i + 1
+            );
+        }
+    }
+
+    // Every final status equals a fresh check of the same policy.
+    let listed = api.list(&ListParams::default().labels(LABEL)).await?.items;
+    assert_eq!(listed.len(), churn.expected.len());
+    let fresh = fresh_check(cluster.kubeconfig(), &listed)?;
+    assert_eq!(fresh.len(), listed.len());
+    for p in &listed {
+        let name = p.metadata.name.clone().unwrap_or_default();
+        let stored = comparable(&serde_json::to_value(p.status.clone().unwrap_or_default())?);
+        assert_eq!(Some(&stored), fresh.get(&name), "{name}");
+    }
+
+    if measure_only {
+        return Ok(());
+    }
+    // The watch metrics saw the restarts; the leader is ready and its watch healthy.
+    let texts: Vec<String> = replicas
+        .iter()
+        .filter_map(|r| r.address("metrics"))
+        .filter_map(|m| http_get(&m, "/metrics").ok())
+        .collect();
+    assert_eq!(texts.len(), replicas.len(), "metrics of every replica");
+    let total = |reason: &str| -> f64 {
+        texts
+            .iter()
+            .filter_map(|t| {
+                sample(
+                    t,
+                    &format!("vapcheck_watch_restarts_total{{reason=\"{reason}\"}}"),
+                )
+            })
+            .sum()
+    };
+    let (expired, errors) = (total("expired"), total("error"));
+    eprintln!("e2e: {scenario:?}: watch restarts: expired {expired}, error {errors}");
+    assert!(
+        expired + errors >= restarts as f64,
+        "watch restarts {expired} + {errors}"
+    );
+    if scenario == Scenario::OneReplicaWatchResumes {
+        assert!(expired >= 1.0, "no 410 relist was counted");
+    }
+    let leader = replicas
+        .iter()
+        .zip(&texts)
+        .find(|(_, t)| {
+            scenario == Scenario::OneReplicaWatchResumes
+                || sample(t, "leader_election_master_status{") == Some(1.0)
+        })
+        .map(|(r, _)| r)
+        .context("no replica reports leading")?;
+    let metrics = http_get(
+        &leader.address("metrics").context("metrics address")?,
+        "/metrics",
+    )?;
+    let since = sample(&metrics, "vapcheck_watch_seconds_since_last_success ")
+        .context("vapcheck_watch_seconds_since_last_success missing")?;
+    assert!(since < 60.0, "{since}");
+    let ready = http_get(
+        &leader.address("health").context("health address")?,
+        "/readyz",
+    )?;
+    assert!(ready.starts_with("HTTP/1.1 200"), "{ready}");
+    assert!(ready.contains("[+]policy-watch ok"), "{ready}");
+    if scenario == Scenario::TwoReplicasLeaseLost {
+        // The fence ran out during the outages and a replica led again afterwards.
+        let logs: String = replicas.iter().map(Replica::log_text).collect();
+        assert!(logs.contains("this replica may have lost it"), "{logs}");
+        assert!(
+            logs.matches("acquired the lease").count() > restarts,
+            "{logs}"
+        );
+    }
+    for r in &replicas {
+        assert!(!r.log_text().contains("panicked"), "{}", r.log_text());
+    }
+    drop(replicas);
+    Ok(())
+}
