@@ -3,7 +3,7 @@
 //! trivial checker (every expression is `bool`), so CEL checking time is excluded; then the
 //! real thing, `vapcheck check --openapi ../shared/openapi/v1.35` in-process (schemas
 //! converted by `src/schema`, expressions parsed once per policy and checked per kind in the
-//! Kubernetes environment).
+//! Kubernetes environment); and kube-apiserver's create-time verdict for every policy.
 //!
 //! Run: `cargo bench --bench policy_layer`.
 
@@ -133,6 +133,16 @@ fn main() {
             },
         );
     }
+
+    // What kube-apiserver 1.37 answers on create, for every corpus policy (defaulting, field
+    // validation, every expression compiled in the API server's environment).
+    let server = vapcheck::apiserver::Server::PINNED;
+    time("apiServer verdict (create, 1.37)", n, 10, || {
+        policies
+            .iter()
+            .map(|p| vapcheck::apiserver::validate_policy_create(&p.policy, server).len())
+            .sum::<usize>()
+    });
 
     let options = vapcheck::cli::SchemaOptions {
         openapi: Some(shared.join("openapi/v1.35")),
