@@ -573,3 +573,46 @@ fn golden_output_for_a_handful_of_policies() {
         insta::assert_snapshot!(format!("golden_{mode}"), String::from_utf8_lossy(&o.stdout));
     }
 }
+
+/// Bindings need no schema source; a binding that does not deserialise names its file,
+/// document and field (exit 2); one the API server rejects exits 3 with its causes.
+#[test]
+fn bindings_alone_get_the_api_server_verdict() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.yaml");
+    std::fs::write(
+        &bad,
+        "apiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingAdmissionPolicyBinding\nmetadata: {name: b}\nspec:\n  policyName: 3\n",
+    )
+    .unwrap();
+    let o = binary().arg("check").arg(&bad).output().unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("bad.yaml: document 1 (line 1): invalid ValidatingAdmissionPolicyBinding: spec.policyName: invalid type: integer `3`"),
+        "{err}"
+    );
+    let rejected = dir.path().join("rejected.yaml");
+    std::fs::write(
+        &rejected,
+        "apiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingAdmissionPolicyBinding\nmetadata: {name: b}\nspec:\n  policyName: p\n  validationActions: [Deny, Deny]\n",
+    )
+    .unwrap();
+    let o = binary()
+        .args(["check", "-o", "json"])
+        .arg(&rejected)
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(
+        v[0]["apiServer"],
+        serde_json::json!({"accepted": false, "causes": ["spec.validationActions[1]: Duplicate value: \"Deny\""]})
+    );
+    assert!(v[0].get("status").is_none());
+}

@@ -365,9 +365,15 @@ fn v1_object_of<T: serde::de::DeserializeOwned>(
         // The status is what vapcheck computes; an old or foreign one must not make reading fail.
         obj.remove("status");
     }
-    serde_json::from_value(v)
-        .map(Some)
-        .map_err(|e| format!("invalid {wanted}: {e}"))
+    // The error names the field (`spec.policyName: invalid type: ...`).
+    serde_path_to_error::deserialize(v).map(Some).map_err(|e| {
+        let path = e.path().to_string();
+        if path.is_empty() || path == "." {
+            format!("invalid {wanted}: {}", e.inner())
+        } else {
+            format!("invalid {wanted}: {path}: {}", e.inner())
+        }
+    })
 }
 
 #[cfg(test)]
