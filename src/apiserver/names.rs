@@ -62,25 +62,19 @@ fn matches_label_key_name(s: &str) -> bool {
 
 /// `utilvalidation.IsDNS1123Subdomain` (lengths in characters).
 pub fn is_dns1123_subdomain(value: &str) -> Vec<String> {
-    let mut errs = Vec::new();
-    if value.len() > 253 {
-        errs.push("must be no more than 253 characters".to_owned());
-    }
-    if !matches_dns1123_subdomain(value) {
-        errs.push(regex_error(
-            "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character",
-            &dns1123_subdomain_fmt(),
-            &["example.com"],
-        ));
-    }
-    errs
+    dns1123_subdomain(value, "characters")
 }
 
 /// `content.IsDNS1123Subdomain` (lengths in bytes), used by `IsLabelKey` for the prefix.
 fn content_is_dns1123_subdomain(value: &str) -> Vec<String> {
+    dns1123_subdomain(value, "bytes")
+}
+
+/// The two `IsDNS1123Subdomain`s, which differ only in the unit of their length message.
+fn dns1123_subdomain(value: &str, unit: &str) -> Vec<String> {
     let mut errs = Vec::new();
     if value.len() > 253 {
-        errs.push("must be no more than 253 bytes".to_owned());
+        errs.push(format!("must be no more than 253 {unit}"));
     }
     if !matches_dns1123_subdomain(value) {
         errs.push(regex_error(

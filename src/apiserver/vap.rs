@@ -926,36 +926,14 @@ fn validate_audit_annotation(
     errs
 }
 
-/// `isCELIdentifier`: `[_a-zA-Z][_a-zA-Z0-9]*` and not a reserved word.
+/// `isCELIdentifier`: `[_a-zA-Z][_a-zA-Z0-9]*` and not a reserved word (validation.go's
+/// `celReserved` is the same list as escaping.go's, [`crate::schema::escape::is_reserved`]).
 fn is_cel_identifier(name: &str) -> bool {
-    const RESERVED: [&str; 21] = [
-        "true",
-        "false",
-        "null",
-        "in",
-        "as",
-        "break",
-        "const",
-        "continue",
-        "else",
-        "for",
-        "function",
-        "if",
-        "import",
-        "let",
-        "loop",
-        "package",
-        "namespace",
-        "return",
-        "var",
-        "void",
-        "while",
-    ];
     let b = name.as_bytes();
     !b.is_empty()
         && (b[0].is_ascii_alphabetic() || b[0] == b'_')
         && b.iter().all(|c| c.is_ascii_alphanumeric() || *c == b'_')
-        && !RESERVED.contains(&name)
+        && !crate::schema::escape::is_reserved(name)
 }
 
 /// Go's `strings.TrimSpace` (Unicode white space).

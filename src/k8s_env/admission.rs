@@ -123,6 +123,17 @@ pub fn request_and_namespace_types() -> StructTypes {
     t
 }
 
+/// Declares `request` and `namespaceObject` with their hand-built types (shared by the
+/// type checker's and the API server's environments).
+pub fn add_request_and_namespace(
+    b: &mut crate::cel::EnvBuilder,
+) -> Result<(), crate::cel::EnvError> {
+    b.add_provider(Arc::new(request_and_namespace_types()));
+    b.add_variable(NAMESPACE_VAR, Type::object(NAMESPACE_TYPE))?;
+    b.add_variable(REQUEST_VAR, Type::object(REQUEST_TYPE))?;
+    Ok(())
+}
+
 /// How `params` is declared (typechecking.go `buildEnvSet`).
 #[derive(Clone, Debug, PartialEq)]
 pub enum Params {

@@ -87,17 +87,9 @@ fn poisoned() -> EnvError {
 pub fn build_env(lib_minor: u32, decls: Decls) -> Result<Env, EnvError> {
     let mut b = EnvBuilder::standard(EnvOptions::kubernetes());
     libraries::add_libraries(&mut b, LibrarySelection { minor: lib_minor })?;
-    b.add_provider(Arc::new(admission::request_and_namespace_types()));
+    admission::add_request_and_namespace(&mut b)?;
     b.add_variable(admission::OBJECT_VAR, Type::dyn_type())?;
     b.add_variable(admission::OLD_OBJECT_VAR, Type::dyn_type())?;
-    b.add_variable(
-        admission::NAMESPACE_VAR,
-        Type::object(admission::NAMESPACE_TYPE),
-    )?;
-    b.add_variable(
-        admission::REQUEST_VAR,
-        Type::object(admission::REQUEST_TYPE),
-    )?;
     if decls.has_params {
         b.add_variable(admission::PARAMS_VAR, Type::dyn_type())?;
     }

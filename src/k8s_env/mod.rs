@@ -207,15 +207,7 @@ pub fn build_base_env(version: KubeVersion) -> Result<Env, EnvError> {
             minor: version.minor,
         },
     )?;
-    b.add_provider(Arc::new(admission::request_and_namespace_types()));
-    b.add_variable(
-        admission::NAMESPACE_VAR,
-        Type::object(admission::NAMESPACE_TYPE),
-    )?;
-    b.add_variable(
-        admission::REQUEST_VAR,
-        Type::object(admission::REQUEST_TYPE),
-    )?;
+    admission::add_request_and_namespace(&mut b)?;
     b.add_variable(
         admission::AUTHORIZER_VAR,
         Type::object(admission::AUTHORIZER_TYPE),
