@@ -15,13 +15,27 @@ use super::names::{is_label_value, is_qualified_name, name_is_dns_subdomain};
 /// `TotalAnnotationSizeLimitB`: 256 KiB.
 const TOTAL_ANNOTATION_SIZE_LIMIT: usize = 256 * 1024;
 
+/// Who validates the object: the REST API on create, or the static-manifest loader.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MetaContext {
+    /// `rest.BeforeCreate` runs first: it generates a name from `generateName` and clears
+    /// `metadata.namespace` of cluster-scoped kinds.
+    RestCreate,
+    /// The static-manifest loader validates the object as written
+    /// (`defaultAndValidateVAP` in pkg/admission/plugin/policy/manifest/loader of
+    /// k8s.io/kubernetes): no generated name, and a namespace is an error.
+    StaticManifest,
+}
+
 /// `ValidateObjectMeta(meta, false, NameIsDNSSubdomain, "metadata")`, on the object as the
-/// API server validates it: with a name generated from `generateName` when it has none
-/// (rest.BeforeCreate generates it first).
-pub fn validate_object_meta(meta: &ObjectMeta) -> Vec<FieldError> {
+/// API server validates it in `context`.
+pub fn validate_object_meta(meta: &ObjectMeta, context: MetaContext) -> Vec<FieldError> {
     let mut errs = Vec::new();
     let generate_name = meta.generate_name.as_deref().unwrap_or_default();
-    let generated = effective_name(meta);
+    let generated = match context {
+        MetaContext::RestCreate => effective_name(meta),
+        MetaContext::StaticManifest => meta.name.clone(),
+    };
     let name = generated.as_deref().unwrap_or_default();
     if !generate_name.is_empty() {
         for msg in name_is_dns_subdomain(generate_name, true) {
@@ -42,8 +56,18 @@ pub fn validate_object_meta(meta: &ObjectMeta) -> Vec<FieldError> {
             errs.push(FieldError::invalid("metadata.name", name, msg));
         }
     }
-    // `metadata.namespace` on these cluster-scoped kinds: the API server clears it before
-    // validation (rest.BeforeCreate), so it is accepted (seen on the 1.37.1 API server).
+    // `metadata.namespace` on these cluster-scoped kinds: the REST API clears it before
+    // validation (rest.BeforeCreate), so it is accepted (seen on the 1.37.1 API server); the
+    // static-manifest loader does not (`Forbidden: not allowed on this type`, seen with the
+    // oracle's cmd/staticmanifests).
+    if context == MetaContext::StaticManifest
+        && meta.namespace.as_deref().is_some_and(|n| !n.is_empty())
+    {
+        errs.push(FieldError::forbidden(
+            "metadata.namespace",
+            "not allowed on this type",
+        ));
+    }
     if let Some(generation) = meta.generation
         && generation < 0
     {

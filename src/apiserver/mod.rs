@@ -10,10 +10,11 @@
 pub mod field;
 pub mod meta;
 pub mod names;
+pub mod static_manifests;
 pub mod vap;
 
 pub use field::FieldError;
 pub use vap::{
-    Server, validate_binding_create, validate_binding_update, validate_policy_create,
-    validate_policy_update,
+    Server, validate_binding_create, validate_binding_static, validate_binding_update,
+    validate_policy_create, validate_policy_static, validate_policy_update,
 };

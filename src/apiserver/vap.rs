@@ -22,7 +22,7 @@ use serde_json::json;
 use crate::k8s_env::apiserver::{self as env, Composition, Decls, EnvKind};
 
 use super::field::FieldError;
-use super::meta::{validate_labels, validate_object_meta};
+use super::meta::{MetaContext, validate_labels, validate_object_meta};
 use super::names::{
     is_dns1035_label, is_dns1123_subdomain, is_path_segment_name, is_qualified_name,
     name_is_dns_subdomain,
@@ -100,6 +100,8 @@ impl Preexisting {
 
 #[derive(Debug, Default, Clone)]
 struct Options {
+    /// Validated by the static-manifest loader rather than the REST API.
+    static_manifest: bool,
     ignore_match_conditions: bool,
     allow_params_in_match_conditions: bool,
     preexisting: Preexisting,
@@ -187,6 +189,7 @@ pub fn validate_policy_update(
             && ns.match_conditions.clone().unwrap_or_default()
                 == os.match_conditions.clone().unwrap_or_default(),
         allow_params_in_match_conditions: false,
+        static_manifest: false,
         preexisting: Preexisting::of(&os),
     };
     validate_policy(&n, &opts, server)
@@ -212,12 +215,18 @@ fn validate_policy(
     opts: &Options,
     server: Server,
 ) -> Vec<FieldError> {
-    let mut errs = validate_object_meta(&p.metadata);
+    let (context, name) = if opts.static_manifest {
+        (MetaContext::StaticManifest, p.metadata.name.clone())
+    } else {
+        (
+            MetaContext::RestCreate,
+            super::meta::effective_name(&p.metadata),
+        )
+    };
+    let mut errs = validate_object_meta(&p.metadata, context);
     let spec = p.spec.clone().unwrap_or_default();
     errs.extend(validate_policy_spec(
-        super::meta::effective_name(&p.metadata)
-            .as_deref()
-            .unwrap_or_default(),
+        name.as_deref().unwrap_or_default(),
         &spec,
         opts.clone(),
         server,
@@ -950,7 +959,7 @@ pub fn validate_binding_create(
 ) -> Vec<FieldError> {
     let mut b = binding.clone();
     default_binding(&mut b);
-    let mut errs = validate_binding(&b);
+    let mut errs = validate_binding(&b, MetaContext::RestCreate);
     if server.reserves_static_suffix() {
         errs.extend(validate_static_suffix(b.metadata.name.as_deref()));
     }
@@ -962,12 +971,37 @@ pub fn validate_binding_create(
 pub fn validate_binding_update(binding: &ValidatingAdmissionPolicyBinding) -> Vec<FieldError> {
     let mut b = binding.clone();
     default_binding(&mut b);
-    validate_binding(&b)
+    validate_binding(&b, MetaContext::RestCreate)
+}
+
+/// What the static-manifest loader's `defaultAndValidateVAP` (k8s.io/kubernetes
+/// pkg/admission/plugin/policy/manifest/loader/validating_loader.go) answers for `policy`:
+/// defaulting, then `validation.ValidateValidatingAdmissionPolicy` on the object as written
+/// (no generated name, no static-suffix rule, no paramKind authorization). Empty: valid.
+pub fn validate_policy_static(
+    policy: &ValidatingAdmissionPolicy,
+    server: Server,
+) -> Vec<FieldError> {
+    let mut p = policy.clone();
+    default_policy(&mut p);
+    let opts = Options {
+        static_manifest: true,
+        ..Options::default()
+    };
+    validate_policy(&p, &opts, server)
+}
+
+/// The loader's `defaultAndValidateVAPB`: defaulting, then
+/// `validation.ValidateValidatingAdmissionPolicyBinding` on the binding as written.
+pub fn validate_binding_static(binding: &ValidatingAdmissionPolicyBinding) -> Vec<FieldError> {
+    let mut b = binding.clone();
+    default_binding(&mut b);
+    validate_binding(&b, MetaContext::StaticManifest)
 }
 
 /// `validateValidatingAdmissionPolicyBinding`.
-fn validate_binding(b: &ValidatingAdmissionPolicyBinding) -> Vec<FieldError> {
-    let mut errs = validate_object_meta(&b.metadata);
+fn validate_binding(b: &ValidatingAdmissionPolicyBinding, context: MetaContext) -> Vec<FieldError> {
+    let mut errs = validate_object_meta(&b.metadata, context);
     let spec = &b.spec;
     if spec.policy_name.is_empty() {
         errs.push(FieldError::required("spec.policyName", ""));
