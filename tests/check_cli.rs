@@ -166,6 +166,7 @@ fn args(output: OutputFormat, mode: ModeArg, files: &[&str]) -> CheckArgs {
         kind_limit: 100,
         output,
         previous: vec![],
+        static_manifests: None,
         files: files.iter().map(PathBuf::from).collect(),
     }
 }

@@ -62,10 +62,12 @@ pub struct Cluster {
 }
 
 /// How to start a private cluster with [`Cluster::start`].
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct UpOptions {
     /// Run kube-controller-manager with the upstream ValidatingAdmissionPolicy status controller.
     pub with_upstream_controller: bool,
+    /// More kube-apiserver flags (`VAPCHECK_APISERVER_EXTRA_ARGS` of `e2e/cluster/up`).
+    pub apiserver_extra_args: Option<String>,
 }
 
 impl Cluster {
@@ -80,6 +82,9 @@ impl Cluster {
         let mut command = Command::new(&script);
         if options.with_upstream_controller {
             command.arg("--with-upstream-controller");
+        }
+        if let Some(args) = &options.apiserver_extra_args {
+            command.env("VAPCHECK_APISERVER_EXTRA_ARGS", args);
         }
         command
             .arg("--owner-pid")
@@ -220,6 +225,7 @@ pub fn shared_cluster() -> anyhow::Result<&'static Cluster> {
         }
         let cluster = Cluster::start(UpOptions {
             with_upstream_controller: true,
+            ..UpOptions::default()
         })
         .map_err(|err| format!("{err:#}"))?;
         // SAFETY: registers a plain `extern "C" fn` without arguments, as atexit expects.

@@ -506,6 +506,7 @@ async fn standby_takes_over_when_the_leader_dies() -> anyhow::Result<()> {
     let cluster = tokio::task::spawn_blocking(|| {
         Cluster::start(UpOptions {
             with_upstream_controller: false,
+            ..UpOptions::default()
         })
     })
     .await??;
@@ -617,6 +618,7 @@ async fn upstream_text_in_conditions_only_mode() -> anyhow::Result<()> {
     let cluster = tokio::task::spawn_blocking(|| {
         Cluster::start(UpOptions {
             with_upstream_controller: true,
+            ..UpOptions::default()
         })
     })
     .await??;

@@ -491,6 +491,7 @@ async fn run(scenario: Scenario) -> anyhow::Result<()> {
     let cluster = tokio::task::spawn_blocking(|| {
         Cluster::start(UpOptions {
             with_upstream_controller: false,
+            ..UpOptions::default()
         })
     })
     .await??;

@@ -24,7 +24,7 @@ pub const BINDING_KIND: &str = "ValidatingAdmissionPolicyBinding";
 pub struct Origin {
     /// File name as given, or `<stdin>`.
     pub source: String,
-    /// 1-based index among the non-empty documents of the source.
+    /// 1-based index among the non-empty documents of the source (0: the source as a whole).
     pub document: usize,
     /// 0-based index in the document's `items` when the document is a list.
     pub item: Option<usize>,
@@ -32,6 +32,10 @@ pub struct Origin {
 
 impl std::fmt::Display for Origin {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.document == 0 {
+            // A whole file or folder (a static-manifest folder's own entry).
+            return write!(f, "{}", self.source);
+        }
         write!(f, "{}: document {}", self.source, self.document)?;
         if let Some(i) = self.item {
             write!(f, ", item {i}")?;

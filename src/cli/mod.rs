@@ -24,6 +24,7 @@ use self::input::{InputError, InputObject, InputPolicy, read_objects};
 use self::output::{
     ApiServerVerdict, CheckedPolicy, render_json, render_text, render_yaml, use_colour,
 };
+use crate::apiserver::static_manifests::{self, ManifestFile, StaticLoad};
 use crate::apiserver::{self, Server};
 
 /// Exit code: no warnings.
@@ -115,8 +116,13 @@ pub struct CheckArgs {
     /// their verdict is for an update instead of a create. Repeatable.
     #[arg(long = "previous", value_name = "FILE")]
     pub previous: Vec<PathBuf>,
+    /// A folder of static manifests (the ValidatingAdmissionPolicy plugin's
+    /// `staticManifestsDir`): checked as kube-apiserver's loader reads it, and its policies
+    /// type-checked.
+    #[arg(long = "static-manifests", value_name = "DIR")]
+    pub static_manifests: Option<PathBuf>,
     /// Policy files (YAML or JSON, one or many documents); `-` reads standard input.
-    #[arg(required = true, value_name = "FILE")]
+    #[arg(required_unless_present = "static_manifests", value_name = "FILE")]
     pub files: Vec<PathBuf>,
 }
 
@@ -296,7 +302,94 @@ fn api_server_verdict(
         server_minor: server.minor,
         update: stored.is_some(),
         causes: errors.iter().map(ToString::to_string).collect(),
+        static_dir: None,
     }
+}
+
+/// Lists a static-manifest folder as the loader does (`LoadFiles`: regular entries whose
+/// extension is .yaml, .yml or .json, in name order) and reads each file; the paths are
+/// `filepath.Join(dir, name)`.
+fn read_static_dir(dir: &std::path::Path) -> Result<Vec<ManifestFile>, String> {
+    let shown = dir.display().to_string();
+    let entries = std::fs::read_dir(dir)
+        .map_err(|e| format!("--static-manifests: cannot read folder {shown}: {e}"))?;
+    let mut names = Vec::new();
+    for entry in entries {
+        let entry =
+            entry.map_err(|e| format!("--static-manifests: cannot read folder {shown}: {e}"))?;
+        // os.ReadDir's IsDir does not follow symbolic links; neither does file_type.
+        let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if !is_dir && static_manifests::is_manifest_file(&name) {
+            names.push(name);
+        }
+    }
+    names.sort();
+    Ok(names
+        .into_iter()
+        .map(|name| ManifestFile {
+            path: go_join(&shown, &name),
+            contents: std::fs::read(dir.join(&name)).map_err(|e| e.to_string()),
+        })
+        .collect())
+}
+
+/// `filepath.Join(dir, name)` for a plain file name: the folder cleaned of `.` and empty
+/// components.
+fn go_join(dir: &str, name: &str) -> String {
+    let absolute = dir.starts_with('/');
+    let parts: Vec<&str> = dir
+        .split('/')
+        .filter(|p| !p.is_empty() && *p != ".")
+        .collect();
+    let mut out = parts.join("/");
+    if absolute {
+        out.insert(0, '/');
+    }
+    if out.is_empty() || out == "/" {
+        return format!("{out}{name}");
+    }
+    format!("{out}/{name}")
+}
+
+/// The entries of a static-manifest folder: one for the folder (every loader error), then
+/// each policy and binding that decoded, with the errors about it.
+fn static_entries(
+    dir: &str,
+    load: &StaticLoad,
+    server: Server,
+) -> Vec<(InputObject, ApiServerVerdict)> {
+    let verdict = |causes: Vec<String>| ApiServerVerdict {
+        server_minor: server.minor,
+        update: false,
+        causes,
+        static_dir: Some(dir.to_owned()),
+    };
+    let origin = |l: &static_manifests::Location| input::Origin {
+        source: l.file.clone(),
+        document: l.document.unwrap_or(0),
+        item: l.item,
+    };
+    let mut out = Vec::new();
+    for p in &load.policies {
+        out.push((
+            InputObject::Policy(InputPolicy {
+                origin: origin(&p.location),
+                policy: p.object.clone(),
+            }),
+            verdict(p.errors.clone()),
+        ));
+    }
+    for b in &load.bindings {
+        out.push((
+            InputObject::Binding(input::InputBinding {
+                origin: origin(&b.location),
+                binding: b.object.clone(),
+            }),
+            verdict(b.errors.clone()),
+        ));
+    }
+    out
 }
 
 fn io_error(source: &str, e: &std::io::Error) -> InputError {
@@ -348,7 +441,14 @@ pub fn run_check(
         Ok(p) => p,
         Err(e) => return fail(&e.to_string()),
     };
-    if inputs.is_empty() {
+    let static_files = match &args.static_manifests {
+        Some(dir) => match read_static_dir(dir) {
+            Ok(files) => Some((dir.display().to_string(), files)),
+            Err(e) => return fail(&e),
+        },
+        None => None,
+    };
+    if inputs.is_empty() && static_files.is_none() {
         return fail(
             "no ValidatingAdmissionPolicy or ValidatingAdmissionPolicyBinding found in the input",
         );
@@ -371,7 +471,20 @@ pub fn run_check(
             ));
         }
     };
-    let has_policies = inputs.iter().any(|o| matches!(o, InputObject::Policy(_)));
+    // The static folder's objects carry the loader's verdict instead of a create's.
+    let mut static_load = None;
+    let mut objects: Vec<(InputObject, Option<ApiServerVerdict>)> =
+        inputs.into_iter().map(|o| (o, None)).collect();
+    if let Some((dir, files)) = &static_files {
+        let load = static_manifests::load(dir, files, server);
+        for (o, v) in static_entries(dir, &load, server) {
+            objects.push((o, Some(v)));
+        }
+        static_load = Some((dir.clone(), load));
+    }
+    let has_policies = objects
+        .iter()
+        .any(|(o, _)| matches!(o, InputObject::Policy(_)));
     let options = SchemaOptions {
         openapi: args.openapi.clone(),
         crds: args.crds.clone(),
@@ -401,34 +514,55 @@ pub fn run_check(
         mode: args.mode.into(),
         kind_limit: args.kind_limit,
     };
-    let checked: Vec<CheckedPolicy> = inputs
-        .iter()
-        .map(|o| {
-            let stored = previous
-                .iter()
-                .find(|p| p.kind() == o.kind() && p.name() == o.name());
-            let api_server = api_server_verdict(o, stored, server);
-            let status = match (o, &loaded) {
-                (InputObject::Policy(p), Some(loaded)) => {
-                    let backends = Backends {
-                        rest_mapper: loaded.rest_mapper.as_ref(),
-                        discovery: loaded.discovery.as_deref(),
-                        schemas: loaded.schemas.as_ref(),
-                        checker: loaded.checker.as_ref(),
-                    };
-                    Some(check_policy(&p.policy, &check_options, &backends))
-                }
-                _ => None,
-            };
-            CheckedPolicy {
-                kind: o.kind(),
-                name: o.name().to_owned(),
-                origin: o.origin().clone(),
-                api_server,
-                status,
+    let mut checked: Vec<CheckedPolicy> = Vec::new();
+    if let Some((dir, load)) = &static_load {
+        checked.push(CheckedPolicy {
+            kind: output::STATIC_MANIFESTS_KIND,
+            name: dir.clone(),
+            origin: input::Origin {
+                source: dir.clone(),
+                document: 0,
+                item: None,
+            },
+            api_server: ApiServerVerdict {
+                server_minor: server.minor,
+                update: false,
+                causes: load.errors.iter().map(|e| e.message.clone()).collect(),
+                static_dir: Some(dir.clone()),
+            },
+            status: None,
+        });
+    }
+    checked.extend(objects.iter().map(|(o, static_verdict)| {
+        let api_server = match static_verdict {
+            Some(v) => v.clone(),
+            None => {
+                let stored = previous
+                    .iter()
+                    .find(|p| p.kind() == o.kind() && p.name() == o.name());
+                api_server_verdict(o, stored, server)
             }
-        })
-        .collect();
+        };
+        let status = match (o, &loaded) {
+            (InputObject::Policy(p), Some(loaded)) => {
+                let backends = Backends {
+                    rest_mapper: loaded.rest_mapper.as_ref(),
+                    discovery: loaded.discovery.as_deref(),
+                    schemas: loaded.schemas.as_ref(),
+                    checker: loaded.checker.as_ref(),
+                };
+                Some(check_policy(&p.policy, &check_options, &backends))
+            }
+            _ => None,
+        };
+        CheckedPolicy {
+            kind: o.kind(),
+            name: o.name().to_owned(),
+            origin: o.origin().clone(),
+            api_server,
+            status,
+        }
+    }));
     let rendered = match args.output {
         OutputFormat::Json => render_json(&checked),
         OutputFormat::Yaml => render_yaml(&checked),

@@ -7,6 +7,10 @@ use crate::policy::{PolicyCondition, PolicyStatus};
 
 use super::input::Origin;
 
+/// The `kind` of the entry that stands for a whole `--static-manifests` folder (its name is
+/// the folder).
+pub const STATIC_MANIFESTS_KIND: &str = "StaticManifests";
+
 /// What kube-apiserver answers when the object is created (or updated, with `--previous`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ApiServerVerdict {
@@ -15,8 +19,11 @@ pub struct ApiServerVerdict {
     /// An update of a stored version rather than a create.
     pub update: bool,
     /// The field errors of the HTTP 422 answer, each as the API server prints it, in its
-    /// order; empty when the object is accepted.
+    /// order; empty when the object is accepted. For a static manifest: the loader's errors.
     pub causes: Vec<String>,
+    /// Read from this static-manifest folder (`--static-manifests`): the verdict is the
+    /// static-manifest loader's, not a create's.
+    pub static_dir: Option<String>,
 }
 
 impl ApiServerVerdict {
@@ -27,13 +34,17 @@ impl ApiServerVerdict {
 }
 
 impl Serialize for ApiServerVerdict {
-    /// `{"accepted": true}` or `{"accepted": false, "causes": [..]}`.
+    /// `{"accepted": true}` or `{"accepted": false, "causes": [..]}`, with
+    /// `"staticManifests": DIR` for objects of a static-manifest folder.
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeMap;
         let mut m = s.serialize_map(None)?;
         m.serialize_entry("accepted", &self.accepted())?;
         if !self.accepted() {
             m.serialize_entry("causes", &self.causes)?;
+        }
+        if let Some(dir) = &self.static_dir {
+            m.serialize_entry("staticManifests", dir)?;
         }
         m.end()
     }
@@ -168,10 +179,10 @@ pub fn render_text(policies: &[CheckedPolicy], colour: bool) -> String {
         } else {
             p.name.as_str()
         };
-        let label = if p.kind == super::input::BINDING_KIND {
-            format!("{} [binding]", st.bold(name))
-        } else {
-            st.bold(name)
+        let label = match p.kind {
+            super::input::BINDING_KIND => format!("{} [binding]", st.bold(name)),
+            STATIC_MANIFESTS_KIND => format!("{} [static manifests]", st.bold(name)),
+            _ => st.bold(name),
         };
         let warnings = p
             .status
@@ -181,10 +192,14 @@ pub fn render_text(policies: &[CheckedPolicy], colour: bool) -> String {
         let mut verdicts = Vec::new();
         let v = &p.api_server;
         if !v.accepted() {
+            let on = match (&v.static_dir, v.update) {
+                (Some(_), _) => "loading static manifests",
+                (None, true) => "on update",
+                (None, false) => "on create",
+            };
             verdicts.push(st.red(&format!(
-                "REJECTED by kube-apiserver 1.{} on {}: {}",
+                "REJECTED by kube-apiserver 1.{} {on}: {}",
                 v.server_minor,
-                if v.update { "update" } else { "create" },
                 plural(v.causes.len(), "cause")
             )));
         }
@@ -200,8 +215,30 @@ pub fn render_text(policies: &[CheckedPolicy], colour: bool) -> String {
             st.dim(&format!("({})", p.origin)),
             verdicts.join("; ")
         ));
-        for cause in &v.causes {
-            push_indented(&mut out, &st.red(cause), "  ", "    ");
+        if p.kind != STATIC_MANIFESTS_KIND {
+            for cause in &v.causes {
+                push_indented(&mut out, &st.red(cause), "  ", "    ");
+            }
+        } else if let Some((first, rest)) = v.causes.split_first() {
+            // The folder: what kube-apiserver prints (its first error), then the others.
+            out.push_str(&format!(
+                "  kube-apiserver 1.{} does not start with this folder (a reload keeps the previous set):\n",
+                v.server_minor
+            ));
+            let startup = format!(
+                "failed to load static policy manifests from {}: {first}",
+                crate::apiserver::field::go_quote(&p.name)
+            );
+            push_indented(&mut out, &st.red(&startup), "    ", "      ");
+            if !rest.is_empty() {
+                out.push_str(&format!(
+                    "  it stops at that error; vapcheck also found {}:\n",
+                    plural(rest.len(), "more error")
+                ));
+                for cause in rest {
+                    push_indented(&mut out, &st.red(cause), "    ", "      ");
+                }
+            }
         }
         if n > 0 {
             with_warnings += 1;
@@ -220,8 +257,14 @@ pub fn render_text(policies: &[CheckedPolicy], colour: bool) -> String {
         }
     }
     let n_policies = policies.iter().filter(|p| p.status.is_some()).count();
-    let n_bindings = policies.len() - n_policies;
-    let rejected = policies.iter().filter(|p| !p.api_server.accepted()).count();
+    let n_bindings = policies
+        .iter()
+        .filter(|p| p.kind == super::input::BINDING_KIND)
+        .count();
+    let rejected = policies
+        .iter()
+        .filter(|p| p.kind != STATIC_MANIFESTS_KIND && !p.api_server.accepted())
+        .count();
     let count = if n_policies == 1 {
         "1 policy".to_owned()
     } else {
@@ -233,8 +276,17 @@ pub fn render_text(policies: &[CheckedPolicy], colour: bool) -> String {
     }
     let minor = policies.first().map_or(0, |p| p.api_server.server_minor);
     out.push_str(&format!(
-        ", {rejected} rejected by kube-apiserver 1.{minor}\n"
+        ", {rejected} rejected by kube-apiserver 1.{minor}"
     ));
+    for folder in policies.iter().filter(|p| p.kind == STATIC_MANIFESTS_KIND) {
+        let verdict = if folder.api_server.accepted() {
+            "loaded"
+        } else {
+            "REJECTED"
+        };
+        out.push_str(&format!("; static manifests {}: {verdict}", folder.name));
+    }
+    out.push('\n');
     out
 }
 
@@ -295,6 +347,7 @@ mod tests {
                     server_minor: 37,
                     update: false,
                     causes: Vec::new(),
+                    static_dir: None,
                 },
                 kind: super::super::input::POLICY_KIND,
                 name: "bad".into(),
@@ -310,6 +363,7 @@ mod tests {
                     server_minor: 37,
                     update: false,
                     causes: Vec::new(),
+                    static_dir: None,
                 },
                 kind: super::super::input::POLICY_KIND,
                 name: "good".into(),
@@ -325,6 +379,7 @@ mod tests {
                     server_minor: 37,
                     update: false,
                     causes: vec!["spec.validationActions: Required value".into()],
+                    static_dir: None,
                 },
                 kind: super::super::input::BINDING_KIND,
                 name: "bind".into(),
@@ -389,7 +444,7 @@ mod proptests {
                 expression_warnings: vec![ExpressionWarning { field_ref: "spec.validations[0].expression".into(), warning: warning.clone() }],
                 ..PolicyStatus::default()
             };
-            let policies = [CheckedPolicy { kind: super::super::input::POLICY_KIND, api_server: ApiServerVerdict { server_minor: 37, update: false, causes: vec![warning.clone()] }, name, origin: Origin { source: "s".into(), document: 1, item: None }, status: Some(status) }];
+            let policies = [CheckedPolicy { kind: super::super::input::POLICY_KIND, api_server: ApiServerVerdict { server_minor: 37, update: false, causes: vec![warning.clone()], static_dir: None }, name, origin: Origin { source: "s".into(), document: 1, item: None }, status: Some(status) }];
             let yaml = render_yaml(&policies).unwrap();
             let from_yaml: serde_json::Value = serde_saphyr::from_str(&yaml).unwrap();
             let from_json: serde_json::Value = serde_json::from_str(&render_json(&policies).unwrap()).unwrap();
