@@ -5,6 +5,7 @@
 //! binary in `main.rs`).
 
 pub mod apiserver;
+pub mod bindings;
 pub mod cel;
 pub mod cli;
 pub mod config;

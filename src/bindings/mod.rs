@@ -1,0 +1,590 @@
+//! What each ValidatingAdmissionPolicyBinding will really do: from the policies, bindings and
+//! param objects given, which policy a binding binds, whether that policy exists, which param
+//! objects its `paramRef` resolves to, whether its `matchResources` can select anything the
+//! policy matches, and from those one verdict per binding, named for users:
+//!
+//! * **denies all matching requests**: kube-apiserver fails the binding's configuration for
+//!   every request it matches and `failurePolicy: Fail` turns that into a denial, whatever the
+//!   expressions say and whatever `validationActions` hold;
+//! * **inactive**: the binding never evaluates anything (its policy does not exist, it selects
+//!   nothing the policy matches, its params are not found with `parameterNotFoundAction:
+//!   Allow`, or a configuration error is ignored by `failurePolicy: Ignore`);
+//! * **evaluates**: the policy's expressions run for the requests the binding matches;
+//! * **evaluates with warnings on kinds K**: the same, but type checking found warnings on
+//!   those kinds, so expressions fail there at admission time.
+//!
+//! Pure: no I/O. Every rule follows the pinned release, `k8s.io/apiserver` v0.37.1
+//! `pkg/admission/plugin/policy/`: `generic/policy_source.go` (`calculatePolicyData`,
+//! `ensureParamsForPolicyLocked`), `validating/dispatcher.go` (`Dispatch`, its
+//! `addConfigError`), `generic/policy_dispatcher.go` (`CollectParams`),
+//! `generic/policy_matcher.go` and `matching/matching.go`. See docs/bindings.md.
+
+pub mod rules;
+pub mod selector;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+
+use k8s_openapi::api::admissionregistration::v1::{
+    ParamKind, ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
+};
+
+use crate::apiserver::vap::{default_binding, default_policy};
+use crate::policy::Gvk;
+
+pub use rules::Overlap;
+
+/// A policy as the analysis sees it.
+#[derive(Debug, Clone)]
+pub struct PolicyInput<'a> {
+    /// The policy as read (defaulted by the analysis like the API server does).
+    pub policy: &'a ValidatingAdmissionPolicy,
+    /// Whether kube-apiserver stores it (accepts it on create); a rejected policy never exists.
+    pub stored: bool,
+    /// Kinds on which type checking found warnings (from vapcheck's check of the policy).
+    pub warning_kinds: Vec<Gvk>,
+    /// What the cluster knows about the policy's `paramKind` (ignored without one).
+    pub param_scope: ParamScope,
+}
+
+/// A binding as the analysis sees it.
+#[derive(Debug, Clone)]
+pub struct BindingInput<'a> {
+    /// The binding as read.
+    pub binding: &'a ValidatingAdmissionPolicyBinding,
+    /// Whether kube-apiserver stores it (accepts it on create).
+    pub stored: bool,
+}
+
+/// A param object (any kind some policy names in `paramKind`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParamObject {
+    /// `apiVersion`, e.g. `v1` or `example.com/v1`.
+    pub api_version: String,
+    /// `kind`.
+    pub kind: String,
+    /// `metadata.name`.
+    pub name: String,
+    /// `metadata.namespace` (`None` when not set).
+    pub namespace: Option<String>,
+    /// `metadata.labels`.
+    pub labels: BTreeMap<String, String>,
+}
+
+/// The scope of a param kind, as the API server's REST mapping would say.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ParamScope {
+    /// A namespaced kind (`ConfigMap`).
+    Namespaced,
+    /// A cluster-scoped kind.
+    Cluster,
+    /// The kind is not served (`RESTMapping` fails: its CRD is not installed).
+    NoSuchKind,
+    /// Not known to vapcheck (no discovery for it): assumed namespaced when the `paramRef` has
+    /// a namespace, cluster-scoped otherwise, and said so in a note.
+    Unknown,
+}
+
+/// The verdict for one binding.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    /// kube-apiserver denies every request the binding matches (a configuration error with
+    /// `failurePolicy: Fail`).
+    DeniesAllMatching,
+    /// The binding never evaluates anything.
+    Inactive,
+    /// The policy's expressions run for the requests the binding matches.
+    Evaluates,
+    /// They run, and type checking found warnings on these kinds.
+    EvaluatesWithWarnings(Vec<Gvk>),
+}
+
+/// `apps/v1 Deployment`, `v1 ConfigMap`.
+pub fn kind_label(g: &Gvk) -> String {
+    if g.group.is_empty() {
+        format!("{} {}", g.version, g.kind)
+    } else {
+        format!("{}/{} {}", g.group, g.version, g.kind)
+    }
+}
+
+impl fmt::Display for Verdict {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Verdict::DeniesAllMatching => f.write_str("denies all matching requests"),
+            Verdict::Inactive => f.write_str("inactive"),
+            Verdict::Evaluates => f.write_str("evaluates"),
+            Verdict::EvaluatesWithWarnings(k) => write!(
+                f,
+                "evaluates with warnings on kinds {}",
+                k.iter().map(kind_label).collect::<Vec<_>>().join(", ")
+            ),
+        }
+    }
+}
+
+/// Everything found for one binding.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BindingReport {
+    /// The binding's name.
+    pub binding: String,
+    /// `spec.policyName`.
+    pub policy: String,
+    /// Whether that policy exists (is in the input and accepted by the API server).
+    pub policy_exists: bool,
+    /// The policy's `failurePolicy` after defaulting (`Fail` when unset).
+    pub failure_policy: String,
+    /// `spec.validationActions`.
+    pub validation_actions: Vec<String>,
+    /// The param objects the `paramRef` resolves to, as `namespace/name` or `name`.
+    pub params: Vec<String>,
+    /// Whether `matchResources` can select what the policy matches (`None` when not decided
+    /// because an earlier fact settles the verdict).
+    pub overlap: Option<Overlap>,
+    /// The verdict.
+    pub verdict: Verdict,
+    /// One sentence naming the binding, the policy and the cause.
+    pub reason: String,
+    /// For a configuration error that denies: the API server's message after
+    /// `<resource> "<name>" is forbidden: `.
+    pub denial_message: Option<String>,
+    /// Further facts (ignored paramRef, null params, requests of other namespaces or
+    /// cluster-scoped resources, assumptions).
+    pub notes: Vec<String>,
+}
+
+/// Analyses every binding, in input order.
+pub fn analyse(
+    policies: &[PolicyInput<'_>],
+    bindings: &[BindingInput<'_>],
+    params: &[ParamObject],
+) -> Vec<BindingReport> {
+    bindings
+        .iter()
+        .map(|b| analyse_binding(policies, b, params))
+        .collect()
+}
+
+/// The group of an `apiVersion` (`""` for `v1`), or `None` when it does not parse
+/// (apimachinery `schema.ParseGroupVersion`: at most one `/`).
+fn group_of(api_version: &str) -> Option<&str> {
+    match api_version.split('/').collect::<Vec<_>>().as_slice() {
+        [_] => Some(""),
+        [g, _] => Some(g),
+        _ => None,
+    }
+}
+
+fn param_kind_gvk(pk: &ParamKind) -> Option<Gvk> {
+    let av = pk.api_version.as_deref().unwrap_or_default();
+    let group = group_of(av)?;
+    let version = av.rsplit('/').next().unwrap_or_default();
+    Some(Gvk::new(
+        group,
+        version,
+        pk.kind.as_deref().unwrap_or_default(),
+    ))
+}
+
+fn id(p: &ParamObject) -> String {
+    match &p.namespace {
+        Some(ns) => format!("{ns}/{}", p.name),
+        None => p.name.clone(),
+    }
+}
+
+/// The namespace a param object lands in: its own, or `default` (where `kubectl apply` puts
+/// a namespaced object without one).
+fn namespace_of(p: &ParamObject) -> &str {
+    p.namespace.as_deref().unwrap_or("default")
+}
+
+/// What to say for the verdict's consequence of a configuration error, following
+/// `validating/dispatcher.go` `Dispatch`'s `addConfigError`: `failurePolicy: Ignore` drops the
+/// error (the binding does nothing for the request), `Fail` (the default) appends a denied
+/// decision with `failed to configure binding: <err>` (or `policy`), whatever the binding's
+/// `validationActions`.
+struct Ctx<'a> {
+    binding: &'a str,
+    policy: &'a str,
+    failure_policy: String,
+    actions: Vec<String>,
+}
+
+impl Ctx<'_> {
+    fn head(&self) -> String {
+        format!("binding {:?} of policy {:?}", self.binding, self.policy)
+    }
+
+    fn config_error(
+        &self,
+        cause: &str,
+        error: &str,
+        policy_level: bool,
+    ) -> (Verdict, String, Option<String>) {
+        if self.failure_policy == "Ignore" {
+            return (
+                Verdict::Inactive,
+                format!(
+                    "{}: {cause}; kube-apiserver fails with \"{error}\" and failurePolicy Ignore admits the request, so the binding does nothing",
+                    self.head()
+                ),
+                None,
+            );
+        }
+        let message = if policy_level {
+            format!(
+                "ValidatingAdmissionPolicy '{}' denied request: failed to configure policy: {error}",
+                self.policy
+            )
+        } else {
+            format!(
+                "ValidatingAdmissionPolicy '{}' with binding '{}' denied request: failed to configure binding: {error}",
+                self.policy, self.binding
+            )
+        };
+        let actions = if self.actions.iter().any(|a| a == "Deny") {
+            String::new()
+        } else {
+            format!(
+                " (validationActions [{}] do not apply to configuration errors)",
+                self.actions.join(", ")
+            )
+        };
+        (
+            Verdict::DeniesAllMatching,
+            format!(
+                "{}: {cause}, and failurePolicy is {}: kube-apiserver denies every request the {} matches with \"{message}\"{actions}",
+                self.head(),
+                self.failure_policy,
+                if policy_level { "policy" } else { "binding" },
+            ),
+            Some(message),
+        )
+    }
+}
+
+fn analyse_binding(
+    policies: &[PolicyInput<'_>],
+    input: &BindingInput<'_>,
+    params: &[ParamObject],
+) -> BindingReport {
+    let mut binding = input.binding.clone();
+    default_binding(&mut binding);
+    let spec = binding.spec.clone();
+    let name = binding.metadata.name.clone().unwrap_or_default();
+    let policy_name = spec.policy_name.clone();
+    let actions = spec.validation_actions.clone();
+    let mut report = BindingReport {
+        binding: name.clone(),
+        policy: policy_name.clone(),
+        policy_exists: false,
+        failure_policy: "Fail".into(),
+        validation_actions: actions.clone(),
+        params: Vec::new(),
+        overlap: None,
+        verdict: Verdict::Inactive,
+        reason: String::new(),
+        denial_message: None,
+        notes: Vec::new(),
+    };
+    let head = format!("binding {name:?} of policy {policy_name:?}");
+    if !input.stored {
+        report.reason = format!(
+            "{head}: kube-apiserver rejects the binding on create, so it never takes effect"
+        );
+        return report;
+    }
+    // policy_source.go `calculatePolicyData`: bindings are grouped by spec.policyName; when
+    // the policy is not found "Just skip bindings that refer to non-existent policies".
+    let named =
+        |p: &&PolicyInput<'_>| p.policy.metadata.name.as_deref().unwrap_or_default() == policy_name;
+    let Some(pin) = policies.iter().filter(named).find(|p| p.stored) else {
+        let why = if policies.iter().any(|p| named(&p)) {
+            "the policy is in the input but kube-apiserver rejects it on create"
+        } else {
+            "no ValidatingAdmissionPolicy of that name is in the input"
+        };
+        report.reason = format!(
+            "{head}: {why}; kube-apiserver skips bindings whose policy does not exist, so the binding does nothing"
+        );
+        return report;
+    };
+    report.policy_exists = true;
+    let mut policy = pin.policy.clone();
+    default_policy(&mut policy);
+    let pspec = policy.spec.clone().unwrap_or_default();
+    let ctx = Ctx {
+        binding: &name,
+        policy: &policy_name,
+        failure_policy: pspec
+            .failure_policy
+            .clone()
+            .unwrap_or_else(|| "Fail".into()),
+        actions: actions.clone(),
+    };
+    report.failure_policy = ctx.failure_policy.clone();
+    let finish = |report: &mut BindingReport, (v, r, m): (Verdict, String, Option<String>)| {
+        report.verdict = v;
+        report.reason = r;
+        report.denial_message = m;
+    };
+
+    // policy_source.go `calculatePolicyData`: a paramKind whose apiVersion does not parse
+    // drops the policy (`continue`, no hook); `ensureParamsForPolicyLocked`: a kind the REST
+    // mapper does not know is the hook's ConfigurationError, which `Dispatch` reports for
+    // every request the policy matches, before any binding is looked at.
+    let param_kind = pspec.param_kind.as_ref();
+    let param_gvk = match param_kind.map(param_kind_gvk) {
+        Some(None) => {
+            report.reason = format!(
+                "{head}: the policy's paramKind.apiVersion does not parse, so kube-apiserver drops the policy and the binding does nothing"
+            );
+            return report;
+        }
+        Some(Some(g)) => Some(g),
+        None => None,
+    };
+    if let Some(g) = &param_gvk
+        && pin.param_scope == ParamScope::NoSuchKind
+    {
+        let out = ctx.config_error(
+            &format!(
+                "the policy's paramKind {} is not served by the cluster",
+                kind_label(g)
+            ),
+            &format!("failed to find resource referenced by paramKind: '{g}'"),
+            true,
+        );
+        finish(&mut report, out);
+        return report;
+    }
+
+    // policy_matcher.go `BindingMatches` through matching.go `Matches`.
+    let constraints = pspec.match_constraints.clone().unwrap_or_default();
+    let overlap = match rules::overlap(&constraints, spec.match_resources.as_ref()) {
+        Ok(o) => o,
+        Err(e) => {
+            let out = ctx.config_error(&format!("a selector does not parse ({e})"), &e, false);
+            finish(&mut report, out);
+            return report;
+        }
+    };
+    report.overlap = Some(overlap.clone());
+    if let Overlap::Disjoint(why) = &overlap {
+        report.reason = format!(
+            "{head}: {why}, so the binding matches no request the policy matches and does nothing"
+        );
+        return report;
+    }
+    let mut scope_note = String::new();
+    if let Overlap::Depends(what) = &overlap {
+        scope_note = format!(" ({what})");
+    }
+
+    // policy_dispatcher.go `CollectParams`.
+    let param_ref = spec.param_ref.as_ref();
+    let mut evaluated_with = String::new();
+    match (&param_gvk, param_ref) {
+        (None, Some(_)) => report.notes.push(
+            "the binding's paramRef is ignored: the policy has no paramKind (CollectParams: \"ParamKind is unset. Ignore any globalParamRef or namespaceParamRef setting\")".into(),
+        ),
+        (None, None) => {}
+        (Some(g), None) => report.notes.push(format!(
+            "the policy has paramKind {} but the binding has no paramRef: kube-apiserver evaluates with params null (CollectParams: \"Validate with nil params\"), so expressions that read params fail at admission and failurePolicy {} decides",
+            kind_label(g),
+            ctx.failure_policy
+        )),
+        (Some(g), Some(pr)) => {
+            let kind = g.kind.as_str();
+            let pr_ns = pr.namespace.as_deref().unwrap_or_default();
+            let pr_name = pr.name.as_deref().unwrap_or_default();
+            let deny_not_found = pr.parameter_not_found_action.as_deref() == Some("Deny");
+            let mut scope = pin.param_scope;
+            if scope == ParamScope::Unknown {
+                scope = if pr_ns.is_empty() {
+                    ParamScope::Cluster
+                } else {
+                    ParamScope::Namespaced
+                };
+                report.notes.push(format!(
+                    "vapcheck does not know whether {} is namespaced (no discovery or CRD for it); assumed {}",
+                    kind_label(g),
+                    if scope == ParamScope::Namespaced { "namespaced" } else { "cluster-scoped" }
+                ));
+            }
+            // "Not allowed to set namespace for cluster-scoped param"
+            if scope == ParamScope::Cluster && !pr_ns.is_empty() {
+                let out = ctx.config_error(
+                    &format!("paramRef.namespace {pr_ns:?} is set but {kind} is cluster-scoped"),
+                    "paramRef.namespace must not be provided for a cluster-scoped `paramKind`",
+                    false,
+                );
+                finish(&mut report, out);
+                return report;
+            }
+            if !pr_name.is_empty() && pr.selector.is_some() {
+                let out = ctx.config_error(
+                    "paramRef has both name and selector",
+                    "paramRef.name and paramRef.selector are mutually exclusive",
+                    false,
+                );
+                finish(&mut report, out);
+                return report;
+            }
+            let what = if !pr_name.is_empty() {
+                format!("paramRef name {pr_name:?}")
+            } else if let Some(sel) = &pr.selector {
+                match selector::parse(Some(sel), "spec.paramRef.selector") {
+                    Ok(_) => "paramRef selector".to_string(),
+                    Err(e) => {
+                        let out = ctx.config_error(
+                            &format!("its paramRef selector does not parse ({e})"),
+                            &e,
+                            false,
+                        );
+                        finish(&mut report, out);
+                        return report;
+                    }
+                }
+            } else {
+                let out = ctx.config_error(
+                    "paramRef has neither name nor selector",
+                    "one of name or selector must be provided",
+                    false,
+                );
+                finish(&mut report, out);
+                return report;
+            };
+            let sel = pr
+                .selector
+                .as_ref()
+                .and_then(|s| selector::parse(Some(s), "spec.paramRef.selector").ok());
+            // Objects of the param kind (group and kind: the informer serves every version of
+            // the same objects) that the name or selector picks.
+            let picked: Vec<&ParamObject> = params
+                .iter()
+                .filter(|p| {
+                    group_of(&p.api_version) == Some(g.group.as_str()) && p.kind == g.kind
+                })
+                .filter(|p| match &sel {
+                    Some(s) => s.matches(&p.labels),
+                    None => p.name == pr_name,
+                })
+                .collect();
+            let not_found_tail = if deny_not_found {
+                "parameterNotFoundAction is Deny"
+            } else if pr.parameter_not_found_action.is_none() {
+                "parameterNotFoundAction is unset"
+            } else {
+                "parameterNotFoundAction is Allow"
+            };
+            let deny_error = "no params found for policy binding with `Deny` parameterNotFoundAction";
+            let skip_text = "CollectParams returns no params, so the binding is skipped without evaluating";
+            if scope == ParamScope::Namespaced && pr_ns.is_empty() {
+                // "paramsNamespace := namespace" (the request's); cluster-scoped requests fail.
+                if !rules::only_namespaced(&constraints, spec.match_resources.as_ref()) {
+                    report.notes.push(format!(
+                        "paramRef has no namespace and {kind} is namespaced: a request for a cluster-scoped resource fails with \"cannot use namespaced paramRef in policy binding that matches cluster-scoped resources\" (failurePolicy {})",
+                        ctx.failure_policy
+                    ));
+                }
+                let namespaces: BTreeSet<&str> = picked.iter().map(|p| namespace_of(p)).collect();
+                if namespaces.is_empty() {
+                    let cause = format!(
+                        "{what} (looked up in the request's namespace) matches no {kind} in any namespace and {not_found_tail}"
+                    );
+                    if deny_not_found {
+                        let out = ctx.config_error(&cause, deny_error, false);
+                        finish(&mut report, out);
+                    } else {
+                        report.reason = format!("{head}: {cause}; {skip_text}");
+                    }
+                    return report;
+                }
+                report.params = picked.iter().map(|p| id(p)).collect();
+                let list = namespaces.iter().copied().collect::<Vec<_>>().join(", ");
+                evaluated_with = format!(
+                    " with the {kind} params of the request's namespace (found in namespaces {list})"
+                );
+                report.notes.push(format!(
+                    "requests in other namespaces find no {kind}: {}",
+                    if deny_not_found {
+                        format!("parameterNotFoundAction Deny fails them (\"{deny_error}\", failurePolicy {})", ctx.failure_policy)
+                    } else {
+                        "the binding does not evaluate them".into()
+                    }
+                ));
+            } else {
+                let picked: Vec<&ParamObject> = if scope == ParamScope::Namespaced {
+                    picked.into_iter().filter(|p| namespace_of(p) == pr_ns).collect()
+                } else {
+                    picked
+                };
+                if picked.is_empty() {
+                    let place = if scope == ParamScope::Namespaced {
+                        format!(" in namespace {pr_ns:?}")
+                    } else {
+                        String::new()
+                    };
+                    let cause = format!("{what}{place} matches no {kind} and {not_found_tail}");
+                    if deny_not_found {
+                        let out = ctx.config_error(&cause, deny_error, false);
+                        finish(&mut report, out);
+                    } else {
+                        report.reason = format!("{head}: {cause}; {skip_text}");
+                    }
+                    return report;
+                }
+                report.params = picked.iter().map(|p| id(p)).collect();
+                evaluated_with = format!(
+                    " once per param ({} {kind}: {})",
+                    picked.len(),
+                    report.params.join(", ")
+                );
+            }
+        }
+    }
+
+    // validating/dispatcher.go `Dispatch`: a failed validation is acted on per
+    // validationActions (Deny: denied decision, Warn: a warning, Audit: an audit annotation).
+    let mut effects = Vec::new();
+    for a in &actions {
+        effects.push(match a.as_str() {
+            "Deny" => "deny the request",
+            "Warn" => "return a warning",
+            "Audit" => "are recorded in the audit log",
+            _ => "are ignored (unknown action)",
+        });
+    }
+    let effects = if effects.is_empty() {
+        String::new()
+    } else {
+        format!("; failed validations {}", effects.join(" and "))
+    };
+    let (verdict, warn) = if pin.warning_kinds.is_empty() {
+        (Verdict::Evaluates, String::new())
+    } else {
+        let kinds = pin
+            .warning_kinds
+            .iter()
+            .map(kind_label)
+            .collect::<Vec<_>>()
+            .join(", ");
+        (
+            Verdict::EvaluatesWithWarnings(pin.warning_kinds.clone()),
+            format!(
+                "; its expressions have type-checking warnings on {kinds}, so they fail at admission for those kinds (failurePolicy {})",
+                ctx.failure_policy
+            ),
+        )
+    };
+    report.verdict = verdict;
+    report.reason = format!(
+        "{head}: evaluates the policy's expressions{evaluated_with} for the requests it matches{scope_note}{effects}{warn}"
+    );
+    report
+}
+
+#[cfg(test)]
+mod tests;
