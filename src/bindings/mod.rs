@@ -153,21 +153,35 @@ pub struct BindingReport {
     pub notes: Vec<String>,
 }
 
-/// Analyses every binding, in input order.
+/// Analyses every binding, in input order. Param objects of one group, kind, namespace and
+/// name are one object in a cluster: the last one given wins (as with `kubectl apply`).
 pub fn analyse(
     policies: &[PolicyInput<'_>],
     bindings: &[BindingInput<'_>],
     params: &[ParamObject],
 ) -> Vec<BindingReport> {
+    let mut unique: Vec<ParamObject> = Vec::with_capacity(params.len());
+    for p in params {
+        let same = |q: &ParamObject| {
+            group_of(&q.api_version) == group_of(&p.api_version)
+                && q.kind == p.kind
+                && q.namespace == p.namespace
+                && q.name == p.name
+        };
+        match unique.iter_mut().find(|q| same(q)) {
+            Some(q) => *q = p.clone(),
+            None => unique.push(p.clone()),
+        }
+    }
     bindings
         .iter()
-        .map(|b| analyse_binding(policies, b, params))
+        .map(|b| analyse_binding(policies, b, &unique))
         .collect()
 }
 
 /// The group of an `apiVersion` (`""` for `v1`), or `None` when it does not parse
 /// (apimachinery `schema.ParseGroupVersion`: at most one `/`).
-fn group_of(api_version: &str) -> Option<&str> {
+pub fn group_of(api_version: &str) -> Option<&str> {
     match api_version.split('/').collect::<Vec<_>>().as_slice() {
         [_] => Some(""),
         [g, _] => Some(g),
@@ -175,7 +189,9 @@ fn group_of(api_version: &str) -> Option<&str> {
     }
 }
 
-fn param_kind_gvk(pk: &ParamKind) -> Option<Gvk> {
+/// The group, version and kind a `paramKind` names; `None` when its `apiVersion` does not
+/// parse.
+pub fn param_kind_gvk(pk: &ParamKind) -> Option<Gvk> {
     let av = pk.api_version.as_deref().unwrap_or_default();
     let group = group_of(av)?;
     let version = av.rsplit('/').next().unwrap_or_default();
@@ -491,6 +507,7 @@ fn analyse_binding(
                 }
                 let namespaces: BTreeSet<&str> = picked.iter().map(|p| namespace_of(p)).collect();
                 if namespaces.is_empty() {
+                    note_other_kinds(&mut report, params, g, pr_name);
                     let cause = format!(
                         "{what} (looked up in the request's namespace) matches no {kind} in any namespace and {not_found_tail}"
                     );
@@ -528,6 +545,7 @@ fn analyse_binding(
                         String::new()
                     };
                     let cause = format!("{what}{place} matches no {kind} and {not_found_tail}");
+                    note_other_kinds(&mut report, params, g, pr_name);
                     if deny_not_found {
                         let out = ctx.config_error(&cause, deny_error, false);
                         finish(&mut report, out);
@@ -584,6 +602,27 @@ fn analyse_binding(
         "{head}: evaluates the policy's expressions{evaluated_with} for the requests it matches{scope_note}{effects}{warn}"
     );
     report
+}
+
+/// When a name finds nothing of the param kind: objects of that name of other kinds in the
+/// input (a param of the wrong kind, e.g. a Secret where the policy wants a ConfigMap).
+fn note_other_kinds(report: &mut BindingReport, params: &[ParamObject], g: &Gvk, name: &str) {
+    if name.is_empty() {
+        return;
+    }
+    for p in params {
+        if p.name == name
+            && !(group_of(&p.api_version) == Some(g.group.as_str()) && p.kind == g.kind)
+        {
+            report.notes.push(format!(
+                "{} {} {:?} is in the input, but the policy's paramKind is {}: it is not a param of this binding",
+                p.api_version,
+                p.kind,
+                id(p),
+                kind_label(g)
+            ));
+        }
+    }
 }
 
 #[cfg(test)]

@@ -183,7 +183,7 @@ pub fn overlap(
         Ok(Overlap::Overlaps)
     } else {
         Ok(Overlap::Depends(format!(
-            "only requests whose labels match its matchResources.{} (undecidable offline)",
+            "only for requests whose labels match its matchResources.{}, which is undecidable offline",
             depends.join(" and ")
         )))
     }

@@ -432,7 +432,7 @@ fn disjoint_match_resources_is_inactive() {
     );
     assert_eq!(r.verdict, Verdict::Evaluates);
     assert!(
-        r.reason.contains("namespaceSelector (undecidable offline)"),
+        r.reason.contains("(only for requests whose labels match its matchResources.namespaceSelector, which is undecidable offline)"),
         "{}",
         r.reason
     );
@@ -450,6 +450,12 @@ fn params_of_other_kinds_do_not_count() {
         &[secret],
     );
     assert_eq!(r.verdict, Verdict::DeniesAllMatching);
+    assert_eq!(
+        r.notes,
+        [
+            "v1 Secret \"y/x\" is in the input, but the policy's paramKind is v1 ConfigMap: it is not a param of this binding"
+        ]
+    );
 }
 
 /// An unknown scope is assumed from paramRef.namespace and said in a note.
