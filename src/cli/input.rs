@@ -298,7 +298,40 @@ pub fn read_policies(source: &str, text: &str) -> Result<Vec<InputPolicy>, Input
 /// Reads every `ValidatingAdmissionPolicy` and `ValidatingAdmissionPolicyBinding` of one
 /// source, in order (other kinds are ignored; errors as [`read_policies`]).
 pub fn read_objects(source: &str, text: &str) -> Result<Vec<InputObject>, InputError> {
+    Ok(read_all(source, text)?.0)
+}
+
+/// Any object of the input that is not a policy or binding (a candidate param object). Kept
+/// as read; whether it is a param, and whether it is well formed, is decided once the
+/// policies' `paramKind`s are known ([`param_object`]).
+#[derive(Debug, Clone)]
+pub struct InputOther {
+    /// Where it came from.
+    pub origin: Origin,
+    /// The document (or list item) as read.
+    pub value: Value,
+}
+
+impl InputOther {
+    /// `apiVersion`.
+    pub fn api_version(&self) -> &str {
+        str_field(&self.value, "apiVersion").unwrap_or_default()
+    }
+
+    /// `kind`.
+    pub fn kind(&self) -> &str {
+        str_field(&self.value, "kind").unwrap_or_default()
+    }
+}
+
+/// Reads every policy and binding of one source, in order, and every other object beside
+/// them (errors as [`read_policies`]).
+pub fn read_all(
+    source: &str,
+    text: &str,
+) -> Result<(Vec<InputObject>, Vec<InputOther>), InputError> {
     let mut out = Vec::new();
+    let mut others = Vec::new();
     for_each_object(source, text, |origin, value| {
         if let Some(policy) = policy_of(value)? {
             out.push(InputObject::Policy(InputPolicy {
@@ -310,10 +343,71 @@ pub fn read_objects(source: &str, text: &str) -> Result<Vec<InputObject>, InputE
                 origin: origin.clone(),
                 binding,
             }));
+        } else {
+            others.push(InputOther {
+                origin: origin.clone(),
+                value: value.clone(),
+            });
         }
         Ok(())
     })?;
-    Ok(out)
+    Ok((out, others))
+}
+
+/// Reads a param object's name, namespace and labels. `Err` names the field that is wrong
+/// (`metadata.name` missing or not a string, `metadata.namespace` not a string,
+/// `metadata.labels` not a map of strings); the caller adds the file and document.
+pub fn param_object(other: &InputOther) -> Result<crate::bindings::ParamObject, String> {
+    let v = &other.value;
+    let what = format!("param object ({} {})", other.api_version(), other.kind());
+    let meta = v.get("metadata");
+    let name = match meta.and_then(|m| m.get("name")) {
+        Some(Value::String(n)) if !n.is_empty() => n.clone(),
+        Some(Value::String(_)) | None | Some(Value::Null) => {
+            return Err(format!("{what}: metadata.name: Required value"));
+        }
+        Some(other) => {
+            return Err(format!(
+                "{what}: metadata.name: must be a string, got {other}"
+            ));
+        }
+    };
+    let namespace = match meta.and_then(|m| m.get("namespace")) {
+        None | Some(Value::Null) => None,
+        Some(Value::String(n)) if n.is_empty() => None,
+        Some(Value::String(n)) => Some(n.clone()),
+        Some(other) => {
+            return Err(format!(
+                "{what} {name:?}: metadata.namespace: must be a string, got {other}"
+            ));
+        }
+    };
+    let mut labels = std::collections::BTreeMap::new();
+    match meta.and_then(|m| m.get("labels")) {
+        None | Some(Value::Null) => {}
+        Some(Value::Object(m)) => {
+            for (k, val) in m {
+                let Value::String(s) = val else {
+                    return Err(format!(
+                        "{what} {name:?}: metadata.labels.{k}: must be a string, got {val}"
+                    ));
+                };
+                labels.insert(k.clone(), s.clone());
+            }
+        }
+        Some(other) => {
+            return Err(format!(
+                "{what} {name:?}: metadata.labels: must be a map of strings, got {other}"
+            ));
+        }
+    }
+    Ok(crate::bindings::ParamObject {
+        api_version: other.api_version().to_owned(),
+        kind: other.kind().to_owned(),
+        name,
+        namespace,
+        labels,
+    })
 }
 
 /// Reads every `apiextensions.k8s.io/v1` `CustomResourceDefinition` of one source (for

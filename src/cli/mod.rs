@@ -14,13 +14,14 @@ use std::path::PathBuf;
 use clap::{Args, ValueEnum};
 pub use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 
+use crate::bindings::{BindingInput, ParamScope, PolicyInput, analyse, group_of, param_kind_gvk};
 use crate::policy::status::TYPE_CHECKED;
 use crate::policy::{
     Backends, CheckOptions, DEFAULT_EXTENDED_KIND_LIMIT, Discovery, DiscoveryRestMapper,
-    ExpressionChecker, Mode, RestMapper, SchemaSource, check_policy,
+    ExpressionChecker, Gvk, Mode, PolicyStatus, RestMapper, SchemaSource, check_policy,
 };
 
-use self::input::{InputError, InputObject, InputPolicy, read_objects};
+use self::input::{InputError, InputObject, InputOther, InputPolicy, read_all};
 use self::output::{
     ApiServerVerdict, CheckedPolicy, render_json, render_text, render_yaml, use_colour,
 };
@@ -256,7 +257,17 @@ pub fn read_input_objects(
     files: &[PathBuf],
     stdin: &mut dyn Read,
 ) -> Result<Vec<InputObject>, InputError> {
+    Ok(read_input_all(files, stdin)?.0)
+}
+
+/// Reads every policy and binding of every FILE (stdin once for `-`), in order, and every
+/// other object beside them (candidate param objects).
+pub fn read_input_all(
+    files: &[PathBuf],
+    stdin: &mut dyn Read,
+) -> Result<(Vec<InputObject>, Vec<InputOther>), InputError> {
     let mut policies = Vec::new();
+    let mut others = Vec::new();
     let mut stdin_read = false;
     for f in files {
         let (source, text) = if f.as_os_str() == "-" {
@@ -277,9 +288,11 @@ pub fn read_input_objects(
             let text = String::from_utf8(bytes).map_err(|_| not_utf8(&source))?;
             (source, text)
         };
-        policies.extend(read_objects(&source, &text)?);
+        let (objects, other) = read_all(&source, &text)?;
+        policies.extend(objects);
+        others.extend(other);
     }
-    Ok(policies)
+    Ok((policies, others))
 }
 
 /// What kube-apiserver answers to `object`: a create, or an update of `stored`.
@@ -437,7 +450,7 @@ pub fn run_check(
         let _ = writeln!(stderr, "vapcheck: {msg}");
         EXIT_UNUSABLE
     };
-    let inputs = match read_input_objects(&args.files, stdin) {
+    let (inputs, others) = match read_input_all(&args.files, stdin) {
         Ok(p) => p,
         Err(e) => return fail(&e.to_string()),
     };
@@ -531,6 +544,8 @@ pub fn run_check(
                 static_dir: Some(dir.clone()),
             },
             status: None,
+            bound_by: None,
+            effect: None,
         });
     }
     checked.extend(objects.iter().map(|(o, static_verdict)| {
@@ -561,8 +576,30 @@ pub fn run_check(
             origin: o.origin().clone(),
             api_server,
             status,
+            bound_by: None,
+            effect: None,
         }
     }));
+    // What each binding will do, for the objects of the files (the static folder's, which
+    // the API server loads at startup from its own source, get no binding verdict yet). They
+    // come first in `objects`, after the folder's own entry in `checked`.
+    let file_objects: Vec<&InputObject> = objects
+        .iter()
+        .take_while(|(_, v)| v.is_none())
+        .map(|(o, _)| o)
+        .collect();
+    if file_objects
+        .iter()
+        .any(|o| matches!(o, InputObject::Binding(_)))
+    {
+        let live = options.openapi.is_none() && options.crds.is_empty();
+        let offset = usize::from(static_load.is_some());
+        let entries = &mut checked[offset..offset + file_objects.len()];
+        if let Err(e) = add_binding_effects(&file_objects, &others, entries, loaded.as_ref(), live)
+        {
+            return fail(&e.to_string());
+        }
+    }
     let rendered = match args.output {
         OutputFormat::Json => render_json(&checked),
         OutputFormat::Yaml => render_yaml(&checked),
@@ -606,4 +643,145 @@ pub fn run_check(
     } else {
         EXIT_OK
     }
+}
+
+/// Kinds on which a policy's type checking found warnings: the checked kinds that begin a
+/// warning block (`<group>/<version>, Kind=<Kind>: ...`, docs/policy-checking.md).
+fn warning_kinds(status: &PolicyStatus) -> Vec<Gvk> {
+    status
+        .checked_kinds
+        .iter()
+        .filter(|g| {
+            let prefix = format!("{g}: ");
+            status
+                .expression_warnings
+                .iter()
+                .any(|w| w.warning.lines().any(|l| l.starts_with(&prefix)))
+        })
+        .cloned()
+        .collect()
+}
+
+/// The scope of a param kind from the backends' discovery: a served, non-subresource resource
+/// of that group, version and kind. Not found: `NoSuchKind` against a cluster (its REST
+/// mapping fails there too), `Unknown` offline (its CRD may just not have been given).
+fn param_scope(g: &Gvk, loaded: Option<&LoadedBackends>, live: bool) -> ParamScope {
+    let Some(Ok(groups)) = loaded
+        .and_then(|l| l.discovery.as_deref())
+        .map(|d| d.api_groups())
+    else {
+        return ParamScope::Unknown;
+    };
+    for group in groups.iter().filter(|x| x.name == g.group) {
+        for v in group.versions.iter().filter(|v| v.version == g.version) {
+            if let Some(r) = v
+                .resources
+                .iter()
+                .find(|r| !r.name.contains('/') && r.kind == g.kind)
+            {
+                return if r.namespaced {
+                    ParamScope::Namespaced
+                } else {
+                    ParamScope::Cluster
+                };
+            }
+        }
+    }
+    if live {
+        ParamScope::NoSuchKind
+    } else {
+        ParamScope::Unknown
+    }
+}
+
+/// Computes what every binding will do ([`crate::bindings::analyse`]) and attaches it to the
+/// entries: `effect` on bindings, `bound_by` on policies. Param objects are the other objects
+/// of the input whose group and kind are some policy's `paramKind`; one that is malformed is
+/// an error naming its file, document and field. Objects of other kinds are only consulted
+/// for the "param of the wrong kind" note, and only when well formed.
+fn add_binding_effects(
+    inputs: &[&InputObject],
+    others: &[InputOther],
+    checked: &mut [CheckedPolicy],
+    loaded: Option<&LoadedBackends>,
+    live: bool,
+) -> Result<(), InputError> {
+    let param_kinds: Vec<Gvk> = inputs
+        .iter()
+        .filter_map(|o| match o {
+            InputObject::Policy(p) => p
+                .policy
+                .spec
+                .as_ref()
+                .and_then(|s| s.param_kind.as_ref())
+                .and_then(param_kind_gvk),
+            InputObject::Binding(_) => None,
+        })
+        .collect();
+    let mut params = Vec::new();
+    for o in others {
+        let is_param = param_kinds
+            .iter()
+            .any(|g| group_of(o.api_version()) == Some(g.group.as_str()) && o.kind() == g.kind);
+        match input::param_object(o) {
+            Ok(p) => params.push(p),
+            Err(message) if is_param => {
+                return Err(InputError {
+                    file: o.origin.source.clone(),
+                    document: Some(o.origin.document),
+                    item: o.origin.item,
+                    line: None,
+                    message,
+                });
+            }
+            Err(_) => {}
+        }
+    }
+    let mut policies = Vec::new();
+    let mut bindings = Vec::new();
+    let mut binding_index = Vec::new();
+    for (i, (o, c)) in inputs.iter().zip(checked.iter()).enumerate() {
+        match o {
+            InputObject::Policy(p) => {
+                let param_scope = p
+                    .policy
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.param_kind.as_ref())
+                    .and_then(param_kind_gvk)
+                    .map_or(ParamScope::Unknown, |g| param_scope(&g, loaded, live));
+                policies.push(PolicyInput {
+                    policy: &p.policy,
+                    stored: c.api_server.accepted(),
+                    warning_kinds: c.status.as_ref().map(warning_kinds).unwrap_or_default(),
+                    param_scope,
+                });
+            }
+            InputObject::Binding(b) => {
+                bindings.push(BindingInput {
+                    binding: &b.binding,
+                    stored: c.api_server.accepted(),
+                });
+                binding_index.push(i);
+            }
+        }
+    }
+    let reports = analyse(&policies, &bindings, &params);
+    for c in checked.iter_mut() {
+        if c.kind == input::POLICY_KIND {
+            // Only stored bindings bind (a rejected one never exists).
+            c.bound_by = Some(
+                reports
+                    .iter()
+                    .zip(&bindings)
+                    .filter(|(r, b)| b.stored && r.policy == c.name)
+                    .map(|(r, _)| r.binding.clone())
+                    .collect(),
+            );
+        }
+    }
+    for (i, r) in binding_index.into_iter().zip(reports) {
+        checked[i].effect = Some(r);
+    }
+    Ok(())
 }

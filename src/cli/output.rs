@@ -3,6 +3,7 @@
 use k8s_openapi::api::admissionregistration::v1::TypeChecking;
 use serde::Serialize;
 
+use crate::bindings::{BindingReport, Overlap, Verdict, kind_label};
 use crate::policy::{PolicyCondition, PolicyStatus};
 
 use super::input::Origin;
@@ -63,6 +64,10 @@ pub struct CheckedPolicy {
     pub api_server: ApiServerVerdict,
     /// What vapcheck computed (policies only).
     pub status: Option<PolicyStatus>,
+    /// Policies, when the input holds bindings: the names of the bindings that bind it.
+    pub bound_by: Option<Vec<String>>,
+    /// Bindings: what the binding will do (see [`crate::bindings`]).
+    pub effect: Option<BindingReport>,
 }
 
 /// The `-o json|yaml` entry: `{"kind": .., "name": .., "apiServer": {..}, "status":
@@ -79,6 +84,72 @@ pub struct OutputEntry<'a> {
     /// The computed status (policies only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub status: Option<OutputStatus<'a>>,
+    /// Policies, when the input holds bindings: the bindings that bind it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bound_by: Option<&'a [String]>,
+    /// Bindings: the verdict (`denies all matching requests`, `inactive`, `evaluates`,
+    /// `evaluates with warnings on kinds K`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub verdict: Option<String>,
+    /// Bindings: one sentence naming the binding, the policy and the cause.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<&'a str>,
+    /// Bindings: the facts behind the verdict.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub effect: Option<OutputEffect<'a>>,
+}
+
+/// The `effect` of a binding's [`OutputEntry`].
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OutputEffect<'a> {
+    /// `spec.policyName`.
+    pub policy: &'a str,
+    /// Whether the policy is in the input and accepted by the API server.
+    pub policy_exists: bool,
+    /// The policy's failurePolicy after defaulting.
+    pub failure_policy: &'a str,
+    /// `spec.validationActions`.
+    pub validation_actions: &'a [String],
+    /// The param objects the paramRef resolves to (`namespace/name` or `name`).
+    pub params: &'a [String],
+    /// `overlaps`, `depends: ...` or `disjoint: ...` (absent when not decided).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub match_resources: Option<String>,
+    /// Kinds with type-checking warnings (for `evaluates with warnings on kinds K`).
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    pub warning_kinds: Vec<String>,
+    /// The API server's message when it denies because of configuration.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub denial_message: Option<&'a str>,
+    /// Further facts.
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    pub notes: &'a [String],
+}
+
+fn overlap_text(o: &Overlap) -> String {
+    match o {
+        Overlap::Overlaps => "overlaps".into(),
+        Overlap::Depends(w) => format!("depends: {w}"),
+        Overlap::Disjoint(w) => format!("disjoint: {w}"),
+    }
+}
+
+fn effect(r: &BindingReport) -> OutputEffect<'_> {
+    OutputEffect {
+        policy: &r.policy,
+        policy_exists: r.policy_exists,
+        failure_policy: &r.failure_policy,
+        validation_actions: &r.validation_actions,
+        params: &r.params,
+        match_resources: r.overlap.as_ref().map(overlap_text),
+        warning_kinds: match &r.verdict {
+            Verdict::EvaluatesWithWarnings(k) => k.iter().map(kind_label).collect(),
+            _ => Vec::new(),
+        },
+        denial_message: r.denial_message.as_deref(),
+        notes: &r.notes,
+    }
 }
 
 /// The `status` of an [`OutputEntry`]. `typeChecking` is `{}` without warnings.
@@ -103,6 +174,10 @@ pub fn entries(policies: &[CheckedPolicy]) -> Vec<OutputEntry<'_>> {
                 type_checking: s.type_checking(),
                 conditions: &s.conditions,
             }),
+            bound_by: p.bound_by.as_deref(),
+            verdict: p.effect.as_ref().map(|e| e.verdict.to_string()),
+            reason: p.effect.as_ref().map(|e| e.reason.as_str()),
+            effect: p.effect.as_ref().map(effect),
         })
         .collect()
 }
@@ -243,6 +318,26 @@ pub fn render_text(policies: &[CheckedPolicy], colour: bool) -> String {
         if n > 0 {
             with_warnings += 1;
         }
+        if let Some(e) = &p.effect {
+            let verdict = e.verdict.to_string();
+            let verdict = match e.verdict {
+                Verdict::DeniesAllMatching => st.red(&verdict),
+                Verdict::Inactive => st.yellow(&verdict),
+                _ => st.green(&verdict),
+            };
+            push_indented(&mut out, &format!("{verdict}: {}", e.reason), "  ", "    ");
+            for n in &e.notes {
+                push_indented(&mut out, &st.dim(&format!("note: {n}")), "    ", "      ");
+            }
+        }
+        if let Some(b) = &p.bound_by {
+            let names = if b.is_empty() {
+                "no binding (the policy does nothing)".to_owned()
+            } else {
+                b.join(", ")
+            };
+            out.push_str(&format!("  {}\n", st.dim(&format!("bound by: {names}"))));
+        }
         for w in warnings {
             out.push_str(&format!("  {}\n", st.yellow(&w.field_ref)));
             push_indented(&mut out, w.warning.trim_end_matches('\n'), "    ", "    ");
@@ -287,6 +382,17 @@ pub fn render_text(policies: &[CheckedPolicy], colour: bool) -> String {
         out.push_str(&format!("; static manifests {}: {verdict}", folder.name));
     }
     out.push('\n');
+    let effects: Vec<&BindingReport> = policies.iter().filter_map(|p| p.effect.as_ref()).collect();
+    if !effects.is_empty() {
+        let count = |f: fn(&Verdict) -> bool| effects.iter().filter(|e| f(&e.verdict)).count();
+        out.push_str(&format!(
+            "bindings: {} deny all matching requests, {} inactive, {} evaluate ({} with warnings)\n",
+            count(|v| *v == Verdict::DeniesAllMatching),
+            count(|v| *v == Verdict::Inactive),
+            count(|v| matches!(v, Verdict::Evaluates | Verdict::EvaluatesWithWarnings(_))),
+            count(|v| matches!(v, Verdict::EvaluatesWithWarnings(_))),
+        ));
+    }
     out
 }
 
@@ -357,6 +463,8 @@ mod tests {
                     item: None,
                 },
                 status: Some(bad),
+                bound_by: None,
+                effect: None,
             },
             CheckedPolicy {
                 api_server: ApiServerVerdict {
@@ -373,6 +481,8 @@ mod tests {
                     item: None,
                 },
                 status: Some(good),
+                bound_by: None,
+                effect: None,
             },
             CheckedPolicy {
                 api_server: ApiServerVerdict {
@@ -389,6 +499,8 @@ mod tests {
                     item: None,
                 },
                 status: None,
+                bound_by: None,
+                effect: None,
             },
         ]
     }
@@ -444,7 +556,7 @@ mod proptests {
                 expression_warnings: vec![ExpressionWarning { field_ref: "spec.validations[0].expression".into(), warning: warning.clone() }],
                 ..PolicyStatus::default()
             };
-            let policies = [CheckedPolicy { kind: super::super::input::POLICY_KIND, api_server: ApiServerVerdict { server_minor: 37, update: false, causes: vec![warning.clone()], static_dir: None }, name, origin: Origin { source: "s".into(), document: 1, item: None }, status: Some(status) }];
+            let policies = [CheckedPolicy { kind: super::super::input::POLICY_KIND, api_server: ApiServerVerdict { server_minor: 37, update: false, causes: vec![warning.clone()], static_dir: None }, name, origin: Origin { source: "s".into(), document: 1, item: None }, status: Some(status), bound_by: None, effect: None }];
             let yaml = render_yaml(&policies).unwrap();
             let from_yaml: serde_json::Value = serde_saphyr::from_str(&yaml).unwrap();
             let from_json: serde_json::Value = serde_json::from_str(&render_json(&policies).unwrap()).unwrap();
