@@ -11,7 +11,8 @@
 //!   Allow`, or a configuration error is ignored by `failurePolicy: Ignore`);
 //! * **evaluates**: the policy's expressions run for the requests the binding matches;
 //! * **evaluates with warnings on kinds K**: the same, but type checking found warnings on
-//!   those kinds, so expressions fail there at admission time.
+//!   those kinds: an expression that reads a field the kind does not have fails there at
+//!   admission time.
 //!
 //! Pure: no I/O. Every rule follows the pinned release, `k8s.io/apiserver` v0.37.1
 //! `pkg/admission/plugin/policy/`: `generic/policy_source.go` (`calculatePolicyData`,
@@ -592,7 +593,7 @@ fn analyse_binding(
         (
             Verdict::EvaluatesWithWarnings(pin.warning_kinds.clone()),
             format!(
-                "; its expressions have type-checking warnings on {kinds}, so they fail at admission for those kinds (failurePolicy {})",
+                "; its expressions have type-checking warnings on {kinds}: where a warned field is read (not only tested with has()), the expression fails at admission for those kinds and failurePolicy {} decides",
                 ctx.failure_policy
             ),
         )
