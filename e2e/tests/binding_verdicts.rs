@@ -10,8 +10,9 @@
 //! * `evaluates with warnings on kinds K`: the expression that has the warning fails at
 //!   admission, so (failurePolicy Fail) the request is denied with the evaluation error.
 //!
-//! Each case's policy selects only ConfigMaps labelled `bind13-case: <case>`, so cases (and the
-//! param ConfigMaps, which carry no such label) do not disturb each other. The objects of the
+//! Each case's policy selects only objects labelled `bind13-case: <case>` (ConfigMaps, or
+//! ClusterRoles for the cluster-scoped case), so cases (and the param ConfigMaps, which carry
+//! no such label) do not disturb each other. The objects of the
 //! "inactive" cases are created first and a sentinel case last: the admission plugin loads all
 //! policies and bindings in one refresh, so once the sentinel denies, every earlier case is
 //! loaded too; the admitted cases are then asked three times, a second apart.
@@ -39,12 +40,35 @@ const NS: &str = "bind13-e2e";
 struct Case {
     name: &'static str,
     yaml: String,
-    /// Names of ConfigMaps to dry-run create: the first must get the verdict's outcome; for
+    /// Names of objects to dry-run create: the first must get the verdict's outcome; for
     /// `evaluates` the second is one the validation rejects.
     requests: Vec<String>,
+    /// What to create: a ConfigMap in [`NS`], or a (cluster-scoped) ClusterRole.
+    cluster_scoped: bool,
 }
 
+const CONFIGMAPS: &str = r#"    - apiGroups: [""]
+      apiVersions: ["v1"]
+      operations: ["CREATE"]
+      resources: ["configmaps"]"#;
+
+const CLUSTERROLES: &str = r#"    - apiGroups: ["rbac.authorization.k8s.io"]
+      apiVersions: ["v1"]
+      operations: ["CREATE"]
+      resources: ["clusterroles"]
+      scope: Cluster"#;
+
 fn policy(case: &str, failure: &str, param_kind: Option<(&str, &str)>, expr: &str) -> String {
+    policy_for(case, failure, param_kind, expr, CONFIGMAPS)
+}
+
+fn policy_for(
+    case: &str,
+    failure: &str,
+    param_kind: Option<(&str, &str)>,
+    expr: &str,
+    rules: &str,
+) -> String {
     let pk = param_kind
         .map(|(v, k)| format!("  paramKind: {{apiVersion: {v}, kind: {k}}}\n"))
         .unwrap_or_default();
@@ -56,10 +80,7 @@ spec:
   failurePolicy: {failure}
 {pk}  matchConstraints:
     resourceRules:
-    - apiGroups: [""]
-      apiVersions: ["v1"]
-      operations: ["CREATE"]
-      resources: ["configmaps"]
+{rules}
     objectSelector:
       matchLabels: {{bind13-case: {case}}}
   validations:
@@ -91,6 +112,7 @@ fn cases() -> Vec<Case> {
         name: case,
         yaml,
         requests: vec![format!("ok-{case}"), format!("bad-{case}")],
+        cluster_scoped: false,
     };
     vec![
         // inactive: params not found, parameterNotFoundAction Allow (CollectParams: no params)
@@ -183,6 +205,19 @@ fn cases() -> Vec<Case> {
                 ),
             ]),
         ),
+        // evaluates, with params null: paramKind set, no paramRef ("Validate with nil params")
+        one(
+            "no-param-ref",
+            doc(&[
+                policy(
+                    "no-param-ref",
+                    "Fail",
+                    Some(("v1", "ConfigMap")),
+                    "params == null && object.metadata.name.startsWith('ok-')",
+                ),
+                binding("no-param-ref", "bind13-no-param-ref", "Deny", ""),
+            ]),
+        ),
         // evaluates with warnings: `object.nosuch` is not a ConfigMap field
         one(
             "warnings",
@@ -227,6 +262,29 @@ fn cases() -> Vec<Case> {
                 ),
             ]),
         ),
+        // denies all: a namespaced param kind without paramRef.namespace, and the binding
+        // matches only cluster-scoped requests (ClusterRoles)
+        Case {
+            cluster_scoped: true,
+            ..one(
+                "cluster-requests",
+                doc(&[
+                    policy_for(
+                        "cluster-requests",
+                        "Fail",
+                        Some(("v1", "ConfigMap")),
+                        "true",
+                        CLUSTERROLES,
+                    ),
+                    binding(
+                        "cluster-requests",
+                        "bind13-cluster-requests",
+                        "Deny",
+                        "  paramRef: {name: bind13-prefix, parameterNotFoundAction: Allow}\n",
+                    ),
+                ]),
+            )
+        },
         // denies all: the param kind is not served (the policy's configuration error)
         one(
             "no-such-kind",
@@ -248,17 +306,27 @@ fn cases() -> Vec<Case> {
     ]
 }
 
-/// A dry-run create of a ConfigMap `name` labelled for `case` in [`NS`]: `Ok(None)` when
-/// admitted, `Ok(Some(message))` when denied.
-async fn request(client: &Client, case: &str, name: &str) -> anyhow::Result<Option<String>> {
-    let body = json!({
-        "apiVersion": "v1", "kind": "ConfigMap",
-        "metadata": {"name": name, "namespace": NS, "labels": {"bind13-case": case}},
-        "data": {"k": "v"}
-    });
+/// A dry-run create of a ConfigMap `name` in [`NS`] (or a ClusterRole) labelled for the
+/// case: `Ok(None)` when admitted, `Ok(Some(message))` when denied.
+async fn request(client: &Client, case: &Case, name: &str) -> anyhow::Result<Option<String>> {
+    let labels = json!({"bind13-case": case.name});
+    let (body, uri) = if case.cluster_scoped {
+        (
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+                   "metadata": {"name": name, "labels": labels}, "rules": []}),
+            "/apis/rbac.authorization.k8s.io/v1/clusterroles?dryRun=All".to_owned(),
+        )
+    } else {
+        (
+            json!({"apiVersion": "v1", "kind": "ConfigMap",
+                   "metadata": {"name": name, "namespace": NS, "labels": labels},
+                   "data": {"k": "v"}}),
+            format!("/api/v1/namespaces/{NS}/configmaps?dryRun=All"),
+        )
+    };
     let req = http::Request::builder()
         .method(http::Method::POST)
-        .uri(format!("/api/v1/namespaces/{NS}/configmaps?dryRun=All"))
+        .uri(uri)
         .header(http::header::CONTENT_TYPE, "application/json")
         .header(http::header::ACCEPT, "application/json")
         .body(kube::client::Body::from(serde_json::to_vec(&body)?))?;
@@ -408,7 +476,7 @@ async fn binding_verdicts_match_the_api_server() -> anyhow::Result<()> {
         "the admission plugin to load the bindings",
         Duration::from_secs(90),
         || async {
-            Ok(request(&client, sentinel.name, &sentinel.requests[0])
+            Ok(request(&client, sentinel, &sentinel.requests[0])
                 .await?
                 .map(|_| ()))
         },
@@ -425,8 +493,8 @@ async fn binding_verdicts_match_the_api_server() -> anyhow::Result<()> {
             if round > 0 {
                 tokio::time::sleep(Duration::from_secs(1)).await;
             }
-            let first = request(&client, c.name, &c.requests[0]).await?;
-            let second = request(&client, c.name, &c.requests[1]).await?;
+            let first = request(&client, c, &c.requests[0]).await?;
+            let second = request(&client, c, &c.requests[1]).await?;
             answers.push(agrees(c, verdict, denial, &first, &second));
         }
         let kind = if verdict.starts_with("evaluates with warnings") {

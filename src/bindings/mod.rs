@@ -440,6 +440,24 @@ fn analyse_binding(
                 finish(&mut report, out);
                 return report;
             }
+            // The first block of `CollectParams`: a namespaced param kind without
+            // paramRef.namespace uses the request's namespace, and for a request without one
+            // fails with "cannot use namespaced paramRef in policy binding that matches
+            // cluster-scoped resources" (before name or selector are looked at).
+            if scope == ParamScope::Namespaced
+                && pr_ns.is_empty()
+                && rules::only_cluster_scoped(&constraints, spec.match_resources.as_ref())
+            {
+                let out = ctx.config_error(
+                    &format!(
+                        "paramRef has no namespace, {kind} is namespaced, and the binding matches only cluster-scoped requests (which have no namespace to look in)"
+                    ),
+                    "cannot use namespaced paramRef in policy binding that matches cluster-scoped resources",
+                    false,
+                );
+                finish(&mut report, out);
+                return report;
+            }
             if !pr_name.is_empty() && pr.selector.is_some() {
                 let out = ctx.config_error(
                     "paramRef has both name and selector",
@@ -502,7 +520,7 @@ fn analyse_binding(
                 // "paramsNamespace := namespace" (the request's); cluster-scoped requests fail.
                 if !rules::only_namespaced(&constraints, spec.match_resources.as_ref()) {
                     report.notes.push(format!(
-                        "paramRef has no namespace and {kind} is namespaced: a request for a cluster-scoped resource fails with \"cannot use namespaced paramRef in policy binding that matches cluster-scoped resources\" (failurePolicy {})",
+                        "paramRef has no namespace and {kind} is namespaced: a request for a cluster-scoped resource (other than a Namespace, whose requests carry its own name as namespace) fails with \"cannot use namespaced paramRef in policy binding that matches cluster-scoped resources\" (failurePolicy {})",
                         ctx.failure_policy
                     ));
                 }

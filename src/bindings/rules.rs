@@ -203,6 +203,27 @@ pub fn only_namespaced(constraints: &MatchResources, binding: Option<&MatchResou
         || binding.is_some_and(|b| all_namespaced(b.resource_rules.as_deref().unwrap_or_default()))
 }
 
+/// Whether only requests without a namespace can reach the binding: every resource rule of
+/// the policy, or of the binding, says `scope: Cluster` and names neither `namespaces` nor a
+/// `*` resource. rules.go `Matcher.scope` lets `Cluster` rules match Namespace objects, and a
+/// Namespace request carries the namespace's own name as its namespace (admission
+/// attributes; `validating/dispatcher.go` `Dispatch`: "the namespace object has the namespace
+/// of itself"), so those requests do have one.
+pub fn only_cluster_scoped(constraints: &MatchResources, binding: Option<&MatchResources>) -> bool {
+    let all_cluster = |rules: &[NamedRuleWithOperations]| {
+        !rules.is_empty()
+            && rules.iter().all(|r| {
+                r.scope.as_deref() == Some("Cluster")
+                    && r.resources.iter().flatten().all(|res| {
+                        let (main, _) = split(res);
+                        main != "namespaces" && main != "*"
+                    })
+            })
+    };
+    all_cluster(constraints.resource_rules.as_deref().unwrap_or_default())
+        || binding.is_some_and(|b| all_cluster(b.resource_rules.as_deref().unwrap_or_default()))
+}
+
 #[cfg(test)]
 mod tests {
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;

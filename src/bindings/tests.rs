@@ -475,3 +475,27 @@ fn unknown_scope_is_assumed_and_noted() {
         r.notes
     );
 }
+
+/// `CollectParams`: a namespaced param kind without paramRef.namespace, for a binding that
+/// matches only cluster-scoped requests: "cannot use namespaced paramRef in policy binding
+/// that matches cluster-scoped resources" on every request. Namespace objects carry their own
+/// name as namespace, so a rule that can match them does not count.
+#[test]
+fn namespaced_param_for_cluster_scoped_requests_denies() {
+    let mut p = param_policy();
+    p["matchConstraints"] = json!({"resourceRules": [{"apiGroups": ["rbac.authorization.k8s.io"],
+        "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["clusterroles"],
+        "scope": "Cluster"}]});
+    let b = json!({"paramRef": {"name": "x", "parameterNotFoundAction": "Allow"}});
+    let r = run(p.clone(), b.clone(), &[cm(Some("a"), "x", &[])]);
+    assert_eq!(r.verdict, Verdict::DeniesAllMatching);
+    assert_eq!(
+        r.denial_message.as_deref(),
+        Some(
+            "ValidatingAdmissionPolicy 'p' with binding 'b' denied request: failed to configure binding: cannot use namespaced paramRef in policy binding that matches cluster-scoped resources"
+        )
+    );
+    p["matchConstraints"]["resourceRules"][0]["resources"] = json!(["clusterroles", "namespaces"]);
+    let r = run(p, b, &[cm(Some("a"), "x", &[])]);
+    assert_eq!(r.verdict, Verdict::Evaluates);
+}
