@@ -499,3 +499,54 @@ fn namespaced_param_for_cluster_scoped_requests_denies() {
     let r = run(p, b, &[cm(Some("a"), "x", &[])]);
     assert_eq!(r.verdict, Verdict::Evaluates);
 }
+
+mod proptests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    fn word() -> impl Strategy<Value = String> {
+        "[a-zA-Z0-9./*!_ -]{0,8}"
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+
+        /// Any binding (selectors with unknown operators or bad keys, odd names, scopes,
+        /// actions) against any policy and params: no panic, one report per binding, and the
+        /// reason names the binding.
+        #[test]
+        fn analysis_never_panics(
+            op in prop_oneof![Just("In".to_string()), Just("Exists".to_string()), word()],
+            key in word(), value in word(), name in word(), ns in word(),
+            api_version in prop_oneof![Just("v1".to_string()), Just("a/b/c".to_string()), word()],
+            pnfa in prop_oneof![Just("Allow".to_string()), Just("Deny".to_string()), word()],
+            scope in prop_oneof![Just(ParamScope::Namespaced), Just(ParamScope::Cluster),
+                                 Just(ParamScope::NoSuchKind), Just(ParamScope::Unknown)],
+            resource in prop_oneof![Just("*".to_string()), Just("pods/*".to_string()), word()],
+            rule_scope in prop_oneof![Just("Cluster".to_string()), Just("Namespaced".to_string()), word()],
+            use_selector in any::<bool>(), failure in prop_oneof![Just("Ignore"), Just("Fail")],
+        ) {
+            let p = policy(json!({
+                "failurePolicy": failure,
+                "paramKind": {"apiVersion": api_version, "kind": "ConfigMap"},
+                "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"],
+                    "operations": ["CREATE"], "resources": [resource], "scope": rule_scope}],
+                    "namespaceSelector": {"matchExpressions": [{"key": key, "operator": op, "values": [value]}]}}
+            }));
+            let param_ref = if use_selector {
+                json!({"namespace": ns, "parameterNotFoundAction": pnfa,
+                       "selector": {"matchExpressions": [{"key": key, "operator": op}]}})
+            } else {
+                json!({"name": name, "namespace": ns, "parameterNotFoundAction": pnfa})
+            };
+            let b = binding(json!({"paramRef": param_ref, "validationActions": [name.clone()],
+                "matchResources": {"objectSelector": {"matchLabels": {key.clone(): value.clone()}},
+                    "resourceRules": [{"apiGroups": ["*"], "apiVersions": ["*"], "operations": [op],
+                        "resources": [resource], "scope": rule_scope}]}}));
+            let params = [cm(Some(&ns), &name, &[(&key, &value)]), cm(None, &name, &[])];
+            let r = run_with(&p, scope, vec![Gvk::new("", "v1", "ConfigMap")], &b, &params);
+            prop_assert!(r.reason.starts_with("binding \"b\" of policy \"p\""), "{}", r.reason);
+        }
+    }
+}
