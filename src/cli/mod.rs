@@ -428,9 +428,10 @@ fn not_utf8(source: &str) -> InputError {
 /// Runs `vapcheck check`; returns the exit code. Order: read all input (exit 2 on the first
 /// unusable document), require a schema source, load the backends (exit 2 if any is
 /// missing), decide what kube-apiserver answers to each policy and binding, check every policy,
-/// print; then exit 2 if a policy could not be checked at all, else 3 if the API server would
-/// reject any object,
-/// (`TypeChecked=False`), else 1 if any policy has warnings, else 0.
+/// when there are bindings work out what each will do ([`crate::bindings`]; exit 2 on a
+/// malformed param object), print; then exit 2 if a policy could not be checked at all
+/// (`TypeChecked=False`), else 3 if the API server would reject any object, else 1 if any
+/// policy has warnings, else 0. Binding verdicts do not change the exit code.
 pub fn run_check(
     args: &CheckArgs,
     provider: &dyn BackendProvider,
