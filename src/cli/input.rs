@@ -226,6 +226,34 @@ fn parse_documents(
     Ok(docs)
 }
 
+/// The text of document `document` (1-based, numbered as [`for_each_object`] numbers them) of
+/// a source, padded with blank lines so that its lines are the file's, and the path from that
+/// text's root to the document's object (a JSON array's element).
+pub fn document_text(text: &str, document: usize) -> Option<(String, Vec<super::positions::Step>)> {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let trimmed = text.trim_start();
+    if trimmed.starts_with('{') || trimmed.starts_with('[') {
+        // JSON: one value (document 1) or an array (document n is element n-1).
+        let value: Value = serde_json::from_str(text).ok()?;
+        return match value {
+            Value::Array(_) => Some((
+                text.to_owned(),
+                vec![super::positions::Step::Index(document.checked_sub(1)?)],
+            )),
+            _ if document == 1 => Some((text.to_owned(), Vec::new())),
+            _ => None,
+        };
+    }
+    let raw = split_yaml(text)
+        .into_iter()
+        .filter(|raw| !is_blank(raw.text))
+        .nth(document.checked_sub(1)?)?;
+    Some((
+        format!("{}{}", "\n".repeat(raw.line - 1), raw.text),
+        Vec::new(),
+    ))
+}
+
 fn str_field<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
     v.get(key).and_then(Value::as_str)
 }

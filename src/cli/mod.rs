@@ -2,11 +2,14 @@
 //! statuses. The backends (schemas, REST mapping, CEL checking) are supplied by a
 //! [`BackendProvider`]; see `docs/policy-checking.md` for the contract.
 
+pub mod ci;
 pub mod discovery;
 pub mod input;
 pub mod live;
 pub mod output;
+pub mod positions;
 
+use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::io::{Read, Write};
 use std::path::PathBuf;
@@ -22,9 +25,7 @@ use crate::policy::{
 };
 
 use self::input::{InputError, InputObject, InputOther, InputPolicy, read_all};
-use self::output::{
-    ApiServerVerdict, CheckedPolicy, render_json, render_text, render_yaml, use_colour,
-};
+use self::output::{ApiServerVerdict, CheckedPolicy, render_json, render_yaml, use_colour};
 use crate::apiserver::static_manifests::{self, ManifestFile, StaticLoad};
 use crate::apiserver::{self, Server};
 
@@ -64,6 +65,12 @@ pub enum OutputFormat {
     Json,
     /// The same array as YAML.
     Yaml,
+    /// SARIF 2.1.0 (GitHub code scanning), each finding at its line and column.
+    Sarif,
+    /// JUnit XML (GitLab, Jenkins): a test suite per object, a failing case per field.
+    Junit,
+    /// GitHub Actions workflow commands (`::error file=..,line=..,col=..::`).
+    Github,
 }
 
 /// A Kubernetes minor version `X.Y` (`--kubernetes-version`).
@@ -261,11 +268,13 @@ pub fn read_input_objects(
 }
 
 /// Reads every policy and binding of every FILE (stdin once for `-`), in order, and every
-/// other object beside them (candidate param objects).
+/// other object beside them (candidate param objects); and each source's text by its name.
+#[allow(clippy::type_complexity)]
 pub fn read_input_all(
     files: &[PathBuf],
     stdin: &mut dyn Read,
-) -> Result<(Vec<InputObject>, Vec<InputOther>), InputError> {
+) -> Result<(Vec<InputObject>, Vec<InputOther>, BTreeMap<String, String>), InputError> {
+    let mut texts = BTreeMap::new();
     let mut policies = Vec::new();
     let mut others = Vec::new();
     let mut stdin_read = false;
@@ -291,8 +300,9 @@ pub fn read_input_all(
         let (objects, other) = read_all(&source, &text)?;
         policies.extend(objects);
         others.extend(other);
+        texts.insert(source, text);
     }
-    Ok((policies, others))
+    Ok((policies, others, texts))
 }
 
 /// What kube-apiserver answers to `object`: a create, or an update of `stored`.
@@ -451,7 +461,7 @@ pub fn run_check(
         let _ = writeln!(stderr, "vapcheck: {msg}");
         EXIT_UNUSABLE
     };
-    let (inputs, others) = match read_input_all(&args.files, stdin) {
+    let (inputs, others, input_sources) = match read_input_all(&args.files, stdin) {
         Ok(p) => p,
         Err(e) => return fail(&e.to_string()),
     };
@@ -601,13 +611,42 @@ pub fn run_check(
             return fail(&e.to_string());
         }
     }
+    let mut sources = input_sources;
+    if let Some((_, files)) = &static_files {
+        for f in files {
+            if let Ok(bytes) = &f.contents
+                && let Ok(text) = std::str::from_utf8(bytes)
+            {
+                sources.insert(f.path.clone(), text.to_owned());
+            }
+        }
+    }
+    let findings = ci::findings(&checked, &sources);
     let rendered = match args.output {
         OutputFormat::Json => render_json(&checked),
         OutputFormat::Yaml => render_yaml(&checked),
-        OutputFormat::Text => Ok(render_text(
-            &checked,
-            use_colour(stdout_is_terminal, no_color.as_deref()),
-        )),
+        OutputFormat::Sarif => ci::render_sarif(&findings),
+        OutputFormat::Junit => Ok(ci::render_junit(&checked, &findings)),
+        OutputFormat::Github => Ok(ci::render_github(&findings)),
+        OutputFormat::Text => {
+            let locate = |p: &CheckedPolicy, field: &str| {
+                findings
+                    .iter()
+                    .find(|f| {
+                        f.kind == p.kind
+                            && f.name == p.name
+                            && f.file == p.origin.source
+                            && f.field_ref == field
+                    })
+                    .and_then(|f| f.position)
+                    .map(|pos| format!("{}:{}:{}", p.origin.source, pos.line, pos.column))
+            };
+            Ok(output::render_text_at(
+                &checked,
+                use_colour(stdout_is_terminal, no_color.as_deref()),
+                &locate,
+            ))
+        }
     };
     let text = match rendered {
         Ok(t) => t,

@@ -241,6 +241,15 @@ fn plural(n: usize, word: &str) -> String {
 /// order. Per object a header (name, origin, verdict), the API server's causes, each
 /// warning's fieldRef and text (indented), any kinds not checked; then a summary line.
 pub fn render_text(policies: &[CheckedPolicy], colour: bool) -> String {
+    render_text_at(policies, colour, &|_, _| None)
+}
+
+/// Where a finding is: `(object, fieldRef)` → `file:line:col`.
+pub type Locator<'a> = dyn Fn(&CheckedPolicy, &str) -> Option<String> + 'a;
+
+/// [`render_text`], with each cause and warning preceded by its `file:line:col` when
+/// `locate` knows it.
+pub fn render_text_at(policies: &[CheckedPolicy], colour: bool, locate: &Locator<'_>) -> String {
     let st = Style { on: colour };
     let mut out = String::new();
     let mut with_warnings = 0usize;
@@ -292,7 +301,12 @@ pub fn render_text(policies: &[CheckedPolicy], colour: bool) -> String {
         ));
         if p.kind != STATIC_MANIFESTS_KIND {
             for cause in &v.causes {
-                push_indented(&mut out, &st.red(cause), "  ", "    ");
+                let field = cause.split(": ").next().unwrap_or_default();
+                let at = match locate(p, field) {
+                    Some(at) if v.static_dir.is_none() => format!("{at}: "),
+                    _ => String::new(),
+                };
+                push_indented(&mut out, &st.red(&format!("{at}{cause}")), "  ", "    ");
             }
         } else if let Some((first, rest)) = v.causes.split_first() {
             // The folder: what kube-apiserver prints (its first error), then the others.
@@ -339,7 +353,10 @@ pub fn render_text(policies: &[CheckedPolicy], colour: bool) -> String {
             out.push_str(&format!("  {}\n", st.dim(&format!("bound by: {names}"))));
         }
         for w in warnings {
-            out.push_str(&format!("  {}\n", st.yellow(&w.field_ref)));
+            let at = locate(p, &w.field_ref)
+                .map(|a| format!("{a}: "))
+                .unwrap_or_default();
+            out.push_str(&format!("  {at}{}\n", st.yellow(&w.field_ref)));
             push_indented(&mut out, w.warning.trim_end_matches('\n'), "    ", "    ");
         }
         for c in p.status.iter().flat_map(|s| s.conditions.iter()) {

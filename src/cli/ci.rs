@@ -1,0 +1,509 @@
+//! Findings at their source positions, and the formats CI systems read: GitHub Actions
+//! workflow commands (`-o github`), SARIF 2.1.0 (`-o sarif`) and JUnit XML (`-o junit`).
+//! Pure: the sources' texts are given.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Value, json};
+
+use super::input::{Origin, document_text};
+use super::output::{CheckedPolicy, STATIC_MANIFESTS_KIND};
+use super::positions::{Position, ScalarPositions, Step, locate, locate_node, parse_path};
+
+/// The class of a finding: its SARIF `ruleId`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Rule {
+    /// kube-apiserver rejects the object on create (or update).
+    Rejected,
+    /// A static-manifest folder kube-apiserver does not load.
+    StaticManifests,
+    /// A type-checking warning: the expression fails for a matched kind.
+    TypeWarning,
+}
+
+impl Rule {
+    /// The stable rule id.
+    pub fn id(self) -> &'static str {
+        match self {
+            Rule::Rejected => "VAP001",
+            Rule::StaticManifests => "VAP002",
+            Rule::TypeWarning => "VAP100",
+        }
+    }
+    fn name(self) -> &'static str {
+        match self {
+            Rule::Rejected => "RejectedByKubeApiserver",
+            Rule::StaticManifests => "StaticManifestsNotLoaded",
+            Rule::TypeWarning => "ExpressionTypeWarning",
+        }
+    }
+    fn description(self) -> &'static str {
+        match self {
+            Rule::Rejected => {
+                "kube-apiserver rejects the object: it is never stored (HTTP 422 on create or update)."
+            }
+            Rule::StaticManifests => {
+                "kube-apiserver does not load the static-manifest folder: it does not start with it."
+            }
+            Rule::TypeWarning => {
+                "An expression does not type-check against a kind the policy matches: it fails at admission time for that kind."
+            }
+        }
+    }
+    fn level(self) -> &'static str {
+        match self {
+            Rule::Rejected | Rule::StaticManifests => "error",
+            Rule::TypeWarning => "warning",
+        }
+    }
+    const ALL: [Rule; 3] = [Rule::Rejected, Rule::StaticManifests, Rule::TypeWarning];
+}
+
+/// One finding at its place in the source.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finding {
+    /// Its class.
+    pub rule: Rule,
+    /// The file (`<stdin>` for standard input).
+    pub file: String,
+    /// Line and column, when the source could be read again.
+    pub position: Option<Position>,
+    /// The object's kind and name.
+    pub kind: &'static str,
+    /// The object's name.
+    pub name: String,
+    /// The field the finding is about (`spec.validations[0].expression`).
+    pub field_ref: String,
+    /// The matched kind (type warnings), e.g. `apps/v1, Kind=Deployment`.
+    pub matched_kind: Option<String>,
+    /// The message, as in the text output.
+    pub message: String,
+}
+
+/// `ERROR: <input>:L:C: ...` positions in a CEL error text.
+fn cel_positions(text: &str) -> Vec<(usize, usize, usize)> {
+    // (byte offset of "ERROR:", line, column)
+    let mut out = Vec::new();
+    let mut rest = text;
+    let mut base = 0usize;
+    while let Some(i) = rest.find("ERROR: <input>:") {
+        let after = &rest[i + "ERROR: <input>:".len()..];
+        let mut parts = after.splitn(3, ':');
+        if let (Some(l), Some(c)) = (parts.next(), parts.next())
+            && let (Ok(l), Ok(c)) = (l.parse(), c.parse())
+        {
+            out.push((base + i, l, c));
+        }
+        base += i + 1;
+        rest = &rest[i + 1..];
+    }
+    out
+}
+
+/// The document of `origin` in `sources`, with the path prefix that leads to its object.
+fn document(sources: &BTreeMap<String, String>, origin: &Origin) -> Option<(String, Vec<Step>)> {
+    let text = sources.get(&origin.source)?;
+    let (doc, mut prefix) = document_text(text, origin.document)?;
+    if let Some(i) = origin.item {
+        prefix.push(Step::Key("items".into()));
+        prefix.push(Step::Index(i));
+    }
+    Some((doc, prefix))
+}
+
+/// Where `field` of the object is, and (for a string scalar) its characters.
+fn place(
+    doc: Option<&(String, Vec<Step>)>,
+    field: &str,
+) -> (Option<Position>, Option<(ScalarPositions, String)>) {
+    let Some((text, prefix)) = doc else {
+        return (None, None);
+    };
+    let mut path = prefix.clone();
+    path.extend(parse_path(field));
+    if let Some((scalar, value)) = locate(text, &path) {
+        return (Some(scalar.start), Some((scalar, value)));
+    }
+    (locate_node(text, &path), None)
+}
+
+/// Every finding of `checked`, in output order, at its source position.
+pub fn findings(checked: &[CheckedPolicy], sources: &BTreeMap<String, String>) -> Vec<Finding> {
+    let mut out = Vec::new();
+    for c in checked {
+        let doc = if c.kind == STATIC_MANIFESTS_KIND {
+            None
+        } else {
+            document(sources, &c.origin)
+        };
+        let rule = if c.api_server.static_dir.is_some() {
+            Rule::StaticManifests
+        } else {
+            Rule::Rejected
+        };
+        for cause in &c.api_server.causes {
+            let field = if c.api_server.static_dir.is_none() {
+                cause.split(": ").next().unwrap_or_default().to_owned()
+            } else {
+                String::new()
+            };
+            let (mut position, scalar) = place(doc.as_ref(), &field);
+            if let (Some((s, value)), Some((_, l, col))) = (&scalar, cel_positions(cause).first()) {
+                position = Some(s.at_cel(value, *l, *col));
+            }
+            if position.is_none() && doc.is_some() {
+                position = place(doc.as_ref(), "").0;
+            }
+            out.push(Finding {
+                rule,
+                file: c.origin.source.clone(),
+                position,
+                kind: c.kind,
+                name: c.name.clone(),
+                field_ref: field,
+                matched_kind: None,
+                message: cause.clone(),
+            });
+        }
+        for w in c.status.iter().flat_map(|s| s.expression_warnings.iter()) {
+            let (start, scalar) = place(doc.as_ref(), &w.field_ref);
+            // One finding per matched kind and CEL error: "<gvk>: ERROR: <input>:L:C: ...".
+            for block in split_kinds(&w.warning) {
+                let (gvk, text) = block;
+                let errors = cel_positions(&text);
+                if errors.is_empty() {
+                    out.push(Finding {
+                        rule: Rule::TypeWarning,
+                        file: c.origin.source.clone(),
+                        position: start,
+                        kind: c.kind,
+                        name: c.name.clone(),
+                        field_ref: w.field_ref.clone(),
+                        matched_kind: Some(gvk.clone()),
+                        message: text.trim_end().to_owned(),
+                    });
+                    continue;
+                }
+                for (k, (offset, l, col)) in errors.iter().enumerate() {
+                    let end = errors.get(k + 1).map_or(text.len(), |e| e.0);
+                    let position = match &scalar {
+                        Some((s, value)) => Some(s.at_cel(value, *l, *col)),
+                        None => start,
+                    };
+                    out.push(Finding {
+                        rule: Rule::TypeWarning,
+                        file: c.origin.source.clone(),
+                        position,
+                        kind: c.kind,
+                        name: c.name.clone(),
+                        field_ref: w.field_ref.clone(),
+                        matched_kind: Some(gvk.clone()),
+                        message: text[*offset..end].trim_end().to_owned(),
+                    });
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Splits a warning text into its per-kind blocks (`<gvk>: <errors>`, separated by blank
+/// lines in upstream's format).
+fn split_kinds(warning: &str) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = Vec::new();
+    for block in warning.split("\n\n") {
+        let block = block.trim_matches('\n');
+        if block.is_empty() {
+            continue;
+        }
+        match block.split_once(": ") {
+            Some((gvk, rest)) if gvk.contains("Kind=") => {
+                out.push((gvk.to_owned(), rest.to_owned()));
+            }
+            _ => match out.last_mut() {
+                Some((_, text)) => {
+                    text.push_str("\n\n");
+                    text.push_str(block);
+                }
+                None => out.push((String::new(), block.to_owned())),
+            },
+        }
+    }
+    out
+}
+
+/// The title line of a finding.
+fn title(f: &Finding) -> String {
+    let what = match f.rule {
+        Rule::Rejected => "rejected by kube-apiserver",
+        Rule::StaticManifests => "static manifests not loaded",
+        Rule::TypeWarning => "type-checking warning",
+    };
+    match &f.matched_kind {
+        Some(k) if !k.is_empty() => format!("{} {}: {what} ({k})", f.kind, f.name),
+        _ => format!("{} {}: {what}", f.kind, f.name),
+    }
+}
+
+/// The message with the field it is about (causes already start with it).
+fn full_message(f: &Finding) -> String {
+    if f.field_ref.is_empty() || f.message.starts_with(&format!("{}: ", f.field_ref)) {
+        f.message.clone()
+    } else {
+        format!("{}: {}", f.field_ref, f.message)
+    }
+}
+
+/// GitHub workflow command data: `%`, CR and LF escaped.
+fn gh_data(s: &str) -> String {
+    s.replace('%', "%25")
+        .replace('\r', "%0D")
+        .replace('\n', "%0A")
+}
+
+/// GitHub workflow command property: also `:` and `,`.
+fn gh_property(s: &str) -> String {
+    gh_data(s).replace(':', "%3A").replace(',', "%2C")
+}
+
+/// `-o github`: one `::error` / `::warning` workflow command per finding.
+pub fn render_github(findings: &[Finding]) -> String {
+    let mut out = String::new();
+    for f in findings {
+        let mut props = vec![format!("file={}", gh_property(&f.file))];
+        if let Some(p) = f.position {
+            props.push(format!("line={}", p.line));
+            props.push(format!("col={}", p.column));
+        }
+        props.push(format!("title={}", gh_property(&title(f))));
+        let message = full_message(f);
+        out.push_str(&format!(
+            "::{} {}::{}\n",
+            f.rule.level(),
+            props.join(","),
+            gh_data(&message)
+        ));
+    }
+    out
+}
+
+/// A fingerprint that does not move when unrelated text moves: the rule, the object, the
+/// field, the matched kind and the message (not the line).
+fn fingerprint(f: &Finding) -> String {
+    // FNV-1a, 64 bits: stable across Rust versions, unlike `DefaultHasher`.
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for part in [
+        f.rule.id(),
+        f.kind,
+        &f.name,
+        &f.field_ref,
+        f.matched_kind.as_deref().unwrap_or_default(),
+        &f.message,
+    ] {
+        for b in part.bytes().chain([0u8]) {
+            h ^= u64::from(b);
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    format!("{h:016x}")
+}
+
+/// `-o sarif`: a SARIF 2.1.0 log with one run.
+pub fn render_sarif(findings: &[Finding]) -> Result<String, String> {
+    let rules: Vec<Value> = Rule::ALL
+        .iter()
+        .map(|r| {
+            json!({
+                "id": r.id(),
+                "name": r.name(),
+                "shortDescription": {"text": r.description()},
+                "defaultConfiguration": {"level": r.level()},
+                "helpUri": "https://github.com/vapcheck/vapcheck/blob/main/docs/verdicts.md"
+            })
+        })
+        .collect();
+    let results: Vec<Value> = findings
+        .iter()
+        .map(|f| {
+            let mut region = json!({});
+            if let Some(p) = f.position {
+                region = json!({"startLine": p.line, "startColumn": p.column});
+            }
+            let mut location = json!({
+                "physicalLocation": {
+                    "artifactLocation": {"uri": uri(&f.file)},
+                }
+            });
+            if f.position.is_some() {
+                location["physicalLocation"]["region"] = region;
+            }
+            let mut properties = json!({"kind": f.kind, "name": f.name});
+            if !f.field_ref.is_empty() {
+                properties["fieldRef"] = json!(f.field_ref);
+            }
+            if let Some(k) = &f.matched_kind {
+                properties["matchedKind"] = json!(k);
+            }
+            json!({
+                "ruleId": f.rule.id(),
+                "ruleIndex": Rule::ALL.iter().position(|r| *r == f.rule).unwrap_or(0),
+                "level": f.rule.level(),
+                "message": {"text": format!("{}: {}", title(f), full_message(f))},
+                "locations": [location],
+                "partialFingerprints": {"vapcheckFinding/v1": fingerprint(f)},
+                "properties": properties
+            })
+        })
+        .collect();
+    let log = json!({
+        "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
+        "version": "2.1.0",
+        "runs": [{
+            "tool": {"driver": {
+                "name": "vapcheck",
+                "version": env!("CARGO_PKG_VERSION"),
+                "informationUri": "https://github.com/vapcheck/vapcheck",
+                "rules": rules
+            }},
+            "columnKind": "unicodeCodePoints",
+            "results": results
+        }]
+    });
+    serde_json::to_string_pretty(&log)
+        .map(|s| s + "\n")
+        .map_err(|e| e.to_string())
+}
+
+/// A relative file name as a URI reference (`%` and spaces escaped); `<stdin>` stays.
+fn uri(file: &str) -> String {
+    let mut out = String::new();
+    for c in file.chars() {
+        match c {
+            '%' => out.push_str("%25"),
+            ' ' => out.push_str("%20"),
+            '#' => out.push_str("%23"),
+            '?' => out.push_str("%3F"),
+            '<' => out.push_str("%3C"),
+            '>' => out.push_str("%3E"),
+            _ => out.push(c),
+        }
+    }
+    out
+}
+
+fn xml(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&apos;"),
+            // Characters XML 1.0 cannot hold.
+            c if (c as u32) < 0x20 && !matches!(c, '\n' | '\r' | '\t') => {
+                out.push_str(&format!("\\u{{{:x}}}", c as u32));
+            }
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// `-o junit`: one test suite per object, one test case per field with findings (and one
+/// passing case per clean object).
+pub fn render_junit(checked: &[CheckedPolicy], findings: &[Finding]) -> String {
+    let mut suites = String::new();
+    let (mut total, mut failed) = (0usize, 0usize);
+    for c in checked {
+        let mine: Vec<&Finding> = findings
+            .iter()
+            .filter(|f| f.kind == c.kind && f.name == c.name && f.file == c.origin.source)
+            .collect();
+        let mut by_field: BTreeMap<String, Vec<&Finding>> = BTreeMap::new();
+        for f in &mine {
+            let key = if f.field_ref.is_empty() {
+                "object".to_owned()
+            } else {
+                f.field_ref.clone()
+            };
+            by_field.entry(key).or_default().push(f);
+        }
+        let suite_name = format!("{} {}", c.kind, c.name);
+        let mut cases = String::new();
+        let n = by_field.len().max(1);
+        total += n;
+        failed += by_field.len();
+        if by_field.is_empty() {
+            cases.push_str(&format!(
+                "    <testcase classname=\"{}\" name=\"{}\" file=\"{}\"/>\n",
+                xml(&suite_name),
+                "checks",
+                xml(&c.origin.source)
+            ));
+        }
+        for (field, fs) in &by_field {
+            let line = fs.iter().find_map(|f| f.position).map(|p| p.line);
+            let body: Vec<String> = fs
+                .iter()
+                .map(|f| {
+                    let at = f
+                        .position
+                        .map(|p| format!("{}:{}:{}: ", f.file, p.line, p.column))
+                        .unwrap_or_default();
+                    format!("{at}{}", f.message)
+                })
+                .collect();
+            cases.push_str(&format!(
+                "    <testcase classname=\"{}\" name=\"{}\" file=\"{}\"{}>\n      <failure type=\"{}\" message=\"{}\">{}</failure>\n    </testcase>\n",
+                xml(&suite_name),
+                xml(field),
+                xml(&c.origin.source),
+                line.map(|l| format!(" line=\"{l}\"")).unwrap_or_default(),
+                fs[0].rule.id(),
+                xml(&title(fs[0])),
+                xml(&body.join("\n\n"))
+            ));
+        }
+        suites.push_str(&format!(
+            "  <testsuite name=\"{}\" tests=\"{n}\" failures=\"{}\" errors=\"0\" skipped=\"0\">\n{cases}  </testsuite>\n",
+            xml(&suite_name),
+            by_field.len()
+        ));
+    }
+    format!(
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites name=\"vapcheck\" tests=\"{total}\" failures=\"{failed}\" errors=\"0\">\n{suites}</testsuites>\n"
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn github_escaping() {
+        assert_eq!(gh_data("50% a\nb\r"), "50%25 a%0Ab%0D");
+        assert_eq!(gh_property("a:b,c%"), "a%3Ab%2Cc%25");
+    }
+
+    #[test]
+    fn cel_error_positions() {
+        let t =
+            "ERROR: <input>:1:7: undefined field 'replicas'\n | x\n | ^\nERROR: <input>:3:12: y";
+        assert_eq!(
+            cel_positions(t)
+                .iter()
+                .map(|(_, l, c)| (*l, *c))
+                .collect::<Vec<_>>(),
+            [(1, 7), (3, 12)]
+        );
+    }
+
+    #[test]
+    fn kinds_are_split() {
+        let w = "/v1, Kind=Pod: ERROR: <input>:1:1: a\n | x\n\napps/v1, Kind=Deployment: ERROR: <input>:1:2: b\n";
+        let k = split_kinds(w);
+        assert_eq!(k.len(), 2);
+        assert_eq!(k[1].0, "apps/v1, Kind=Deployment");
+    }
+}
