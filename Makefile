@@ -25,6 +25,7 @@ test:
 	@scripts/stage clustertool-go-test sh -c 'cd e2e/cluster && go test ./cmd/clustertool'
 	@scripts/stage oracle-go-test e2e/oracle/test -count=1 -v
 	@scripts/stage oracle-golden e2e/oracle/golden --check
+	@scripts/stage embedded-openapi scripts/gen-embedded-openapi --check
 	@kubectl="$$(scripts/stage kubectl scripts/kubectl-path)" && \
 		scripts/stage cluster-binaries e2e/cluster/build && \
 		VAPCHECK_KUBECTL="$$kubectl" scripts/stage oracle-replays \

@@ -227,6 +227,32 @@ impl BackendProvider for OfflineProvider<'_> {
     }
 }
 
+/// The built-in schemas of one Kubernetes version written out as an `--openapi` folder for one
+/// run (src/schema/embedded.rs); removed when dropped.
+struct BuiltInFolder(PathBuf);
+
+impl BuiltInFolder {
+    fn write(minor: &str) -> Result<Self, String> {
+        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "vapcheck-openapi-{minor}-{}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        ));
+        let folder = BuiltInFolder(dir);
+        crate::schema::embedded::write_folder(minor, &folder.0)
+            .map_err(|e| format!("built-in schemas of Kubernetes {minor}: {e}"))?;
+        Ok(folder)
+    }
+}
+
+impl Drop for BuiltInFolder {
+    fn drop(&mut self) {
+        // Best effort: a leftover folder in the temporary directory harms nothing.
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
 /// The process environment the command reads, injectable for tests.
 pub struct CheckEnvironment<'a> {
     /// Standard input (for `-`).
@@ -509,7 +535,7 @@ pub fn run_check(
     let has_policies = objects
         .iter()
         .any(|(o, _)| matches!(o, InputObject::Policy(_)));
-    let options = SchemaOptions {
+    let mut options = SchemaOptions {
         openapi: args.openapi.clone(),
         crds: args.crds.clone(),
         kubeconfig: args
@@ -521,11 +547,20 @@ pub fn run_check(
         kubernetes_version: args.kubernetes_version,
     };
     // Bindings alone need no schemas: only the API server's verdict is computed for them.
+    // Kept until the end of the run (the folder is removed when dropped).
+    let mut _built_in: Option<BuiltInFolder> = None;
     let loaded = if has_policies {
-        if !options.has_source() {
-            return fail(
-                "no schema source: give --openapi DIR and/or --crd FILE, or --kubeconfig PATH (or set KUBECONFIG)",
-            );
+        // No --openapi and no cluster: the built-in kinds of the target version, compiled in
+        // (--crd adds to them), laid out as an --openapi folder for the run.
+        if options.openapi.is_none() && options.kubeconfig.is_none() && !options.in_cluster {
+            let minor = format!("1.{}", server.minor);
+            match BuiltInFolder::write(&minor) {
+                Ok(folder) => {
+                    options.openapi = Some(folder.0.clone());
+                    _built_in = Some(folder);
+                }
+                Err(e) => return fail(&e),
+            }
         }
         match provider.load(&options) {
             Ok(b) => Some(b),

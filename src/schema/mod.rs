@@ -12,6 +12,7 @@
 pub mod convert;
 pub mod crd;
 pub mod document;
+pub mod embedded;
 pub mod escape;
 pub mod files;
 pub mod gvk;
