@@ -15,7 +15,7 @@ fn vapcheck(args: &[&str]) -> (i32, String) {
         .unwrap();
     (
         out.status.code().unwrap(),
-        String::from_utf8(out.stdout).unwrap() + &String::from_utf8_lossy(&out.stderr).into_owned(),
+        String::from_utf8(out.stdout).unwrap() + &String::from_utf8_lossy(&out.stderr),
     )
 }
 
