@@ -9,7 +9,7 @@ use std::sync::{Arc, LazyLock};
 
 use cel::common::ast::{EntryExpr, Expr, IdedExpr, LiteralValue};
 
-use super::env::{Env, FunctionDecl, OverloadDecl};
+use super::env::{Env, FastMap, FunctionDecl, OverloadDecl};
 use super::errors::{Issues, Location};
 use super::parse::ParsedExpr;
 use super::types::{Kind, Type, TypeKind};
@@ -54,6 +54,12 @@ const CROSS_TYPE_NUMERIC_OVERLOADS: &[&str] = &[
 pub struct CheckedTypes {
     types: Vec<Option<Type>>,
     result: Type,
+    /// The overload ids of every matching overload of each resolved call (cel-go's reference
+    /// map, `ast.AST.GetOverloadIDs`), by call id.
+    overloads: FastMap<u64, Vec<Arc<str>>>,
+    /// Member-shaped calls resolved as a qualified global function (`strings.quote(x)`):
+    /// cel-go rewrites them into global calls.
+    qualified_calls: FastMap<u64, Arc<str>>,
 }
 
 impl CheckedTypes {
@@ -65,6 +71,18 @@ impl CheckedTypes {
     /// The deduced type of the node with expression id `id`, if the checker typed it.
     pub fn type_of(&self, id: u64) -> Option<&Type> {
         self.types.get(usize::try_from(id).ok()?)?.as_ref()
+    }
+
+    /// The ids of the overloads that matched the call with id `id`, in declaration order
+    /// (cel-go `ast.AST.GetOverloadIDs`); empty if the node is not a resolved function call.
+    pub fn overload_ids(&self, id: u64) -> &[Arc<str>] {
+        self.overloads.get(&id).map_or(&[], |v| v.as_slice())
+    }
+
+    /// The qualified function name when the member-shaped call `id` was resolved as a global
+    /// function of that name (cel-go rewrites `strings.quote(x)` into a global call).
+    pub fn qualified_call(&self, id: u64) -> Option<&str> {
+        self.qualified_calls.get(&id).map(|s| &**s)
     }
 
     /// All (id, type) pairs in id order.
@@ -193,6 +211,8 @@ pub struct Checker<'a> {
     free_type_var_counter: usize,
     locals: Vec<Vec<(String, Type)>>,
     filter_cross_type_numeric: bool,
+    overloads: FastMap<u64, Vec<Arc<str>>>,
+    qualified_calls: FastMap<u64, Arc<str>>,
 }
 
 /// Type-checks a parsed expression against `env` (cel-go `checker.Check`). Returns the types
@@ -207,6 +227,8 @@ pub fn check(env: &Env, parsed: &ParsedExpr) -> (CheckedTypes, Issues) {
         free_type_var_counter: 0,
         locals: Vec::new(),
         filter_cross_type_numeric: !env.options().cross_type_numeric_comparisons,
+        overloads: FastMap::default(),
+        qualified_calls: FastMap::default(),
     };
     if parsed.depth() > MAX_CHECK_DEPTH {
         c.issues.report(
@@ -217,6 +239,8 @@ pub fn check(env: &Env, parsed: &ParsedExpr) -> (CheckedTypes, Issues) {
         let types = CheckedTypes {
             types: Vec::new(),
             result: Type::error(),
+            overloads: FastMap::default(),
+            qualified_calls: FastMap::default(),
         };
         return (types, c.issues);
     }
@@ -231,7 +255,16 @@ pub fn check(env: &Env, parsed: &ParsedExpr) -> (CheckedTypes, Issues) {
         .get(root.id as usize)
         .and_then(|t| t.clone())
         .unwrap_or_else(Type::error);
-    (CheckedTypes { types, result }, c.issues)
+    let (overloads, qualified_calls) = (c.overloads, c.qualified_calls);
+    (
+        CheckedTypes {
+            types,
+            result,
+            overloads,
+            qualified_calls,
+        },
+        c.issues,
+    )
 }
 
 fn literal_type(l: &LiteralValue) -> Type {
@@ -829,6 +862,7 @@ impl<'a> Checker<'a> {
                 if let Some(prefix) = to_qualified_name(target) {
                     let qualified = format!("{prefix}.{name}");
                     if let Some(f) = self.lookup_function(&qualified) {
+                        self.qualified_calls.insert(e.id, qualified.as_str().into());
                         arg_info.extend(args.iter().map(|a| (a.id, self.get_type(a.id))));
                         let t = self
                             .resolve_overload(e.id, f, false, &arg_info)
@@ -907,7 +941,11 @@ impl<'a> Checker<'a> {
                         failed = true;
                     }
                 }
-                return if failed { None } else { Some(Type::bool()) };
+                if failed {
+                    return None;
+                }
+                self.overloads.insert(call_id, vec![o.id().into()]);
+                return Some(Type::bool());
             }
             if o.arg_types().len() != args.len() {
                 // Cannot match; cel-go still allocates the overload's type variables.
@@ -930,6 +968,10 @@ impl<'a> Checker<'a> {
                 (ok, cand_result)
             };
             if ok {
+                self.overloads
+                    .entry(call_id)
+                    .or_default()
+                    .push(o.id().into());
                 self.mapping.trail.truncate(mark);
                 let fn_result = self.substitute(&cand_result, false);
                 result = Some(match result {
