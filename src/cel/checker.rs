@@ -914,6 +914,9 @@ impl<'a> Checker<'a> {
         let result = self.check_select_field(e.id, &args[0], field, true);
         let t = self.substitute(&result, false);
         self.set_type(e.id, t);
+        // cel-go checker.go checkOptSelect: the call references `select_optional_field`.
+        self.overloads
+            .insert(e.id, vec!["select_optional_field".into()]);
     }
 
     /// cel-go `resolveOverload`. `args` holds (node id, type) of the receiver (when `member`)

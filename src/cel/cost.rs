@@ -219,6 +219,57 @@ impl CostEstimator for NoEstimator {
     }
 }
 
+/// cel-go `checker.FunctionEstimator`: the cost of one overload, given the estimator, the
+/// target and the arguments (argument costs are added by the caller).
+pub type FunctionEstimator =
+    fn(&dyn CostEstimator, Option<&AstNode<'_>>, &[AstNode<'_>]) -> Option<CallEstimate>;
+
+/// cel-go `checker.CostOption`s: the presence test cost and per-overload estimators (what
+/// libraries register with `cel.CostEstimatorOptions`).
+#[derive(Clone)]
+pub struct CostOptions {
+    /// cel-go `checker.PresenceTestHasCost` (default true: `has()` costs 1).
+    pub presence_test_has_cost: bool,
+    /// cel-go `checker.OverloadCostEstimate`, by overload id.
+    pub overload_estimators: HashMap<String, FunctionEstimator>,
+}
+
+impl Default for CostOptions {
+    fn default() -> Self {
+        CostOptions {
+            presence_test_has_cost: true,
+            overload_estimators: HashMap::new(),
+        }
+    }
+}
+
+impl CostOptions {
+    /// Adds the estimators of cel-go's `ext.Sets()` (ext/sets.go `CompileOptions`).
+    pub fn with_ext_sets(mut self) -> Self {
+        for (id, f) in ext::SETS {
+            self.overload_estimators.insert(id.to_string(), *f);
+        }
+        self
+    }
+
+    /// Adds the estimators of cel-go's `ext.Lists()` at version 3 or later (ext/lists.go
+    /// `CompileOptions`).
+    pub fn with_ext_lists_v3(mut self) -> Self {
+        for (id, f) in ext::LISTS {
+            self.overload_estimators.insert(id.to_string(), *f);
+        }
+        for t in ext::COMPARABLE_TYPE_NAMES {
+            let f: FunctionEstimator = if *t == "string" || *t == "bytes" {
+                ext::list_sort_strings
+            } else {
+                ext::list_sort
+            };
+            self.overload_estimators.insert(format!("list_{t}_sort"), f);
+        }
+        self
+    }
+}
+
 /// A construct the estimator does not handle (a call-shaped macro left unexpanded by the
 /// `cel` parser); carries the function name.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -270,6 +321,7 @@ struct Coster<'a> {
     sizes: HashMap<u64, SizeEstimate>,
     entry_sizes: HashMap<u64, EntrySize>,
     presence_test_cost: CostEstimate,
+    overload_estimators: &'a HashMap<String, FunctionEstimator>,
     unsupported: Option<Unsupported>,
 }
 
@@ -281,7 +333,19 @@ pub fn estimate_cost(
     types: &CheckedTypes,
     estimator: &dyn CostEstimator,
 ) -> Result<CostEstimate, Unsupported> {
+    estimate_cost_with(env, parsed, types, estimator, &CostOptions::default())
+}
+
+/// [`estimate_cost`] with cost options (cel-go `checker.Cost(ast, estimator, opts...)`).
+pub fn estimate_cost_with(
+    env: &Env,
+    parsed: &ParsedExpr,
+    types: &CheckedTypes,
+    estimator: &dyn CostEstimator,
+    options: &CostOptions,
+) -> Result<CostEstimate, Unsupported> {
     let mut c = Coster {
+        overload_estimators: &options.overload_estimators,
         env,
         types,
         estimator,
@@ -289,7 +353,7 @@ pub fn estimate_cost(
         locals: HashMap::new(),
         sizes: HashMap::new(),
         entry_sizes: HashMap::new(),
-        presence_test_cost: CostEstimate::fixed(1),
+        presence_test_cost: CostEstimate::fixed(u64::from(options.presence_test_has_cost)),
         unsupported: None,
     };
     let cost = c.cost(parsed.expr());
@@ -681,6 +745,14 @@ impl<'a> Coster<'a> {
         let arg_sum = arg_costs
             .iter()
             .fold(CostEstimate::default(), |s, c| s.add(*c));
+        if let Some(f) = self.overload_estimators.get(overload_id)
+            && let Some(est) = f(self.estimator, target, args)
+        {
+            return CallEstimate {
+                cost: est.cost.add(arg_sum),
+                result_size: est.result_size,
+            };
+        }
         if let Some(est) = self
             .estimator
             .estimate_call_cost(function, overload_id, target, args)
@@ -871,6 +943,180 @@ impl<'a> Coster<'a> {
         }
         None
     }
+}
+
+/// Ports of the cost estimators cel-go's extension libraries register.
+mod ext {
+    use super::*;
+
+    /// cel-go ext/costs.go `estimateSize`.
+    fn size(est: &dyn CostEstimator, n: &AstNode<'_>) -> SizeEstimate {
+        n.computed_size
+            .or_else(|| est.estimate_size(n))
+            .unwrap_or(SizeEstimate::UNKNOWN)
+    }
+
+    /// cel-go ext/costs.go `nodeAsUintValue`.
+    fn node_as_uint(n: &AstNode<'_>, default: u64) -> u64 {
+        match n.expr.map(|e| &e.expr) {
+            Some(Expr::Literal(LiteralValue::Int(i))) => (*i.inner()).max(0) as u64,
+            _ => default,
+        }
+    }
+
+    /// cel-go ext/lists.go `estimateListCall` with allocation
+    /// (`estimateAllocatingListCall`).
+    fn allocating_list_call(factor: f64, list_size: SizeEstimate) -> Option<CallEstimate> {
+        let cost = list_size
+            .multiply_by_cost_factor(factor)
+            .add(CostEstimate::fixed(1))
+            .add(CostEstimate::fixed(LIST_CREATE_BASE_COST));
+        Some(CallEstimate {
+            cost,
+            result_size: Some(list_size),
+        })
+    }
+
+    /// cel-go ext/sets.go `estimateSetsCost`.
+    fn sets_cost(
+        est: &dyn CostEstimator,
+        args: &[AstNode<'_>],
+        factor: f64,
+    ) -> Option<CallEstimate> {
+        if args.len() != 2 {
+            return None;
+        }
+        let product = size(est, &args[0]).multiply(size(est, &args[1]));
+        Some(CallEstimate {
+            cost: product
+                .multiply_by_cost_factor(factor)
+                .add(CostEstimate::fixed(1)),
+            result_size: None,
+        })
+    }
+
+    pub(super) const SETS: &[(&str, FunctionEstimator)] = &[
+        ("list_sets_contains_list", |e, _, a| sets_cost(e, a, 1.0)),
+        ("list_sets_intersects_list", |e, _, a| sets_cost(e, a, 1.0)),
+        ("list_sets_equivalent_list", |e, _, a| sets_cost(e, a, 2.0)),
+    ];
+
+    /// cel-go ext/lists.go `comparableTypes` (type names).
+    pub(super) const COMPARABLE_TYPE_NAMES: &[&str] = &[
+        "int",
+        "uint",
+        "double",
+        "bool",
+        "google.protobuf.Duration",
+        "google.protobuf.Timestamp",
+        "string",
+        "bytes",
+    ];
+
+    /// cel-go ext/lists.go `estimateListSlice`.
+    fn list_slice(
+        est: &dyn CostEstimator,
+        t: Option<&AstNode<'_>>,
+        a: &[AstNode<'_>],
+    ) -> Option<CallEstimate> {
+        let t = t?;
+        if a.len() != 2 {
+            return None;
+        }
+        let sz = size(est, t);
+        let (start, end) = (node_as_uint(&a[0], 0), node_as_uint(&a[1], sz.max));
+        allocating_list_call(1.0, SizeEstimate::fixed(end.wrapping_sub(start)))
+    }
+
+    /// cel-go ext/lists.go `estimateListsRange`.
+    fn lists_range(
+        _: &dyn CostEstimator,
+        t: Option<&AstNode<'_>>,
+        a: &[AstNode<'_>],
+    ) -> Option<CallEstimate> {
+        if t.is_some() || a.len() != 1 {
+            return None;
+        }
+        allocating_list_call(1.0, SizeEstimate::fixed(node_as_uint(&a[0], u64::MAX)))
+    }
+
+    /// cel-go ext/lists.go `estimateListReverse`.
+    fn list_reverse(
+        est: &dyn CostEstimator,
+        t: Option<&AstNode<'_>>,
+        a: &[AstNode<'_>],
+    ) -> Option<CallEstimate> {
+        let t = t?;
+        if !a.is_empty() {
+            return None;
+        }
+        allocating_list_call(1.0, size(est, t))
+    }
+
+    /// cel-go ext/lists.go `estimateListFlatten`.
+    fn list_flatten(
+        est: &dyn CostEstimator,
+        t: Option<&AstNode<'_>>,
+        a: &[AstNode<'_>],
+    ) -> Option<CallEstimate> {
+        let t = t?;
+        if a.len() > 1 {
+            return None;
+        }
+        let depth = a.first().map_or(1, |d| node_as_uint(d, u64::MAX));
+        allocating_list_call(depth as f64, size(est, t))
+    }
+
+    /// cel-go ext/lists.go `estimateListDistinct`.
+    fn list_distinct(
+        est: &dyn CostEstimator,
+        t: Option<&AstNode<'_>>,
+        a: &[AstNode<'_>],
+    ) -> Option<CallEstimate> {
+        let t = t?;
+        if !a.is_empty() {
+            return None;
+        }
+        let sz = size(est, t);
+        allocating_list_call(2.0, sz.multiply(sz))
+    }
+
+    /// cel-go ext/lists.go `estimateListSort` / `estimateListSortCost` (non-string elements).
+    pub(super) fn list_sort(
+        est: &dyn CostEstimator,
+        t: Option<&AstNode<'_>>,
+        a: &[AstNode<'_>],
+    ) -> Option<CallEstimate> {
+        let t = t?;
+        if !a.is_empty() {
+            return None;
+        }
+        let sz = size(est, t);
+        allocating_list_call(2.0, sz.multiply(sz))
+    }
+
+    /// cel-go ext/lists.go `estimateListSortCost` for string and bytes elements.
+    pub(super) fn list_sort_strings(
+        est: &dyn CostEstimator,
+        t: Option<&AstNode<'_>>,
+        a: &[AstNode<'_>],
+    ) -> Option<CallEstimate> {
+        let t = t?;
+        if !a.is_empty() {
+            return None;
+        }
+        let sz = size(est, t);
+        allocating_list_call(2.0 + STRING_TRAVERSAL_COST_FACTOR, sz.multiply(sz))
+    }
+
+    pub(super) const LISTS: &[(&str, FunctionEstimator)] = &[
+        ("list_slice", list_slice),
+        ("list_flatten", list_flatten),
+        ("list_flatten_int", list_flatten),
+        ("lists_range", lists_range),
+        ("list_reverse", list_reverse),
+        ("list_distinct", list_distinct),
+    ];
 }
 
 #[derive(Clone, Copy)]
