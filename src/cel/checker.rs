@@ -112,6 +112,16 @@ pub trait CallMacro: Send + Sync {
         args: &[IdedExpr],
     ) -> Option<(u64, String)>;
 
+    /// The comprehension cel-go expands the call into, for the cost estimator
+    /// ([`crate::cel::cost`]); `None` if this macro does not describe it.
+    fn expansion<'e>(
+        &self,
+        _target: Option<&'e IdedExpr>,
+        _args: &'e [IdedExpr],
+    ) -> Option<SynthComprehension<'e>> {
+        None
+    }
+
     /// Types the call the way cel-go types its expansion; returns the type of the call node.
     fn check(
         &self,
@@ -1538,14 +1548,34 @@ impl CallMacro for TwoVarComprehension {
         target: Option<&IdedExpr>,
         args: &[IdedExpr],
     ) -> Type {
-        let Some(target) = target else {
-            return Type::error();
-        };
+        match self.comprehension(target, args) {
+            Some(comp) => ctx.check_synth_comprehension(call_id, &comp),
+            None => Type::error(),
+        }
+    }
+
+    fn expansion<'e>(
+        &self,
+        target: Option<&'e IdedExpr>,
+        args: &'e [IdedExpr],
+    ) -> Option<SynthComprehension<'e>> {
+        self.comprehension(target, args)
+    }
+}
+
+impl TwoVarComprehension {
+    /// The comprehension cel-go's `ext.TwoVarComprehensions` macros expand the call into.
+    fn comprehension<'e>(
+        &self,
+        target: Option<&'e IdedExpr>,
+        args: &'e [IdedExpr],
+    ) -> Option<SynthComprehension<'e>> {
+        let target = target?;
         let (Some(v1), Some(v2)) = (
             args.first().and_then(simple_name),
             args.get(1).and_then(simple_name),
         ) else {
-            return Type::error();
+            return None;
         };
         let accu = || Synth::Ident("@result".to_string());
         let (init, cond, step, result) = match self.name {
@@ -1606,7 +1636,7 @@ impl CallMacro for TwoVarComprehension {
                 (init, Synth::Literal(Type::bool()), step, accu())
             }
         };
-        let comp = SynthComprehension {
+        Some(SynthComprehension {
             iter_range: Synth::Real(target),
             iter_var: v1.to_string(),
             iter_var2: Some(v2.to_string()),
@@ -1615,8 +1645,7 @@ impl CallMacro for TwoVarComprehension {
             loop_cond: cond,
             loop_step: step,
             result,
-        };
-        ctx.check_synth_comprehension(call_id, &comp)
+        })
     }
 }
 

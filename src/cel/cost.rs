@@ -12,9 +12,11 @@
 
 use std::collections::HashMap;
 
-use cel::common::ast::{EntryExpr, Expr, IdedExpr, LiteralValue};
+use cel::common::ast::{
+    CallExpr, ComprehensionExpr, EntryExpr, Expr, IdedExpr, ListExpr, LiteralValue, MapExpr,
+};
 
-use super::checker::CheckedTypes;
+use super::checker::{CheckedTypes, Synth, SynthComprehension};
 use super::env::Env;
 use super::parse::ParsedExpr;
 use super::types::{Kind, Type};
@@ -323,6 +325,9 @@ struct Coster<'a> {
     presence_test_cost: CostEstimate,
     overload_estimators: &'a HashMap<String, FunctionEstimator>,
     unsupported: Option<Unsupported>,
+    /// Overload ids of the calls of macro expansions (not in the checker's records).
+    synth_overloads: HashMap<u64, &'static str>,
+    next_synth_id: u64,
 }
 
 /// Estimates the cost of a checked expression (cel-go `checker.Cost` with the default
@@ -355,6 +360,8 @@ pub fn estimate_cost_with(
         entry_sizes: HashMap::new(),
         presence_test_cost: CostEstimate::fixed(u64::from(options.presence_test_has_cost)),
         unsupported: None,
+        synth_overloads: HashMap::new(),
+        next_synth_id: 1 << 48,
     };
     let cost = c.cost(parsed.expr());
     match c.unsupported {
@@ -623,6 +630,95 @@ impl<'a> Coster<'a> {
         }
     }
 
+    /// A synthetic node id (above every parsed id).
+    fn fresh_id(&mut self) -> u64 {
+        self.next_synth_id += 1;
+        self.next_synth_id
+    }
+
+    /// Builds the comprehension a call-shaped macro describes, with id `id`.
+    fn build_comprehension(&mut self, id: u64, c: &SynthComprehension<'_>) -> IdedExpr {
+        let iter_range = self.build_synth(&c.iter_range);
+        let accu_init = self.build_synth(&c.accu_init);
+        let loop_cond = self.build_synth(&c.loop_cond);
+        let loop_step = self.build_synth(&c.loop_step);
+        let result = self.build_synth(&c.result);
+        IdedExpr {
+            id,
+            expr: Expr::Comprehension(Box::new(ComprehensionExpr {
+                iter_range,
+                iter_var: c.iter_var.clone(),
+                iter_var2: c.iter_var2.clone(),
+                accu_var: c.accu_var.clone(),
+                accu_init,
+                loop_cond,
+                loop_step,
+                result,
+            })),
+        }
+    }
+
+    /// Builds a synthetic node; calls get the overload id cel-go's checker would record.
+    fn build_synth(&mut self, s: &Synth<'_>) -> IdedExpr {
+        let expr = match s {
+            Synth::Real(e) => return (*e).clone(),
+            Synth::Ident(n) => Expr::Ident(n.clone()),
+            // Only the kind of a synthetic literal matters for the estimate (scalars have size
+            // 1); the two-variable macros use `true` conditions.
+            Synth::Literal(t) => Expr::Literal(match t.kind() {
+                Kind::Int => LiteralValue::Int(1.into()),
+                _ => LiteralValue::Boolean(true.into()),
+            }),
+            Synth::Call(f, args) | Synth::MemberCall(f, args) => {
+                let overload = match (*f, args.as_slice()) {
+                    ("_&&_", _) => "logical_and",
+                    ("_||_", _) => "logical_or",
+                    ("!_", _) => "logical_not",
+                    ("@not_strictly_false", _) => "not_strictly_false",
+                    ("_?_:_", _) => "conditional",
+                    ("_==_", _) => "equals",
+                    ("_+_", [_, Synth::List(_)]) => "add_list",
+                    ("_+_", _) => "add_int64",
+                    ("cel.@mapInsert", [_, _, _]) => "@mapInsert_map_key_value",
+                    ("cel.@mapInsert", _) => "@mapInsert_map_map",
+                    _ => "",
+                };
+                let mut built: Vec<IdedExpr> = args.iter().map(|a| self.build_synth(a)).collect();
+                let target = if matches!(s, Synth::MemberCall(..)) && !built.is_empty() {
+                    Some(Box::new(built.remove(0)))
+                } else {
+                    None
+                };
+                let id = self.fresh_id();
+                if !overload.is_empty() {
+                    self.synth_overloads.insert(id, overload);
+                }
+                return IdedExpr {
+                    id,
+                    expr: Expr::Call(CallExpr {
+                        func_name: f.to_string(),
+                        target,
+                        args: built,
+                    }),
+                };
+            }
+            Synth::List(elems) => {
+                let elements = elems.iter().map(|a| self.build_synth(a)).collect();
+                Expr::List(ListExpr {
+                    elements,
+                    optional_indices: Vec::new(),
+                })
+            }
+            Synth::EmptyMap => Expr::Map(MapExpr {
+                entries: Vec::new(),
+            }),
+        };
+        IdedExpr {
+            id: self.fresh_id(),
+            expr,
+        }
+    }
+
     /// cel-go `coster.newAstNode`.
     fn new_node<'e>(&mut self, e: &'e IdedExpr) -> AstNode<'e> {
         let mut path = self.get_path(e);
@@ -648,6 +744,12 @@ impl<'a> Coster<'a> {
         if let Some(m) = self.env.find_call_macro(&call.func_name)
             && m.matches(call.target.is_some(), call.args.len())
         {
+            if let Some(comp) = m.expansion(call.target.as_deref(), &call.args) {
+                // Cost the comprehension cel-go's macro expands the call into; it keeps the
+                // call's id (as the checker types it).
+                let built = self.build_comprehension(e.id, &comp);
+                return self.cost(&built);
+            }
             self.unsupported
                 .get_or_insert_with(|| Unsupported(call.func_name.clone()));
             return CostEstimate::default();
@@ -668,12 +770,15 @@ impl<'a> Coster<'a> {
             arg_costs.push(self.cost(a));
             arg_nodes.push(self.new_node(a));
         }
-        let overload_ids: Vec<String> = self
-            .types
-            .overload_ids(e.id)
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
+        let overload_ids: Vec<String> = match self.synth_overloads.get(&e.id) {
+            Some(id) => vec![id.to_string()],
+            None => self
+                .types
+                .overload_ids(e.id)
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
+        };
         if overload_ids.is_empty() {
             return CostEstimate::default();
         }
