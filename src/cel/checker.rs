@@ -118,7 +118,7 @@ pub trait CallMacro: Send + Sync {
         &self,
         _target: Option<&'e IdedExpr>,
         _args: &'e [IdedExpr],
-    ) -> Option<SynthComprehension<'e>> {
+    ) -> Option<Synth<'e>> {
         None
     }
 
@@ -151,6 +151,8 @@ pub enum Synth<'e> {
     List(Vec<Synth<'e>>),
     /// An empty map literal.
     EmptyMap,
+    /// A nested comprehension.
+    Comprehension(Box<SynthComprehension<'e>>),
 }
 
 /// A comprehension made of synthetic parts (see [`Synth`]).
@@ -496,6 +498,7 @@ impl<'a> Checker<'a> {
                 };
                 Type::list(elem)
             }
+            Synth::Comprehension(c) => self.check_synth_comprehension(loc_id, c),
             Synth::EmptyMap => {
                 let k = self.new_type_var();
                 let v = self.new_type_var();
@@ -1404,6 +1407,42 @@ impl CallMacro for OptMapMacro {
         None
     }
 
+    /// cel-go's expansion: `target.hasValue() ? optional.of(cel.bind(v, target.value(),
+    /// body)) : optional.none()` (optFlatMap: without `optional.of`).
+    fn expansion<'e>(
+        &self,
+        target: Option<&'e IdedExpr>,
+        args: &'e [IdedExpr],
+    ) -> Option<Synth<'e>> {
+        let (Some(target), [var, body]) = (target, args) else {
+            return None;
+        };
+        let var = simple_name(var)?;
+        let bind = Synth::Comprehension(Box::new(SynthComprehension {
+            iter_range: Synth::List(vec![]),
+            iter_var: "#unused".to_string(),
+            iter_var2: None,
+            accu_var: var.to_string(),
+            accu_init: Synth::MemberCall("value", vec![Synth::Real(target)]),
+            loop_cond: Synth::Literal(Type::bool()),
+            loop_step: Synth::Ident(var.to_string()),
+            result: Synth::Real(body),
+        }));
+        let then = if self.flat {
+            bind
+        } else {
+            Synth::Call("optional.of", vec![bind])
+        };
+        Some(Synth::Call(
+            "_?_:_",
+            vec![
+                Synth::MemberCall("hasValue", vec![Synth::Real(target)]),
+                then,
+                Synth::Call("optional.none", vec![]),
+            ],
+        ))
+    }
+
     fn check(
         &self,
         ctx: &mut Checker<'_>,
@@ -1558,8 +1597,9 @@ impl CallMacro for TwoVarComprehension {
         &self,
         target: Option<&'e IdedExpr>,
         args: &'e [IdedExpr],
-    ) -> Option<SynthComprehension<'e>> {
-        self.comprehension(target, args)
+    ) -> Option<Synth<'e>> {
+        let comp = self.comprehension(target, args)?;
+        Some(Synth::Comprehension(Box::new(comp)))
     }
 }
 

@@ -11,6 +11,7 @@
 //! [`Unsupported`] naming the call.
 
 use std::collections::HashMap;
+use std::ops::Add;
 
 use cel::common::ast::{
     CallExpr, ComprehensionExpr, EntryExpr, Expr, IdedExpr, ListExpr, LiteralValue, MapExpr,
@@ -77,6 +78,17 @@ pub struct CostEstimate {
     pub max: u64,
 }
 
+/// cel-go `SizeEstimate.Add` (saturating).
+impl Add for SizeEstimate {
+    type Output = SizeEstimate;
+    fn add(self, o: SizeEstimate) -> SizeEstimate {
+        SizeEstimate {
+            min: add_sat(self.min, o.min),
+            max: add_sat(self.max, o.max),
+        }
+    }
+}
+
 impl SizeEstimate {
     /// cel-go `UnknownSizeEstimate`: 0 to u64::MAX.
     pub const UNKNOWN: SizeEstimate = SizeEstimate {
@@ -86,13 +98,6 @@ impl SizeEstimate {
     /// cel-go `FixedSizeEstimate`.
     pub fn fixed(n: u64) -> Self {
         SizeEstimate { min: n, max: n }
-    }
-    /// cel-go `SizeEstimate.Add`.
-    pub fn add(self, o: SizeEstimate) -> Self {
-        SizeEstimate {
-            min: add_sat(self.min, o.min),
-            max: add_sat(self.max, o.max),
-        }
     }
     /// cel-go `SizeEstimate.Multiply`.
     pub fn multiply(self, o: SizeEstimate) -> Self {
@@ -131,17 +136,21 @@ impl SizeEstimate {
     }
 }
 
-impl CostEstimate {
-    /// cel-go `FixedCostEstimate`.
-    pub fn fixed(n: u64) -> Self {
-        CostEstimate { min: n, max: n }
-    }
-    /// cel-go `CostEstimate.Add`.
-    pub fn add(self, o: CostEstimate) -> Self {
+/// cel-go `CostEstimate.Add` (saturating).
+impl Add for CostEstimate {
+    type Output = CostEstimate;
+    fn add(self, o: CostEstimate) -> CostEstimate {
         CostEstimate {
             min: add_sat(self.min, o.min),
             max: add_sat(self.max, o.max),
         }
+    }
+}
+
+impl CostEstimate {
+    /// cel-go `FixedCostEstimate`.
+    pub fn fixed(n: u64) -> Self {
+        CostEstimate { min: n, max: n }
     }
     /// cel-go `CostEstimate.Multiply`.
     pub fn multiply(self, o: CostEstimate) -> Self {
@@ -267,6 +276,13 @@ impl CostOptions {
                 ext::list_sort
             };
             self.overload_estimators.insert(format!("list_{t}_sort"), f);
+            let g: FunctionEstimator = if *t == "string" || *t == "bytes" {
+                ext::list_sort_by_strings
+            } else {
+                ext::list_sort_by
+            };
+            self.overload_estimators
+                .insert(format!("list_{t}_sortByAssociatedKeys"), g);
         }
         self
     }
@@ -326,7 +342,7 @@ struct Coster<'a> {
     overload_estimators: &'a HashMap<String, FunctionEstimator>,
     unsupported: Option<Unsupported>,
     /// Overload ids of the calls of macro expansions (not in the checker's records).
-    synth_overloads: HashMap<u64, &'static str>,
+    synth_overloads: HashMap<u64, Vec<String>>,
     next_synth_id: u64,
 }
 
@@ -640,7 +656,14 @@ impl<'a> Coster<'a> {
     fn build_comprehension(&mut self, id: u64, c: &SynthComprehension<'_>) -> IdedExpr {
         let iter_range = self.build_synth(&c.iter_range);
         let accu_init = self.build_synth(&c.accu_init);
-        let loop_cond = self.build_synth(&c.loop_cond);
+        let mut loop_cond = self.build_synth(&c.loop_cond);
+        // cel.bind-shaped expansions (`[]` range, own accumulator) have a `false` condition.
+        if matches!(&c.iter_range, Synth::List(l) if l.is_empty())
+            && c.accu_var != "@result"
+            && let Expr::Literal(LiteralValue::Boolean(_)) = &loop_cond.expr
+        {
+            loop_cond.expr = Expr::Literal(LiteralValue::Boolean(false.into()));
+        }
         let loop_step = self.build_synth(&c.loop_step);
         let result = self.build_synth(&c.result);
         IdedExpr {
@@ -681,8 +704,18 @@ impl<'a> Coster<'a> {
                     ("_+_", _) => "add_int64",
                     ("cel.@mapInsert", [_, _, _]) => "@mapInsert_map_key_value",
                     ("cel.@mapInsert", _) => "@mapInsert_map_map",
+                    ("hasValue", _) => "optional_hasValue",
+                    ("value", _) => "optional_value",
+                    ("optional.of", _) => "optional_of",
+                    ("optional.none", _) => "optional_none",
                     _ => "",
                 };
+                let mut overloads: Vec<String> = Vec::new();
+                if !overload.is_empty() {
+                    overloads.push(overload.to_string());
+                } else if *f == "@sortByAssociatedKeys" {
+                    overloads = self.sort_by_overloads(args);
+                }
                 let mut built: Vec<IdedExpr> = args.iter().map(|a| self.build_synth(a)).collect();
                 let target = if matches!(s, Synth::MemberCall(..)) && !built.is_empty() {
                     Some(Box::new(built.remove(0)))
@@ -690,8 +723,8 @@ impl<'a> Coster<'a> {
                     None
                 };
                 let id = self.fresh_id();
-                if !overload.is_empty() {
-                    self.synth_overloads.insert(id, overload);
+                if !overloads.is_empty() {
+                    self.synth_overloads.insert(id, overloads);
                 }
                 return IdedExpr {
                     id,
@@ -712,11 +745,49 @@ impl<'a> Coster<'a> {
             Synth::EmptyMap => Expr::Map(MapExpr {
                 entries: Vec::new(),
             }),
+            Synth::Comprehension(c) => {
+                let id = self.fresh_id();
+                return self.build_comprehension(id, c);
+            }
         };
         IdedExpr {
             id: self.fresh_id(),
             expr,
         }
+    }
+
+    /// The overload ids of cel-go ext/lists.go `@sortByAssociatedKeys`
+    /// (`list_<key type>_sortByAssociatedKeys`) that match the key type of a `sortBy`
+    /// expansion (every comparable type when the key is `dyn`).
+    fn sort_by_overloads(&self, args: &[Synth<'_>]) -> Vec<String> {
+        let key_type = match args.get(1) {
+            Some(Synth::Comprehension(c)) => match &c.loop_step {
+                Synth::Call(_, a) => match a.get(1) {
+                    Some(Synth::List(l)) => match l.first() {
+                        Some(Synth::Real(k)) => self.types.type_of(k.id).cloned(),
+                        _ => None,
+                    },
+                    _ => None,
+                },
+                _ => None,
+            },
+            _ => None,
+        }
+        .unwrap_or_else(Type::dyn_type);
+        let name = match key_type.kind() {
+            Kind::Duration => "google.protobuf.Duration",
+            Kind::Timestamp => "google.protobuf.Timestamp",
+            _ => key_type.type_name(),
+        };
+        let names: Vec<&str> = if ext::COMPARABLE_TYPE_NAMES.contains(&name) {
+            vec![name]
+        } else {
+            ext::COMPARABLE_TYPE_NAMES.to_vec()
+        };
+        names
+            .into_iter()
+            .map(|t| format!("list_{t}_sortByAssociatedKeys"))
+            .collect()
     }
 
     /// cel-go `coster.newAstNode`.
@@ -744,10 +815,20 @@ impl<'a> Coster<'a> {
         if let Some(m) = self.env.find_call_macro(&call.func_name)
             && m.matches(call.target.is_some(), call.args.len())
         {
-            if let Some(comp) = m.expansion(call.target.as_deref(), &call.args) {
-                // Cost the comprehension cel-go's macro expands the call into; it keeps the
-                // call's id (as the checker types it).
-                let built = self.build_comprehension(e.id, &comp);
+            if let Some(expansion) = m.expansion(call.target.as_deref(), &call.args) {
+                // Cost the expression cel-go's macro expands the call into; its root keeps
+                // the call's id (as the checker types it).
+                let built = match &expansion {
+                    Synth::Comprehension(c) => self.build_comprehension(e.id, c),
+                    other => {
+                        let mut b = self.build_synth(other);
+                        if let Some(o) = self.synth_overloads.remove(&b.id) {
+                            self.synth_overloads.insert(e.id, o);
+                        }
+                        b.id = e.id;
+                        b
+                    }
+                };
                 return self.cost(&built);
             }
             self.unsupported
@@ -771,7 +852,7 @@ impl<'a> Coster<'a> {
             arg_nodes.push(self.new_node(a));
         }
         let overload_ids: Vec<String> = match self.synth_overloads.get(&e.id) {
-            Some(id) => vec![id.to_string()],
+            Some(ids) => ids.clone(),
             None => self
                 .types
                 .overload_ids(e.id)
@@ -1211,6 +1292,34 @@ mod ext {
             return None;
         }
         let sz = size(est, t);
+        allocating_list_call(2.0 + STRING_TRAVERSAL_COST_FACTOR, sz.multiply(sz))
+    }
+
+    /// cel-go ext/lists.go `estimateListSortBy` (non-string keys): sorts by the key list.
+    pub(super) fn list_sort_by(
+        est: &dyn CostEstimator,
+        t: Option<&AstNode<'_>>,
+        a: &[AstNode<'_>],
+    ) -> Option<CallEstimate> {
+        t?;
+        if a.len() != 1 {
+            return None;
+        }
+        let sz = size(est, &a[0]);
+        allocating_list_call(2.0, sz.multiply(sz))
+    }
+
+    /// cel-go ext/lists.go `estimateListSortBy` for string and bytes keys.
+    pub(super) fn list_sort_by_strings(
+        est: &dyn CostEstimator,
+        t: Option<&AstNode<'_>>,
+        a: &[AstNode<'_>],
+    ) -> Option<CallEstimate> {
+        t?;
+        if a.len() != 1 {
+            return None;
+        }
+        let sz = size(est, &a[0]);
         allocating_list_call(2.0 + STRING_TRAVERSAL_COST_FACTOR, sz.multiply(sz))
     }
 

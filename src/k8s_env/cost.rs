@@ -7,6 +7,8 @@
 //! policies with `object`, `oldObject` and `params` as `dyn` and no size estimator, which is
 //! what [`KubeCostEstimator::default`] does.
 
+use std::ops::Add;
+
 use crate::cel::cost::{
     AstNode, CallEstimate, CostEstimate, CostEstimator, CostOptions, LIST_CREATE_BASE_COST,
     REGEX_STRING_LENGTH_COST_FACTOR, STRING_TRAVERSAL_COST_FACTOR, STRUCT_CREATE_BASE_COST,

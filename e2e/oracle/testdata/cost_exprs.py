@@ -67,7 +67,14 @@ EXPRS = [
     # two-variable comprehensions
     "[1, 2].all(i, v, v > i)", "{'a': 1}.exists(k, v, v > 0)", "[1, 2].transformList(i, v, v * 2)",
     "{'a': 1}.transformMap(k, v, v + 1)", "[1].existsOne(i, v, v == 1)",
-    
+    "[1, 2].exists_one(i, v, v == 1)", "[1, 2, 3].transformList(i, v, v > 1, v * 2)",
+    "{'a': 1}.transformMap(k, v, v > 0, v + 1)", "{'a': 1}.transformMapEntry(k, v, {k: v})",
+    "[1, 2].transformMapEntry(i, v, v > 1, {string(i): v})",
+    "object.list.all(i, v, v > i)", "object.map.exists(k, v, k == 'a' && v == 1)",
+    "object.list.transformList(i, v, v)", "object.map.transformMap(k, v, k + 'x')",
+    "[[1, 2]].all(i, l, l.all(j, x, x > j))", "['b', 'a'].sortBy(s, s)",
+    "object.list.sortBy(x, x)", "[1, 2].sortBy(x, dyn(x))", "[b'a'].sortBy(x, x).size()",
+    "optional.of(1).optMap(x, x + 1).hasValue()", "object.?a.optFlatMap(x, optional.of(x)).hasValue()",
     # Kubernetes list library
     "[1, 2, 3].isSorted()", "[1, 2].sum()", "[1, 2].max()", "[1, 2].min()",
     "[1, 2].indexOf(2)", "[1, 2].lastIndexOf(2)", "['a', 'bb'].isSorted()", "['a', 'b'].indexOf('a')",
