@@ -357,3 +357,36 @@ fn go_ceil_div(a: u64, b: u64) -> u64 {
         v as u64
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::k8s_env::{KindDecls, Params, PolicyEnv, Target};
+
+    fn cost(text: &str) -> (u64, u64) {
+        let env =
+            PolicyEnv::new(Target::upstream(), KindDecls::untyped(Params::Absent)).expect("env");
+        let c = env.compile(text).expect("compiles");
+        let est = estimate_cost(env.env(), &c.parsed, &c.types).expect("estimated");
+        (est.min, est.max)
+    }
+
+    // The expected numbers are cel-go's (tests/golden/upstream-cost-1.37.jsonl).
+    #[test]
+    fn cost_of_kubernetes_library_calls() {
+        assert_eq!(
+            cost("authorizer.group('apps').resource('deployments').check('get').allowed()"),
+            (350_004, 350_004)
+        );
+        assert_eq!(cost("has(object.spec)"), (1, 1));
+        assert_eq!(
+            cost("quantity('1Gi').isGreaterThan(quantity('1Mi'))"),
+            (3, 3)
+        );
+        assert_eq!(cost("[2, 1].sortBy(x, -x)"), (80, 80));
+        assert_eq!(
+            cost("object.spec.containers.all(c, c.image.startsWith('r/'))"),
+            (2, u64::MAX)
+        );
+    }
+}
