@@ -75,6 +75,8 @@ impl CheckedTypes {
 
     /// The ids of the overloads that matched the call with id `id`, in declaration order
     /// (cel-go `ast.AST.GetOverloadIDs`); empty if the node is not a resolved function call.
+    /// For a call-shaped macro the list holds what the calls of its synthetic expansion
+    /// matched (they are typed at the macro call's id), which is not meaningful on its own.
     pub fn overload_ids(&self, id: u64) -> &[Arc<str>] {
         self.overloads.get(&id).map_or(&[], |v| v.as_slice())
     }
@@ -112,8 +114,9 @@ pub trait CallMacro: Send + Sync {
         args: &[IdedExpr],
     ) -> Option<(u64, String)>;
 
-    /// The comprehension cel-go expands the call into, for the cost estimator
-    /// ([`crate::cel::cost`]); `None` if this macro does not describe it.
+    /// The expression cel-go's macro expands the call into (usually a
+    /// [`Synth::Comprehension`]), for the cost estimator ([`crate::cel::cost`]); `None` if
+    /// this macro does not describe it (the estimator then reports the call as unsupported).
     fn expansion<'e>(
         &self,
         _target: Option<&'e IdedExpr>,
