@@ -9,7 +9,7 @@ use std::sync::{Arc, LazyLock};
 
 use cel::common::ast::{EntryExpr, Expr, IdedExpr, LiteralValue};
 
-use super::env::{Env, FunctionDecl, OverloadDecl};
+use super::env::{Env, FastMap, FunctionDecl, OverloadDecl};
 use super::errors::{Issues, Location};
 use super::parse::ParsedExpr;
 use super::types::{Kind, Type, TypeKind};
@@ -54,6 +54,12 @@ const CROSS_TYPE_NUMERIC_OVERLOADS: &[&str] = &[
 pub struct CheckedTypes {
     types: Vec<Option<Type>>,
     result: Type,
+    /// The overload ids of every matching overload of each resolved call (cel-go's reference
+    /// map, `ast.AST.GetOverloadIDs`), by call id.
+    overloads: FastMap<u64, Vec<Arc<str>>>,
+    /// Member-shaped calls resolved as a qualified global function (`strings.quote(x)`):
+    /// cel-go rewrites them into global calls.
+    qualified_calls: FastMap<u64, Arc<str>>,
 }
 
 impl CheckedTypes {
@@ -65,6 +71,20 @@ impl CheckedTypes {
     /// The deduced type of the node with expression id `id`, if the checker typed it.
     pub fn type_of(&self, id: u64) -> Option<&Type> {
         self.types.get(usize::try_from(id).ok()?)?.as_ref()
+    }
+
+    /// The ids of the overloads that matched the call with id `id`, in declaration order
+    /// (cel-go `ast.AST.GetOverloadIDs`); empty if the node is not a resolved function call.
+    /// For a call-shaped macro the list holds what the calls of its synthetic expansion
+    /// matched (they are typed at the macro call's id), which is not meaningful on its own.
+    pub fn overload_ids(&self, id: u64) -> &[Arc<str>] {
+        self.overloads.get(&id).map_or(&[], |v| v.as_slice())
+    }
+
+    /// The qualified function name when the member-shaped call `id` was resolved as a global
+    /// function of that name (cel-go rewrites `strings.quote(x)` into a global call).
+    pub fn qualified_call(&self, id: u64) -> Option<&str> {
+        self.qualified_calls.get(&id).map(|s| &**s)
     }
 
     /// All (id, type) pairs in id order.
@@ -93,6 +113,17 @@ pub trait CallMacro: Send + Sync {
         target: Option<&IdedExpr>,
         args: &[IdedExpr],
     ) -> Option<(u64, String)>;
+
+    /// The expression cel-go's macro expands the call into (usually a
+    /// [`Synth::Comprehension`]), for the cost estimator ([`crate::cel::cost`]); `None` if
+    /// this macro does not describe it (the estimator then reports the call as unsupported).
+    fn expansion<'e>(
+        &self,
+        _target: Option<&'e IdedExpr>,
+        _args: &'e [IdedExpr],
+    ) -> Option<Synth<'e>> {
+        None
+    }
 
     /// Types the call the way cel-go types its expansion; returns the type of the call node.
     fn check(
@@ -123,6 +154,8 @@ pub enum Synth<'e> {
     List(Vec<Synth<'e>>),
     /// An empty map literal.
     EmptyMap,
+    /// A nested comprehension.
+    Comprehension(Box<SynthComprehension<'e>>),
 }
 
 /// A comprehension made of synthetic parts (see [`Synth`]).
@@ -193,6 +226,8 @@ pub struct Checker<'a> {
     free_type_var_counter: usize,
     locals: Vec<Vec<(String, Type)>>,
     filter_cross_type_numeric: bool,
+    overloads: FastMap<u64, Vec<Arc<str>>>,
+    qualified_calls: FastMap<u64, Arc<str>>,
 }
 
 /// Type-checks a parsed expression against `env` (cel-go `checker.Check`). Returns the types
@@ -207,6 +242,8 @@ pub fn check(env: &Env, parsed: &ParsedExpr) -> (CheckedTypes, Issues) {
         free_type_var_counter: 0,
         locals: Vec::new(),
         filter_cross_type_numeric: !env.options().cross_type_numeric_comparisons,
+        overloads: FastMap::default(),
+        qualified_calls: FastMap::default(),
     };
     if parsed.depth() > MAX_CHECK_DEPTH {
         c.issues.report(
@@ -217,6 +254,8 @@ pub fn check(env: &Env, parsed: &ParsedExpr) -> (CheckedTypes, Issues) {
         let types = CheckedTypes {
             types: Vec::new(),
             result: Type::error(),
+            overloads: FastMap::default(),
+            qualified_calls: FastMap::default(),
         };
         return (types, c.issues);
     }
@@ -231,7 +270,16 @@ pub fn check(env: &Env, parsed: &ParsedExpr) -> (CheckedTypes, Issues) {
         .get(root.id as usize)
         .and_then(|t| t.clone())
         .unwrap_or_else(Type::error);
-    (CheckedTypes { types, result }, c.issues)
+    let (overloads, qualified_calls) = (c.overloads, c.qualified_calls);
+    (
+        CheckedTypes {
+            types,
+            result,
+            overloads,
+            qualified_calls,
+        },
+        c.issues,
+    )
 }
 
 fn literal_type(l: &LiteralValue) -> Type {
@@ -453,6 +501,7 @@ impl<'a> Checker<'a> {
                 };
                 Type::list(elem)
             }
+            Synth::Comprehension(c) => self.check_synth_comprehension(loc_id, c),
             Synth::EmptyMap => {
                 let k = self.new_type_var();
                 let v = self.new_type_var();
@@ -829,6 +878,7 @@ impl<'a> Checker<'a> {
                 if let Some(prefix) = to_qualified_name(target) {
                     let qualified = format!("{prefix}.{name}");
                     if let Some(f) = self.lookup_function(&qualified) {
+                        self.qualified_calls.insert(e.id, qualified.as_str().into());
                         arg_info.extend(args.iter().map(|a| (a.id, self.get_type(a.id))));
                         let t = self
                             .resolve_overload(e.id, f, false, &arg_info)
@@ -880,6 +930,9 @@ impl<'a> Checker<'a> {
         let result = self.check_select_field(e.id, &args[0], field, true);
         let t = self.substitute(&result, false);
         self.set_type(e.id, t);
+        // cel-go checker.go checkOptSelect: the call references `select_optional_field`.
+        self.overloads
+            .insert(e.id, vec!["select_optional_field".into()]);
     }
 
     /// cel-go `resolveOverload`. `args` holds (node id, type) of the receiver (when `member`)
@@ -907,7 +960,11 @@ impl<'a> Checker<'a> {
                         failed = true;
                     }
                 }
-                return if failed { None } else { Some(Type::bool()) };
+                if failed {
+                    return None;
+                }
+                self.overloads.insert(call_id, vec![o.id().into()]);
+                return Some(Type::bool());
             }
             if o.arg_types().len() != args.len() {
                 // Cannot match; cel-go still allocates the overload's type variables.
@@ -930,6 +987,10 @@ impl<'a> Checker<'a> {
                 (ok, cand_result)
             };
             if ok {
+                self.overloads
+                    .entry(call_id)
+                    .or_default()
+                    .push(o.id().into());
                 self.mapping.trail.truncate(mark);
                 let fn_result = self.substitute(&cand_result, false);
                 result = Some(match result {
@@ -1349,6 +1410,42 @@ impl CallMacro for OptMapMacro {
         None
     }
 
+    /// cel-go's expansion: `target.hasValue() ? optional.of(cel.bind(v, target.value(),
+    /// body)) : optional.none()` (optFlatMap: without `optional.of`).
+    fn expansion<'e>(
+        &self,
+        target: Option<&'e IdedExpr>,
+        args: &'e [IdedExpr],
+    ) -> Option<Synth<'e>> {
+        let (Some(target), [var, body]) = (target, args) else {
+            return None;
+        };
+        let var = simple_name(var)?;
+        let bind = Synth::Comprehension(Box::new(SynthComprehension {
+            iter_range: Synth::List(vec![]),
+            iter_var: "#unused".to_string(),
+            iter_var2: None,
+            accu_var: var.to_string(),
+            accu_init: Synth::MemberCall("value", vec![Synth::Real(target)]),
+            loop_cond: Synth::Literal(Type::bool()),
+            loop_step: Synth::Ident(var.to_string()),
+            result: Synth::Real(body),
+        }));
+        let then = if self.flat {
+            bind
+        } else {
+            Synth::Call("optional.of", vec![bind])
+        };
+        Some(Synth::Call(
+            "_?_:_",
+            vec![
+                Synth::MemberCall("hasValue", vec![Synth::Real(target)]),
+                then,
+                Synth::Call("optional.none", vec![]),
+            ],
+        ))
+    }
+
     fn check(
         &self,
         ctx: &mut Checker<'_>,
@@ -1493,14 +1590,35 @@ impl CallMacro for TwoVarComprehension {
         target: Option<&IdedExpr>,
         args: &[IdedExpr],
     ) -> Type {
-        let Some(target) = target else {
-            return Type::error();
-        };
+        match self.comprehension(target, args) {
+            Some(comp) => ctx.check_synth_comprehension(call_id, &comp),
+            None => Type::error(),
+        }
+    }
+
+    fn expansion<'e>(
+        &self,
+        target: Option<&'e IdedExpr>,
+        args: &'e [IdedExpr],
+    ) -> Option<Synth<'e>> {
+        let comp = self.comprehension(target, args)?;
+        Some(Synth::Comprehension(Box::new(comp)))
+    }
+}
+
+impl TwoVarComprehension {
+    /// The comprehension cel-go's `ext.TwoVarComprehensions` macros expand the call into.
+    fn comprehension<'e>(
+        &self,
+        target: Option<&'e IdedExpr>,
+        args: &'e [IdedExpr],
+    ) -> Option<SynthComprehension<'e>> {
+        let target = target?;
         let (Some(v1), Some(v2)) = (
             args.first().and_then(simple_name),
             args.get(1).and_then(simple_name),
         ) else {
-            return Type::error();
+            return None;
         };
         let accu = || Synth::Ident("@result".to_string());
         let (init, cond, step, result) = match self.name {
@@ -1561,7 +1679,7 @@ impl CallMacro for TwoVarComprehension {
                 (init, Synth::Literal(Type::bool()), step, accu())
             }
         };
-        let comp = SynthComprehension {
+        Some(SynthComprehension {
             iter_range: Synth::Real(target),
             iter_var: v1.to_string(),
             iter_var2: Some(v2.to_string()),
@@ -1570,8 +1688,7 @@ impl CallMacro for TwoVarComprehension {
             loop_cond: cond,
             loop_step: step,
             result,
-        };
-        ctx.check_synth_comprehension(call_id, &comp)
+        })
     }
 }
 

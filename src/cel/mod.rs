@@ -23,6 +23,7 @@
 //! ```
 
 pub mod checker;
+pub mod cost;
 pub mod env;
 pub mod errors;
 pub mod parse;

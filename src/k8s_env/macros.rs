@@ -74,6 +74,45 @@ impl CallMacro for SortBy {
         }
     }
 
+    /// The expansion of the module documentation, for the cost estimator.
+    fn expansion<'e>(
+        &self,
+        target: Option<&'e IdedExpr>,
+        args: &'e [IdedExpr],
+    ) -> Option<Synth<'e>> {
+        let (Some(target), [var, key]) = (target, args) else {
+            return None;
+        };
+        let Expr::Ident(var) = &var.expr else {
+            return None;
+        };
+        let input = || Synth::Ident(INPUT_VAR.to_string());
+        let accu = || Synth::Ident(ACCU_VAR.to_string());
+        let keys = SynthComprehension {
+            iter_range: input(),
+            iter_var: var.clone(),
+            iter_var2: None,
+            accu_var: ACCU_VAR.to_string(),
+            accu_init: Synth::List(vec![]),
+            loop_cond: Synth::Literal(Type::bool()),
+            loop_step: Synth::Call("_+_", vec![accu(), Synth::List(vec![Synth::Real(key)])]),
+            result: accu(),
+        };
+        Some(Synth::Comprehension(Box::new(SynthComprehension {
+            iter_range: Synth::List(vec![]),
+            iter_var: "#unused".to_string(),
+            iter_var2: None,
+            accu_var: INPUT_VAR.to_string(),
+            accu_init: Synth::Real(target),
+            loop_cond: Synth::Literal(Type::bool()),
+            loop_step: input(),
+            result: Synth::MemberCall(
+                "@sortByAssociatedKeys",
+                vec![input(), Synth::Comprehension(Box::new(keys))],
+            ),
+        })))
+    }
+
     fn check(
         &self,
         ctx: &mut Checker<'_>,

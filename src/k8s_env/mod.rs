@@ -27,6 +27,7 @@
 
 pub mod admission;
 pub mod apiserver;
+pub mod cost;
 pub mod decls;
 pub mod format_validator;
 pub mod libraries;

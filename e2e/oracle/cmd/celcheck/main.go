@@ -215,8 +215,20 @@ func (s *server) handle(line []byte) (resp any) {
 		}
 		r := o.CheckPolicy(p)
 		return withID(map[string]any{"gvks": r.GVKs, "paramsGvk": r.ParamsGVK, "typeChecking": r.TypeChecking, "perGvk": r.PerGVK})
+	case "cost":
+		if req.Expr == nil {
+			return fail(errors.New("cost: expr is required"))
+		}
+		r := oracle.EstimateCost(oracle.CostRequest{HasParams: req.ParamKind != nil, Variables: req.Variables, Expression: *req.Expr})
+		if r.Error != "" {
+			return fail(errors.New(r.Error))
+		}
+		if r.Issues != "" {
+			return withID(map[string]any{"issues": r.Issues})
+		}
+		return withID(map[string]any{"min": *r.Min, "max": *r.Max})
 	default:
-		return fail(fmt.Errorf("unknown env %q (want std, vap or policy)", req.Env))
+		return fail(fmt.Errorf("unknown env %q (want std, vap, policy or cost)", req.Env))
 	}
 }
 

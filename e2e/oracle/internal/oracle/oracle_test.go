@@ -188,3 +188,23 @@ spec:
 		t.Errorf("got %+v", r)
 	}
 }
+
+func TestEstimateCostKnownAnswers(t *testing.T) {
+	for _, c := range []struct {
+		expr     string
+		min, max uint64
+	}{
+		{"[1, 2].all(x, x > 0)", 17, 21},
+		{"has(object.spec)", 1, 1}, // Kubernetes: PresenceTestHasCost(false)
+		{"authorizer.group('apps').resource('deployments').check('get').allowed()", 350004, 350004},
+	} {
+		r := EstimateCost(CostRequest{Expression: c.expr})
+		if r.Min == nil || r.Max == nil {
+			t.Errorf("%s: no estimate: %+v", c.expr, r)
+			continue
+		}
+		if *r.Min != c.min || *r.Max != c.max {
+			t.Errorf("%s: got (%d, %d), want (%d, %d)", c.expr, *r.Min, *r.Max, c.min, c.max)
+		}
+	}
+}

@@ -1,0 +1,1418 @@
+//! Static cost estimation, ported from cel-go v0.29.2 `checker/cost.go` (`checker.Cost`).
+//!
+//! [`estimate_cost`] walks a checked expression and returns the minimum and maximum cost
+//! cel-go's estimator computes for it, with the same hooks: a [`CostEstimator`] gives sizes
+//! of variables/fields ([`CostEstimator::estimate_size`]) and costs of library calls
+//! ([`CostEstimator::estimate_call_cost`]). Knows nothing about Kubernetes.
+//!
+//! The `cel` parser expands the standard macros into the same comprehensions as cel-go. Calls
+//! the `cel` parser leaves unexpanded (call-shaped macros such as two-variable
+//! comprehensions, `optMap`, `cel.bind`) are not estimated: [`estimate_cost`] returns
+//! [`Unsupported`] naming the call.
+
+use std::collections::HashMap;
+use std::ops::Add;
+
+use cel::common::ast::{
+    CallExpr, ComprehensionExpr, EntryExpr, Expr, IdedExpr, ListExpr, LiteralValue, MapExpr,
+};
+
+use super::checker::{CheckedTypes, Synth, SynthComprehension};
+use super::env::Env;
+use super::parse::ParsedExpr;
+use super::types::{Kind, Type};
+
+/// cel-go `common.SelectAndIdentCost`.
+pub const SELECT_AND_IDENT_COST: u64 = 1;
+/// cel-go `common.ConstCost`.
+pub const CONST_COST: u64 = 0;
+/// cel-go `common.ListCreateBaseCost`.
+pub const LIST_CREATE_BASE_COST: u64 = 10;
+/// cel-go `common.MapCreateBaseCost`.
+pub const MAP_CREATE_BASE_COST: u64 = 30;
+/// cel-go `common.StructCreateBaseCost`.
+pub const STRUCT_CREATE_BASE_COST: u64 = 40;
+/// cel-go `common.StringTraversalCostFactor`.
+pub const STRING_TRAVERSAL_COST_FACTOR: f64 = 0.1;
+/// cel-go `common.RegexStringLengthCostFactor`.
+pub const REGEX_STRING_LENGTH_COST_FACTOR: f64 = 0.25;
+
+/// cel-go `checker/cost.go` `addUint64NoOverflow`.
+fn add_sat(x: u64, y: u64) -> u64 {
+    x.saturating_add(y)
+}
+
+/// cel-go `checker/cost.go` `multiplyUint64NoOverflow`.
+fn mul_sat(x: u64, y: u64) -> u64 {
+    x.saturating_mul(y)
+}
+
+/// cel-go `checker/cost.go` `multiplyByCostFactor`: ceil(x * y), saturating at u64::MAX.
+pub fn multiply_by_cost_factor(x: u64, y: f64) -> u64 {
+    let xf = x as f64;
+    if xf > 0.0 && y > 0.0 && xf > (u64::MAX as f64) / y {
+        return u64::MAX;
+    }
+    let ceil = (xf * y).ceil();
+    if ceil >= 18_446_744_073_709_551_616.0 {
+        return u64::MAX;
+    }
+    ceil as u64
+}
+
+/// cel-go `checker.SizeEstimate`: the minimum and maximum size of a value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SizeEstimate {
+    /// Minimum.
+    pub min: u64,
+    /// Maximum.
+    pub max: u64,
+}
+
+/// cel-go `checker.CostEstimate`: the minimum and maximum cost of an evaluation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct CostEstimate {
+    /// Minimum.
+    pub min: u64,
+    /// Maximum.
+    pub max: u64,
+}
+
+/// cel-go `SizeEstimate.Add` (saturating).
+impl Add for SizeEstimate {
+    type Output = SizeEstimate;
+    fn add(self, o: SizeEstimate) -> SizeEstimate {
+        SizeEstimate {
+            min: add_sat(self.min, o.min),
+            max: add_sat(self.max, o.max),
+        }
+    }
+}
+
+impl SizeEstimate {
+    /// cel-go `UnknownSizeEstimate`: 0 to u64::MAX.
+    pub const UNKNOWN: SizeEstimate = SizeEstimate {
+        min: 0,
+        max: u64::MAX,
+    };
+    /// cel-go `FixedSizeEstimate`.
+    pub fn fixed(n: u64) -> Self {
+        SizeEstimate { min: n, max: n }
+    }
+    /// cel-go `SizeEstimate.Multiply`.
+    pub fn multiply(self, o: SizeEstimate) -> Self {
+        SizeEstimate {
+            min: mul_sat(self.min, o.min),
+            max: mul_sat(self.max, o.max),
+        }
+    }
+    /// cel-go `SizeEstimate.MultiplyByCostFactor`.
+    pub fn multiply_by_cost_factor(self, f: f64) -> CostEstimate {
+        CostEstimate {
+            min: multiply_by_cost_factor(self.min, f),
+            max: multiply_by_cost_factor(self.max, f),
+        }
+    }
+    /// cel-go `SizeEstimate.MultiplyByCost`.
+    pub fn multiply_by_cost(self, c: CostEstimate) -> CostEstimate {
+        CostEstimate {
+            min: mul_sat(self.min, c.min),
+            max: mul_sat(self.max, c.max),
+        }
+    }
+    /// cel-go `SizeEstimate.Union`.
+    pub fn union(self, o: SizeEstimate) -> Self {
+        SizeEstimate {
+            min: self.min.min(o.min),
+            max: self.max.max(o.max),
+        }
+    }
+    /// cel-go `SizeEstimate.AsCost` / `checker.CostEstimate(size)`.
+    pub fn as_cost(self) -> CostEstimate {
+        CostEstimate {
+            min: self.min,
+            max: self.max,
+        }
+    }
+}
+
+/// cel-go `CostEstimate.Add` (saturating).
+impl Add for CostEstimate {
+    type Output = CostEstimate;
+    fn add(self, o: CostEstimate) -> CostEstimate {
+        CostEstimate {
+            min: add_sat(self.min, o.min),
+            max: add_sat(self.max, o.max),
+        }
+    }
+}
+
+impl CostEstimate {
+    /// cel-go `FixedCostEstimate`.
+    pub fn fixed(n: u64) -> Self {
+        CostEstimate { min: n, max: n }
+    }
+    /// cel-go `CostEstimate.Multiply`.
+    pub fn multiply(self, o: CostEstimate) -> Self {
+        CostEstimate {
+            min: mul_sat(self.min, o.min),
+            max: mul_sat(self.max, o.max),
+        }
+    }
+    /// cel-go `CostEstimate.MultiplyByCostFactor`.
+    pub fn multiply_by_cost_factor(self, f: f64) -> Self {
+        CostEstimate {
+            min: multiply_by_cost_factor(self.min, f),
+            max: multiply_by_cost_factor(self.max, f),
+        }
+    }
+    /// cel-go `CostEstimate.Union`.
+    pub fn union(self, o: CostEstimate) -> Self {
+        CostEstimate {
+            min: self.min.min(o.min),
+            max: self.max.max(o.max),
+        }
+    }
+}
+
+/// cel-go `checker.CallEstimate`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CallEstimate {
+    /// The cost of the call itself (without its arguments).
+    pub cost: CostEstimate,
+    /// The size of the result, if known.
+    pub result_size: Option<SizeEstimate>,
+}
+
+/// cel-go `checker.AstNode`: what an estimator learns about a node.
+#[derive(Clone, Debug)]
+pub struct AstNode<'e> {
+    /// The field path (`object`, `spec`, `containers`, `@items`, ...); empty if unknown.
+    pub path: Vec<String>,
+    /// The checked type.
+    pub ty: Type,
+    /// The expression (None for synthetic nodes such as list elements).
+    pub expr: Option<&'e IdedExpr>,
+    /// The size the estimator already computed for this node.
+    pub computed_size: Option<SizeEstimate>,
+}
+
+/// cel-go `checker.CostEstimator`.
+pub trait CostEstimator {
+    /// The size of a variable or field, if the estimator knows it.
+    fn estimate_size(&self, node: &AstNode<'_>) -> Option<SizeEstimate>;
+    /// The cost of a library call, if the estimator knows it (argument costs are added by
+    /// the caller).
+    fn estimate_call_cost(
+        &self,
+        function: &str,
+        overload_id: &str,
+        target: Option<&AstNode<'_>>,
+        args: &[AstNode<'_>],
+    ) -> Option<CallEstimate>;
+}
+
+/// An estimator that knows nothing (every hook answers `None`).
+pub struct NoEstimator;
+
+impl CostEstimator for NoEstimator {
+    fn estimate_size(&self, _: &AstNode<'_>) -> Option<SizeEstimate> {
+        None
+    }
+    fn estimate_call_cost(
+        &self,
+        _: &str,
+        _: &str,
+        _: Option<&AstNode<'_>>,
+        _: &[AstNode<'_>],
+    ) -> Option<CallEstimate> {
+        None
+    }
+}
+
+/// cel-go `checker.FunctionEstimator`: the cost of one overload, given the estimator, the
+/// target and the arguments (argument costs are added by the caller).
+pub type FunctionEstimator =
+    fn(&dyn CostEstimator, Option<&AstNode<'_>>, &[AstNode<'_>]) -> Option<CallEstimate>;
+
+/// cel-go `checker.CostOption`s: the presence test cost and per-overload estimators (what
+/// libraries register with `cel.CostEstimatorOptions`).
+#[derive(Clone)]
+pub struct CostOptions {
+    /// cel-go `checker.PresenceTestHasCost` (default true: `has()` costs 1).
+    pub presence_test_has_cost: bool,
+    /// cel-go `checker.OverloadCostEstimate`, by overload id.
+    pub overload_estimators: HashMap<String, FunctionEstimator>,
+}
+
+impl Default for CostOptions {
+    fn default() -> Self {
+        CostOptions {
+            presence_test_has_cost: true,
+            overload_estimators: HashMap::new(),
+        }
+    }
+}
+
+impl CostOptions {
+    /// Adds the estimators of cel-go's `ext.Sets()` (ext/sets.go `CompileOptions`).
+    pub fn with_ext_sets(mut self) -> Self {
+        for (id, f) in ext::SETS {
+            self.overload_estimators.insert(id.to_string(), *f);
+        }
+        self
+    }
+
+    /// Adds the estimators of cel-go's `ext.Lists()` at version 3 or later (ext/lists.go
+    /// `CompileOptions`).
+    pub fn with_ext_lists_v3(mut self) -> Self {
+        for (id, f) in ext::LISTS {
+            self.overload_estimators.insert(id.to_string(), *f);
+        }
+        for t in ext::COMPARABLE_TYPE_NAMES {
+            let f: FunctionEstimator = if *t == "string" || *t == "bytes" {
+                ext::list_sort_strings
+            } else {
+                ext::list_sort
+            };
+            self.overload_estimators.insert(format!("list_{t}_sort"), f);
+            let g: FunctionEstimator = if *t == "string" || *t == "bytes" {
+                ext::list_sort_by_strings
+            } else {
+                ext::list_sort_by
+            };
+            self.overload_estimators
+                .insert(format!("list_{t}_sortByAssociatedKeys"), g);
+        }
+        self
+    }
+}
+
+/// A construct the estimator does not handle (a call-shaped macro left unexpanded by the
+/// `cel` parser); carries the function name.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Unsupported(pub String);
+
+impl std::fmt::Display for Unsupported {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "cost estimation of the call-shaped macro '{}' is not supported",
+            self.0
+        )
+    }
+}
+
+/// cel-go `checker/cost.go` `entrySizeEstimate`.
+#[derive(Clone, Copy, Debug)]
+struct EntrySize {
+    container: Kind,
+    key: SizeEstimate,
+    val: SizeEstimate,
+}
+
+/// cel-go `entrySizeEstimate.union` (nil if either is nil).
+fn entry_union(a: Option<EntrySize>, b: Option<EntrySize>) -> Option<EntrySize> {
+    let (a, b) = (a?, b?);
+    Some(EntrySize {
+        container: a.container,
+        key: a.key.union(b.key),
+        val: a.val.union(b.val),
+    })
+}
+
+/// cel-go `checker/cost.go` `localVar`.
+#[derive(Clone, Debug)]
+struct LocalVar {
+    path: Vec<String>,
+    size: Option<SizeEstimate>,
+    entry_size: Option<EntrySize>,
+}
+
+/// cel-go `checker/cost.go` `coster`.
+struct Coster<'a> {
+    env: &'a Env,
+    types: &'a CheckedTypes,
+    estimator: &'a dyn CostEstimator,
+    paths: HashMap<u64, Vec<String>>,
+    locals: HashMap<String, Vec<LocalVar>>,
+    sizes: HashMap<u64, SizeEstimate>,
+    entry_sizes: HashMap<u64, EntrySize>,
+    presence_test_cost: CostEstimate,
+    overload_estimators: &'a HashMap<String, FunctionEstimator>,
+    unsupported: Option<Unsupported>,
+    /// Overload ids of the calls of macro expansions (not in the checker's records).
+    synth_overloads: HashMap<u64, Vec<String>>,
+    next_synth_id: u64,
+}
+
+/// Estimates the cost of a checked expression (cel-go `checker.Cost` with the default
+/// options: a presence test costs 1).
+pub fn estimate_cost(
+    env: &Env,
+    parsed: &ParsedExpr,
+    types: &CheckedTypes,
+    estimator: &dyn CostEstimator,
+) -> Result<CostEstimate, Unsupported> {
+    estimate_cost_with(env, parsed, types, estimator, &CostOptions::default())
+}
+
+/// [`estimate_cost`] with cost options (cel-go `checker.Cost(ast, estimator, opts...)`).
+pub fn estimate_cost_with(
+    env: &Env,
+    parsed: &ParsedExpr,
+    types: &CheckedTypes,
+    estimator: &dyn CostEstimator,
+    options: &CostOptions,
+) -> Result<CostEstimate, Unsupported> {
+    let mut c = Coster {
+        overload_estimators: &options.overload_estimators,
+        env,
+        types,
+        estimator,
+        paths: HashMap::new(),
+        locals: HashMap::new(),
+        sizes: HashMap::new(),
+        entry_sizes: HashMap::new(),
+        presence_test_cost: CostEstimate::fixed(u64::from(options.presence_test_has_cost)),
+        unsupported: None,
+        synth_overloads: HashMap::new(),
+        next_synth_id: 1 << 48,
+    };
+    let cost = c.cost(parsed.expr());
+    match c.unsupported {
+        Some(u) => Err(u),
+        None => Ok(cost),
+    }
+}
+
+/// The overload ids cel-go switches on in `coster.functionCost`.
+mod ids {
+    pub const EXT_FORMAT_STRING: &str = "string_format";
+    pub const STRING_TO_BYTES: &str = "string_to_bytes";
+    pub const BYTES_TO_STRING: &str = "bytes_to_string";
+    pub const EXT_QUOTE_STRING: &str = "strings_quote";
+    pub const STARTS_WITH_STRING: &str = "starts_with_string";
+    pub const ENDS_WITH_STRING: &str = "ends_with_string";
+    pub const IN_LIST: &str = "in_list";
+    pub const MATCHES: &str = "matches";
+    pub const MATCHES_STRING: &str = "matches_string";
+    pub const CONTAINS_STRING: &str = "contains_string";
+    pub const LOGICAL_OR: &str = "logical_or";
+    pub const LOGICAL_AND: &str = "logical_and";
+    pub const CONDITIONAL: &str = "conditional";
+    pub const ADD_STRING: &str = "add_string";
+    pub const ADD_BYTES: &str = "add_bytes";
+    pub const ADD_LIST: &str = "add_list";
+    pub const INDEX_LIST: &str = "index_list";
+    pub const INDEX_MAP: &str = "index_map";
+    pub const COMPARE_SIZED: &[&str] = &[
+        "less_string",
+        "greater_string",
+        "less_equals_string",
+        "greater_equals_string",
+        "less_bytes",
+        "greater_bytes",
+        "less_equals_bytes",
+        "greater_equals_bytes",
+        "equals",
+        "not_equals",
+    ];
+}
+
+impl<'a> Coster<'a> {
+    /// cel-go `ast.AST.GetType`: dyn when the node has no type.
+    fn get_type(&self, e: &IdedExpr) -> Type {
+        self.types
+            .type_of(e.id)
+            .cloned()
+            .unwrap_or_else(Type::dyn_type)
+    }
+
+    fn peek_local(&self, name: &str) -> Option<&LocalVar> {
+        self.locals.get(name).and_then(|v| v.last())
+    }
+
+    fn push_local(&mut self, name: &str, v: LocalVar) {
+        self.locals.entry(name.to_string()).or_default().push(v);
+    }
+
+    fn pop_local(&mut self, name: &str) {
+        if let Some(v) = self.locals.get_mut(name) {
+            v.pop();
+        }
+    }
+
+    /// cel-go `coster.getPath`.
+    fn get_path(&self, e: &IdedExpr) -> Vec<String> {
+        if let Expr::Ident(n) = &e.expr
+            && let Some(v) = self.peek_local(n)
+        {
+            return v.path.clone();
+        }
+        self.paths.get(&e.id).cloned().unwrap_or_default()
+    }
+
+    /// cel-go `coster.pushIterKey` / `pushIterValue` / `pushIterSingle`.
+    fn push_iter(&mut self, name: &str, range: &IdedExpr, which: IterVar) {
+        let entry = self.compute_entry_size(range);
+        let mut container = entry.map_or(Kind::Error, |e| e.container);
+        if entry.is_none() {
+            container = self.get_type(range).kind();
+        }
+        let is_list = container == Kind::List;
+        let (size, sub) = match which {
+            IterVar::Key => (
+                entry.map(|e| e.key),
+                if is_list { "@indices" } else { "@keys" },
+            ),
+            IterVar::Value => (
+                entry.map(|e| e.val),
+                if is_list { "@items" } else { "@values" },
+            ),
+            IterVar::Single if is_list => (entry.map(|e| e.val), "@items"),
+            IterVar::Single => (entry.map(|e| e.key), "@keys"),
+        };
+        let mut path = self.get_path(range);
+        path.push(sub.to_string());
+        self.push_local(
+            name,
+            LocalVar {
+                path,
+                size,
+                entry_size: None,
+            },
+        );
+    }
+
+    /// cel-go `coster.pushLocalVar`.
+    fn push_local_var(&mut self, name: &str, e: &IdedExpr) {
+        let path = self.get_path(e);
+        let entry_size = self.compute_entry_size(e);
+        let size = self.compute_size(e);
+        self.push_local(
+            name,
+            LocalVar {
+                path,
+                size,
+                entry_size,
+            },
+        );
+    }
+
+    /// cel-go `coster.cost`.
+    fn cost(&mut self, e: &IdedExpr) -> CostEstimate {
+        match &e.expr {
+            Expr::Literal(_) => CostEstimate::fixed(CONST_COST),
+            Expr::Ident(name) => {
+                // cel-go `coster.costIdent`.
+                let path = match self.peek_local(name) {
+                    Some(v) => v.path.clone(),
+                    None => vec![name.clone()],
+                };
+                self.paths.insert(e.id, path);
+                CostEstimate::fixed(SELECT_AND_IDENT_COST)
+            }
+            Expr::Select(sel) => {
+                // cel-go `coster.costSelect`.
+                let mut sum = CostEstimate::default();
+                if sel.test {
+                    sum = sum.add(self.presence_test_cost);
+                    return sum.add(self.cost(&sel.operand));
+                }
+                sum = sum.add(self.cost(&sel.operand));
+                match self.get_type(&sel.operand).kind() {
+                    Kind::Map | Kind::Struct | Kind::TypeParam => {
+                        sum = sum.add(CostEstimate::fixed(SELECT_AND_IDENT_COST));
+                    }
+                    _ => {}
+                }
+                let mut path = self.get_path(&sel.operand);
+                path.push(sel.field.clone());
+                self.paths.insert(e.id, path);
+                sum
+            }
+            Expr::Call(_) => self.cost_call(e),
+            Expr::List(list) => {
+                // cel-go `coster.costCreateList`.
+                let mut sum = CostEstimate::default();
+                let mut item = SizeEstimate {
+                    min: if list.elements.is_empty() {
+                        0
+                    } else {
+                        u64::MAX
+                    },
+                    max: 0,
+                };
+                for el in &list.elements {
+                    sum = sum.add(self.cost(el));
+                    item = item.union(self.size_or_unknown(el));
+                }
+                self.entry_sizes.insert(
+                    e.id,
+                    EntrySize {
+                        container: Kind::List,
+                        key: SizeEstimate::fixed(1),
+                        val: item,
+                    },
+                );
+                sum.add(CostEstimate::fixed(LIST_CREATE_BASE_COST))
+            }
+            Expr::Map(map) => {
+                // cel-go `coster.costCreateMap`.
+                let mut sum = CostEstimate::default();
+                let empty_min = if map.entries.is_empty() { 0 } else { u64::MAX };
+                let mut key = SizeEstimate {
+                    min: empty_min,
+                    max: 0,
+                };
+                let mut val = key;
+                for ent in &map.entries {
+                    if let EntryExpr::MapEntry(me) = &ent.expr {
+                        sum = sum.add(self.cost(&me.key));
+                        sum = sum.add(self.cost(&me.value));
+                        key = key.union(self.size_or_unknown(&me.key));
+                        val = val.union(self.size_or_unknown(&me.value));
+                    }
+                }
+                self.entry_sizes.insert(
+                    e.id,
+                    EntrySize {
+                        container: Kind::Map,
+                        key,
+                        val,
+                    },
+                );
+                sum.add(CostEstimate::fixed(MAP_CREATE_BASE_COST))
+            }
+            Expr::Struct(st) => {
+                // cel-go `coster.costCreateStruct`.
+                let mut sum = CostEstimate::default();
+                for ent in &st.entries {
+                    if let EntryExpr::StructField(f) = &ent.expr {
+                        sum = sum.add(self.cost(&f.value));
+                    }
+                }
+                sum.add(CostEstimate::fixed(STRUCT_CREATE_BASE_COST))
+            }
+            Expr::Comprehension(comp) => {
+                if is_bind(comp) {
+                    // cel-go `coster.costBind`.
+                    let mut sum = self.cost(&comp.iter_range);
+                    sum = sum.add(self.cost(&comp.accu_init));
+                    self.push_local_var(&comp.accu_var, &comp.accu_init);
+                    sum = sum.add(self.cost(&comp.result));
+                    self.pop_local(&comp.accu_var);
+                    self.copy_size_estimates(e, &comp.result);
+                    return sum;
+                }
+                // cel-go `coster.costComprehension`.
+                let mut sum = self.cost(&comp.iter_range);
+                sum = sum.add(self.cost(&comp.accu_init));
+                self.push_local_var(&comp.accu_var, &comp.accu_init);
+                if let Some(v2) = &comp.iter_var2 {
+                    self.push_iter(&comp.iter_var, &comp.iter_range, IterVar::Key);
+                    self.push_iter(v2, &comp.iter_range, IterVar::Value);
+                } else {
+                    self.push_iter(&comp.iter_var, &comp.iter_range, IterVar::Single);
+                }
+                let loop_cost = self.cost(&comp.loop_cond);
+                let step_cost = self.cost(&comp.loop_step);
+                self.pop_local(&comp.iter_var);
+                if let Some(v2) = &comp.iter_var2 {
+                    self.pop_local(v2);
+                }
+                sum = sum.add(self.cost(&comp.result));
+                self.pop_local(&comp.accu_var);
+                let range_cnt = self.size_or_unknown(&comp.iter_range);
+                sum = sum.add(range_cnt.multiply_by_cost(step_cost.add(loop_cost)));
+                match &comp.accu_init.expr {
+                    Expr::Literal(_) => {
+                        if let Some(s) = self.compute_size(&comp.accu_init) {
+                            self.sizes.insert(e.id, s);
+                        }
+                    }
+                    Expr::List(_) | Expr::Map(_) => {
+                        self.sizes.insert(e.id, range_cnt);
+                        if let Some(es) = self.compute_entry_size(&comp.loop_step) {
+                            self.entry_sizes.insert(e.id, es);
+                        }
+                    }
+                    _ => {}
+                }
+                sum
+            }
+            Expr::Unspecified => CostEstimate::default(),
+        }
+    }
+
+    /// A synthetic node id (above every parsed id).
+    fn fresh_id(&mut self) -> u64 {
+        self.next_synth_id += 1;
+        self.next_synth_id
+    }
+
+    /// Builds the comprehension a call-shaped macro describes, with id `id`.
+    fn build_comprehension(&mut self, id: u64, c: &SynthComprehension<'_>) -> IdedExpr {
+        let iter_range = self.build_synth(&c.iter_range);
+        let accu_init = self.build_synth(&c.accu_init);
+        let mut loop_cond = self.build_synth(&c.loop_cond);
+        // cel.bind-shaped expansions (`[]` range, own accumulator) have a `false` condition.
+        if matches!(&c.iter_range, Synth::List(l) if l.is_empty())
+            && c.accu_var != "@result"
+            && let Expr::Literal(LiteralValue::Boolean(_)) = &loop_cond.expr
+        {
+            loop_cond.expr = Expr::Literal(LiteralValue::Boolean(false.into()));
+        }
+        let loop_step = self.build_synth(&c.loop_step);
+        let result = self.build_synth(&c.result);
+        IdedExpr {
+            id,
+            expr: Expr::Comprehension(Box::new(ComprehensionExpr {
+                iter_range,
+                iter_var: c.iter_var.clone(),
+                iter_var2: c.iter_var2.clone(),
+                accu_var: c.accu_var.clone(),
+                accu_init,
+                loop_cond,
+                loop_step,
+                result,
+            })),
+        }
+    }
+
+    /// Builds a synthetic node; calls get the overload id cel-go's checker would record.
+    fn build_synth(&mut self, s: &Synth<'_>) -> IdedExpr {
+        let expr = match s {
+            Synth::Real(e) => return (*e).clone(),
+            Synth::Ident(n) => Expr::Ident(n.clone()),
+            // Only the kind of a synthetic literal matters for the estimate (scalars have size
+            // 1); the two-variable macros use `true` conditions.
+            Synth::Literal(t) => Expr::Literal(match t.kind() {
+                Kind::Int => LiteralValue::Int(1.into()),
+                _ => LiteralValue::Boolean(true.into()),
+            }),
+            Synth::Call(f, args) | Synth::MemberCall(f, args) => {
+                let overload = match (*f, args.as_slice()) {
+                    ("_&&_", _) => "logical_and",
+                    ("_||_", _) => "logical_or",
+                    ("!_", _) => "logical_not",
+                    ("@not_strictly_false", _) => "not_strictly_false",
+                    ("_?_:_", _) => "conditional",
+                    ("_==_", _) => "equals",
+                    ("_+_", [_, Synth::List(_)]) => "add_list",
+                    ("_+_", _) => "add_int64",
+                    ("cel.@mapInsert", [_, _, _]) => "@mapInsert_map_key_value",
+                    ("cel.@mapInsert", _) => "@mapInsert_map_map",
+                    ("hasValue", _) => "optional_hasValue",
+                    ("value", _) => "optional_value",
+                    ("optional.of", _) => "optional_of",
+                    ("optional.none", _) => "optional_none",
+                    _ => "",
+                };
+                let mut overloads: Vec<String> = Vec::new();
+                if !overload.is_empty() {
+                    overloads.push(overload.to_string());
+                } else if *f == "@sortByAssociatedKeys" {
+                    overloads = self.sort_by_overloads(args);
+                }
+                let mut built: Vec<IdedExpr> = args.iter().map(|a| self.build_synth(a)).collect();
+                let target = if matches!(s, Synth::MemberCall(..)) && !built.is_empty() {
+                    Some(Box::new(built.remove(0)))
+                } else {
+                    None
+                };
+                let id = self.fresh_id();
+                if !overloads.is_empty() {
+                    self.synth_overloads.insert(id, overloads);
+                }
+                return IdedExpr {
+                    id,
+                    expr: Expr::Call(CallExpr {
+                        func_name: f.to_string(),
+                        target,
+                        args: built,
+                    }),
+                };
+            }
+            Synth::List(elems) => {
+                let elements = elems.iter().map(|a| self.build_synth(a)).collect();
+                Expr::List(ListExpr {
+                    elements,
+                    optional_indices: Vec::new(),
+                })
+            }
+            Synth::EmptyMap => Expr::Map(MapExpr {
+                entries: Vec::new(),
+            }),
+            Synth::Comprehension(c) => {
+                let id = self.fresh_id();
+                return self.build_comprehension(id, c);
+            }
+        };
+        IdedExpr {
+            id: self.fresh_id(),
+            expr,
+        }
+    }
+
+    /// The overload ids of cel-go ext/lists.go `@sortByAssociatedKeys`
+    /// (`list_<key type>_sortByAssociatedKeys`) that match the key type of a `sortBy`
+    /// expansion (every comparable type when the key is `dyn`).
+    fn sort_by_overloads(&self, args: &[Synth<'_>]) -> Vec<String> {
+        let key_type = match args.get(1) {
+            Some(Synth::Comprehension(c)) => match &c.loop_step {
+                Synth::Call(_, a) => match a.get(1) {
+                    Some(Synth::List(l)) => match l.first() {
+                        Some(Synth::Real(k)) => self.types.type_of(k.id).cloned(),
+                        _ => None,
+                    },
+                    _ => None,
+                },
+                _ => None,
+            },
+            _ => None,
+        }
+        .unwrap_or_else(Type::dyn_type);
+        let name = match key_type.kind() {
+            Kind::Duration => "google.protobuf.Duration",
+            Kind::Timestamp => "google.protobuf.Timestamp",
+            _ => key_type.type_name(),
+        };
+        let names: Vec<&str> = if ext::COMPARABLE_TYPE_NAMES.contains(&name) {
+            vec![name]
+        } else {
+            ext::COMPARABLE_TYPE_NAMES.to_vec()
+        };
+        names
+            .into_iter()
+            .map(|t| format!("list_{t}_sortByAssociatedKeys"))
+            .collect()
+    }
+
+    /// cel-go `coster.newAstNode`.
+    fn new_node<'e>(&mut self, e: &'e IdedExpr) -> AstNode<'e> {
+        let mut path = self.get_path(e);
+        if path
+            .first()
+            .is_some_and(|p| p == "@result" || p == "@__result__")
+        {
+            path = Vec::new();
+        }
+        AstNode {
+            path,
+            ty: self.get_type(e),
+            expr: Some(e),
+            computed_size: self.compute_size(e),
+        }
+    }
+
+    /// cel-go `coster.costCall` (with `maybeUnwrapDynCall`).
+    fn cost_call(&mut self, e: &IdedExpr) -> CostEstimate {
+        let Expr::Call(call) = &e.expr else {
+            return CostEstimate::default();
+        };
+        if let Some(m) = self.env.find_call_macro(&call.func_name)
+            && m.matches(call.target.is_some(), call.args.len())
+        {
+            if let Some(expansion) = m.expansion(call.target.as_deref(), &call.args) {
+                // Cost the expression cel-go's macro expands the call into; its root keeps
+                // the call's id (as the checker types it).
+                let built = match &expansion {
+                    Synth::Comprehension(c) => self.build_comprehension(e.id, c),
+                    other => {
+                        let mut b = self.build_synth(other);
+                        if let Some(o) = self.synth_overloads.remove(&b.id) {
+                            self.synth_overloads.insert(e.id, o);
+                        }
+                        b.id = e.id;
+                        b
+                    }
+                };
+                return self.cost(&built);
+            }
+            self.unsupported
+                .get_or_insert_with(|| Unsupported(call.func_name.clone()));
+            return CostEstimate::default();
+        }
+        // A member-shaped call cel-go resolved as a qualified global function: cel-go's
+        // checker rewrote it into a global call without a target.
+        let qualified = self.types.qualified_call(e.id).map(str::to_string);
+        let function = qualified.clone().unwrap_or_else(|| call.func_name.clone());
+        if function == "dyn" && call.args.len() == 1 {
+            // cel-go `coster.maybeUnwrapDynCall`.
+            let arg_cost = self.cost(&call.args[0]);
+            self.copy_size_estimates(e, &call.args[0]);
+            return CostEstimate::fixed(1).add(arg_cost);
+        }
+        let mut arg_costs = Vec::with_capacity(call.args.len());
+        let mut arg_nodes = Vec::with_capacity(call.args.len());
+        for a in &call.args {
+            arg_costs.push(self.cost(a));
+            arg_nodes.push(self.new_node(a));
+        }
+        let overload_ids: Vec<String> = match self.synth_overloads.get(&e.id) {
+            Some(ids) => ids.clone(),
+            None => self
+                .types
+                .overload_ids(e.id)
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
+        };
+        if overload_ids.is_empty() {
+            return CostEstimate::default();
+        }
+        let mut sum = CostEstimate::default();
+        let target = match (&call.target, &qualified) {
+            (Some(t), None) => {
+                sum = sum.add(self.cost(t));
+                Some(self.new_node(t))
+            }
+            _ => None,
+        };
+        let mut fn_cost = CostEstimate {
+            min: u64::MAX,
+            max: 0,
+        };
+        let mut result_size: Option<SizeEstimate> = None;
+        for overload in &overload_ids {
+            let oc = self.function_cost(
+                e,
+                &function,
+                overload,
+                target.as_ref(),
+                &arg_nodes,
+                &arg_costs,
+            );
+            fn_cost = fn_cost.union(oc.cost);
+            if let Some(rs) = oc.result_size {
+                result_size = Some(match result_size {
+                    None => rs,
+                    Some(r) => r.union(rs),
+                });
+            }
+            match overload.as_str() {
+                ids::INDEX_LIST | ids::INDEX_MAP if !call.args.is_empty() => {
+                    result_size = self.compute_entry_size(&call.args[0]).map(|s| s.val);
+                    let mut path = self.get_path(&call.args[0]);
+                    path.push(
+                        if overload == ids::INDEX_LIST {
+                            "@items"
+                        } else {
+                            "@values"
+                        }
+                        .to_string(),
+                    );
+                    self.paths.insert(e.id, path);
+                }
+                _ => {}
+            }
+            if result_size.is_none() {
+                result_size = self.compute_size(e);
+            }
+        }
+        if let Some(rs) = result_size {
+            self.sizes.insert(e.id, rs);
+        }
+        sum.add(fn_cost)
+    }
+
+    /// cel-go `coster.functionCost`.
+    fn function_cost(
+        &mut self,
+        e: &IdedExpr,
+        function: &str,
+        overload_id: &str,
+        target: Option<&AstNode<'_>>,
+        args: &[AstNode<'_>],
+        arg_costs: &[CostEstimate],
+    ) -> CallEstimate {
+        let arg_sum = arg_costs
+            .iter()
+            .fold(CostEstimate::default(), |s, c| s.add(*c));
+        if let Some(f) = self.overload_estimators.get(overload_id)
+            && let Some(est) = f(self.estimator, target, args)
+        {
+            return CallEstimate {
+                cost: est.cost.add(arg_sum),
+                result_size: est.result_size,
+            };
+        }
+        if let Some(est) = self
+            .estimator
+            .estimate_call_cost(function, overload_id, target, args)
+        {
+            return CallEstimate {
+                cost: est.cost.add(arg_sum),
+                result_size: est.result_size,
+            };
+        }
+        let size = |n: &AstNode<'_>| n.computed_size.unwrap_or(SizeEstimate::UNKNOWN);
+        let plain = |c: CostEstimate| CallEstimate {
+            cost: c.add(arg_sum),
+            result_size: None,
+        };
+        match overload_id {
+            ids::EXT_FORMAT_STRING => {
+                if let Some(t) = target {
+                    return plain(size(t).multiply_by_cost_factor(STRING_TRAVERSAL_COST_FACTOR));
+                }
+            }
+            ids::STRING_TO_BYTES | ids::BYTES_TO_STRING | ids::EXT_QUOTE_STRING
+                if args.len() == 1 =>
+            {
+                let sz = size(&args[0]);
+                let result = match overload_id {
+                    ids::STRING_TO_BYTES => SizeEstimate {
+                        min: sz.min,
+                        max: sz.max.wrapping_mul(4),
+                    },
+                    ids::BYTES_TO_STRING => SizeEstimate {
+                        min: sz.min / 4,
+                        max: sz.max,
+                    },
+                    _ => SizeEstimate {
+                        min: sz.min.wrapping_add(2),
+                        max: sz.max.wrapping_mul(2).wrapping_add(2),
+                    },
+                };
+                return CallEstimate {
+                    cost: sz
+                        .multiply_by_cost_factor(STRING_TRAVERSAL_COST_FACTOR)
+                        .add(arg_sum),
+                    result_size: Some(result),
+                };
+            }
+            ids::STARTS_WITH_STRING | ids::ENDS_WITH_STRING if args.len() == 1 => {
+                return plain(size(&args[0]).multiply_by_cost_factor(STRING_TRAVERSAL_COST_FACTOR));
+            }
+            ids::IN_LIST if args.len() == 2 => {
+                return plain(size(&args[1]).multiply_by_cost_factor(1.0));
+            }
+            ids::MATCHES | ids::MATCHES_STRING => {
+                let pair = if overload_id == ids::MATCHES_STRING && args.len() == 1 {
+                    target.map(|t| (t, &args[0]))
+                } else if overload_id == ids::MATCHES && target.is_none() && args.len() == 2 {
+                    Some((&args[0], &args[1]))
+                } else {
+                    None
+                };
+                if let Some((s, re)) = pair {
+                    let str_cost = size(s)
+                        .add(SizeEstimate::fixed(1))
+                        .multiply_by_cost_factor(STRING_TRAVERSAL_COST_FACTOR);
+                    let re_cost = size(re).multiply_by_cost_factor(REGEX_STRING_LENGTH_COST_FACTOR);
+                    return plain(str_cost.multiply(re_cost));
+                }
+            }
+            ids::CONTAINS_STRING if args.len() == 1 => {
+                if let Some(t) = target {
+                    let s = size(t).multiply_by_cost_factor(STRING_TRAVERSAL_COST_FACTOR);
+                    let sub = size(&args[0]).multiply_by_cost_factor(STRING_TRAVERSAL_COST_FACTOR);
+                    return plain(s.multiply(sub));
+                }
+            }
+            ids::LOGICAL_OR | ids::LOGICAL_AND => {
+                let (l, r) = (arg_costs[0], arg_costs[1]);
+                return CallEstimate {
+                    cost: CostEstimate {
+                        min: l.min,
+                        max: l.add(r).max,
+                    },
+                    result_size: None,
+                };
+            }
+            ids::CONDITIONAL => {
+                let sz = size(&args[1]).union(size(&args[2]));
+                let es = entry_union(
+                    args[1].expr.and_then(|x| self.compute_entry_size(x)),
+                    args[2].expr.and_then(|x| self.compute_entry_size(x)),
+                );
+                if let Some(es) = es {
+                    self.entry_sizes.insert(e.id, es);
+                }
+                return CallEstimate {
+                    cost: arg_costs[0].add(arg_costs[1].union(arg_costs[2])),
+                    result_size: Some(sz),
+                };
+            }
+            ids::ADD_STRING | ids::ADD_BYTES | ids::ADD_LIST if args.len() == 2 => {
+                let result = size(&args[0]).add(size(&args[1]));
+                let es = entry_union(
+                    args[0].expr.and_then(|x| self.compute_entry_size(x)),
+                    args[1].expr.and_then(|x| self.compute_entry_size(x)),
+                );
+                if let Some(es) = es {
+                    self.entry_sizes.insert(e.id, es);
+                }
+                let cost = if overload_id == ids::ADD_LIST {
+                    CostEstimate::fixed(1)
+                } else {
+                    result.multiply_by_cost_factor(STRING_TRAVERSAL_COST_FACTOR)
+                };
+                return CallEstimate {
+                    cost: cost.add(arg_sum),
+                    result_size: Some(result),
+                };
+            }
+            id if ids::COMPARE_SIZED.contains(&id) => {
+                let smallest_max = size(&args[0]).max.min(size(&args[1]).max);
+                let min = u64::from(smallest_max > 0);
+                return plain(
+                    CostEstimate {
+                        min,
+                        max: smallest_max,
+                    }
+                    .multiply_by_cost_factor(STRING_TRAVERSAL_COST_FACTOR),
+                );
+            }
+            _ => {}
+        }
+        plain(CostEstimate::fixed(1))
+    }
+
+    /// cel-go `coster.sizeOrUnknown` for an expression.
+    fn size_or_unknown(&mut self, e: &IdedExpr) -> SizeEstimate {
+        self.compute_size(e).unwrap_or(SizeEstimate::UNKNOWN)
+    }
+
+    /// cel-go `coster.copySizeEstimates`.
+    fn copy_size_estimates(&mut self, dst: &IdedExpr, src: &IdedExpr) {
+        if let Some(s) = self.compute_size(src) {
+            self.sizes.insert(dst.id, s);
+        }
+        if let Some(s) = self.compute_entry_size(src) {
+            self.entry_sizes.insert(dst.id, s);
+        }
+    }
+
+    /// cel-go `coster.computeSize`.
+    fn compute_size(&mut self, e: &IdedExpr) -> Option<SizeEstimate> {
+        if let Some(s) = self.sizes.get(&e.id) {
+            return Some(*s);
+        }
+        if let Some(s) = compute_expr_size(e) {
+            return Some(s);
+        }
+        let node = AstNode {
+            path: self.get_path(e),
+            ty: self.get_type(e),
+            expr: Some(e),
+            computed_size: None,
+        };
+        if let Some(s) = self.estimator.estimate_size(&node) {
+            self.sizes.insert(e.id, s);
+            return Some(s);
+        }
+        if is_scalar(&node.ty) {
+            return Some(SizeEstimate::fixed(1));
+        }
+        if let Expr::Ident(n) = &e.expr
+            && let Some(v) = self.peek_local(n)
+            && v.size.is_some()
+        {
+            return v.size;
+        }
+        None
+    }
+
+    /// cel-go `coster.computeEntrySize`.
+    fn compute_entry_size(&self, e: &IdedExpr) -> Option<EntrySize> {
+        if let Some(s) = self.entry_sizes.get(&e.id) {
+            return Some(*s);
+        }
+        if let Expr::Ident(n) = &e.expr
+            && let Some(v) = self.peek_local(n)
+        {
+            return v.entry_size;
+        }
+        None
+    }
+}
+
+/// Ports of the cost estimators cel-go's extension libraries register.
+mod ext {
+    use super::*;
+
+    /// cel-go ext/costs.go `estimateSize`.
+    fn size(est: &dyn CostEstimator, n: &AstNode<'_>) -> SizeEstimate {
+        n.computed_size
+            .or_else(|| est.estimate_size(n))
+            .unwrap_or(SizeEstimate::UNKNOWN)
+    }
+
+    /// cel-go ext/costs.go `nodeAsUintValue`.
+    fn node_as_uint(n: &AstNode<'_>, default: u64) -> u64 {
+        match n.expr.map(|e| &e.expr) {
+            Some(Expr::Literal(LiteralValue::Int(i))) => (*i.inner()).max(0) as u64,
+            _ => default,
+        }
+    }
+
+    /// cel-go ext/lists.go `estimateListCall` with allocation
+    /// (`estimateAllocatingListCall`).
+    fn allocating_list_call(factor: f64, list_size: SizeEstimate) -> Option<CallEstimate> {
+        let cost = list_size
+            .multiply_by_cost_factor(factor)
+            .add(CostEstimate::fixed(1))
+            .add(CostEstimate::fixed(LIST_CREATE_BASE_COST));
+        Some(CallEstimate {
+            cost,
+            result_size: Some(list_size),
+        })
+    }
+
+    /// cel-go ext/sets.go `estimateSetsCost`.
+    fn sets_cost(
+        est: &dyn CostEstimator,
+        args: &[AstNode<'_>],
+        factor: f64,
+    ) -> Option<CallEstimate> {
+        if args.len() != 2 {
+            return None;
+        }
+        let product = size(est, &args[0]).multiply(size(est, &args[1]));
+        Some(CallEstimate {
+            cost: product
+                .multiply_by_cost_factor(factor)
+                .add(CostEstimate::fixed(1)),
+            result_size: None,
+        })
+    }
+
+    pub(super) const SETS: &[(&str, FunctionEstimator)] = &[
+        ("list_sets_contains_list", |e, _, a| sets_cost(e, a, 1.0)),
+        ("list_sets_intersects_list", |e, _, a| sets_cost(e, a, 1.0)),
+        ("list_sets_equivalent_list", |e, _, a| sets_cost(e, a, 2.0)),
+    ];
+
+    /// cel-go ext/lists.go `comparableTypes` (type names).
+    pub(super) const COMPARABLE_TYPE_NAMES: &[&str] = &[
+        "int",
+        "uint",
+        "double",
+        "bool",
+        "google.protobuf.Duration",
+        "google.protobuf.Timestamp",
+        "string",
+        "bytes",
+    ];
+
+    /// cel-go ext/lists.go `estimateListSlice`.
+    fn list_slice(
+        est: &dyn CostEstimator,
+        t: Option<&AstNode<'_>>,
+        a: &[AstNode<'_>],
+    ) -> Option<CallEstimate> {
+        let t = t?;
+        if a.len() != 2 {
+            return None;
+        }
+        let sz = size(est, t);
+        let (start, end) = (node_as_uint(&a[0], 0), node_as_uint(&a[1], sz.max));
+        allocating_list_call(1.0, SizeEstimate::fixed(end.wrapping_sub(start)))
+    }
+
+    /// cel-go ext/lists.go `estimateListsRange`.
+    fn lists_range(
+        _: &dyn CostEstimator,
+        t: Option<&AstNode<'_>>,
+        a: &[AstNode<'_>],
+    ) -> Option<CallEstimate> {
+        if t.is_some() || a.len() != 1 {
+            return None;
+        }
+        allocating_list_call(1.0, SizeEstimate::fixed(node_as_uint(&a[0], u64::MAX)))
+    }
+
+    /// cel-go ext/lists.go `estimateListReverse`.
+    fn list_reverse(
+        est: &dyn CostEstimator,
+        t: Option<&AstNode<'_>>,
+        a: &[AstNode<'_>],
+    ) -> Option<CallEstimate> {
+        let t = t?;
+        if !a.is_empty() {
+            return None;
+        }
+        allocating_list_call(1.0, size(est, t))
+    }
+
+    /// cel-go ext/lists.go `estimateListFlatten`.
+    fn list_flatten(
+        est: &dyn CostEstimator,
+        t: Option<&AstNode<'_>>,
+        a: &[AstNode<'_>],
+    ) -> Option<CallEstimate> {
+        let t = t?;
+        if a.len() > 1 {
+            return None;
+        }
+        let depth = a.first().map_or(1, |d| node_as_uint(d, u64::MAX));
+        allocating_list_call(depth as f64, size(est, t))
+    }
+
+    /// cel-go ext/lists.go `estimateListDistinct`.
+    fn list_distinct(
+        est: &dyn CostEstimator,
+        t: Option<&AstNode<'_>>,
+        a: &[AstNode<'_>],
+    ) -> Option<CallEstimate> {
+        let t = t?;
+        if !a.is_empty() {
+            return None;
+        }
+        let sz = size(est, t);
+        allocating_list_call(2.0, sz.multiply(sz))
+    }
+
+    /// cel-go ext/lists.go `estimateListSort` / `estimateListSortCost` (non-string elements).
+    pub(super) fn list_sort(
+        est: &dyn CostEstimator,
+        t: Option<&AstNode<'_>>,
+        a: &[AstNode<'_>],
+    ) -> Option<CallEstimate> {
+        let t = t?;
+        if !a.is_empty() {
+            return None;
+        }
+        let sz = size(est, t);
+        allocating_list_call(2.0, sz.multiply(sz))
+    }
+
+    /// cel-go ext/lists.go `estimateListSortCost` for string and bytes elements.
+    pub(super) fn list_sort_strings(
+        est: &dyn CostEstimator,
+        t: Option<&AstNode<'_>>,
+        a: &[AstNode<'_>],
+    ) -> Option<CallEstimate> {
+        let t = t?;
+        if !a.is_empty() {
+            return None;
+        }
+        let sz = size(est, t);
+        allocating_list_call(2.0 + STRING_TRAVERSAL_COST_FACTOR, sz.multiply(sz))
+    }
+
+    /// cel-go ext/lists.go `estimateListSortBy` (non-string keys): sorts by the key list.
+    pub(super) fn list_sort_by(
+        est: &dyn CostEstimator,
+        t: Option<&AstNode<'_>>,
+        a: &[AstNode<'_>],
+    ) -> Option<CallEstimate> {
+        t?;
+        if a.len() != 1 {
+            return None;
+        }
+        let sz = size(est, &a[0]);
+        allocating_list_call(2.0, sz.multiply(sz))
+    }
+
+    /// cel-go ext/lists.go `estimateListSortBy` for string and bytes keys.
+    pub(super) fn list_sort_by_strings(
+        est: &dyn CostEstimator,
+        t: Option<&AstNode<'_>>,
+        a: &[AstNode<'_>],
+    ) -> Option<CallEstimate> {
+        t?;
+        if a.len() != 1 {
+            return None;
+        }
+        let sz = size(est, &a[0]);
+        allocating_list_call(2.0 + STRING_TRAVERSAL_COST_FACTOR, sz.multiply(sz))
+    }
+
+    pub(super) const LISTS: &[(&str, FunctionEstimator)] = &[
+        ("list_slice", list_slice),
+        ("list_flatten", list_flatten),
+        ("list_flatten_int", list_flatten),
+        ("lists_range", lists_range),
+        ("list_reverse", list_reverse),
+        ("list_distinct", list_distinct),
+    ];
+}
+
+#[derive(Clone, Copy)]
+enum IterVar {
+    Key,
+    Value,
+    Single,
+}
+
+/// cel-go `coster.isBind`.
+fn is_bind(comp: &cel::common::ast::ComprehensionExpr) -> bool {
+    matches!(&comp.iter_range.expr, Expr::List(l) if l.elements.is_empty())
+        && matches!(&comp.loop_cond.expr, Expr::Literal(LiteralValue::Boolean(b)) if !*b.inner())
+        && comp.accu_var != "@result"
+}
+
+/// cel-go `checker/cost.go` `computeExprSize`.
+fn compute_expr_size(e: &IdedExpr) -> Option<SizeEstimate> {
+    let v = match &e.expr {
+        Expr::Literal(LiteralValue::String(s)) => s.inner().chars().count() as u64,
+        Expr::Literal(LiteralValue::Bytes(b)) => b.inner().len() as u64,
+        Expr::Literal(_) => 1,
+        Expr::List(l) => l.elements.len() as u64,
+        Expr::Map(m) => m.entries.len() as u64,
+        _ => return None,
+    };
+    Some(SizeEstimate::fixed(v))
+}
+
+/// cel-go `checker/cost.go` `isScalar`.
+fn is_scalar(t: &Type) -> bool {
+    match t.kind() {
+        Kind::Bool | Kind::Double | Kind::Duration | Kind::Int | Kind::Timestamp | Kind::Uint => {
+            true
+        }
+        Kind::Opaque => match t.type_kind() {
+            super::types::TypeKind::Opaque(name, params) if &**name == "optional_type" => {
+                params.first().is_some_and(is_scalar)
+            }
+            _ => false,
+        },
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cel::{EnvBuilder, EnvOptions, compile};
+    use std::sync::Arc;
+
+    fn cost_of(text: &str) -> CostEstimate {
+        let mut b = EnvBuilder::standard(EnvOptions::kubernetes());
+        b.add_variable("s", Type::string()).unwrap();
+        b.add_variable("l", Type::list(Type::string())).unwrap();
+        let env = Arc::new(b.build());
+        let c = compile(&env, text).unwrap();
+        estimate_cost(&env, &c.parsed, &c.types, &NoEstimator).unwrap()
+    }
+
+    #[test]
+    fn cost_basics() {
+        assert_eq!(cost_of("1"), CostEstimate::fixed(0));
+        assert_eq!(cost_of("s"), CostEstimate::fixed(1));
+        assert_eq!(cost_of("1 + 2"), CostEstimate::fixed(1));
+        assert_eq!(cost_of("true || s == 'a'").min, 0);
+        assert_eq!(cost_of("[1, 2, 3]"), CostEstimate::fixed(10));
+        assert_eq!(cost_of("l.all(x, x == 'a')").max, u64::MAX);
+        assert_eq!(
+            cost_of("[1, 2].all(x, x > 0)"),
+            CostEstimate { min: 17, max: 21 }
+        );
+    }
+
+    #[test]
+    fn cost_factor_saturates() {
+        assert_eq!(
+            multiply_by_cost_factor(u64::MAX, 0.1),
+            1_844_674_407_370_955_264
+        );
+        assert_eq!(multiply_by_cost_factor(u64::MAX, 2.0), u64::MAX);
+        assert_eq!(multiply_by_cost_factor(11, 0.1), 2);
+        assert_eq!(multiply_by_cost_factor(0, 0.1), 0);
+    }
+}
