@@ -1,11 +1,13 @@
-//! Every extended-only finding on the corpus (`shared/corpus/policies`, checked as `vapcheck
-//! check --openapi shared/openapi/v1.35` does) with its runtime class, against the reviewed
-//! table `tests/fixtures/extended-findings.tsv` (issue 14; docs/extended-mode.md).
+//! Every finding extended mode makes on the corpus (`shared/corpus/policies`, checked as
+//! `vapcheck check --openapi shared/openapi/v1.35` does) with its runtime class, against the
+//! reviewed table `tests/fixtures/extended-findings.tsv` (issue 14; docs/extended-mode.md).
 //!
-//! Columns: policy (`<file>#<name>`), fieldRef, kind, class (`fails at admission`, `static
-//! typing only`, or `unreachable`: not evaluated for that kind, so dropped from the
-//! warning), why, finding (its first line). `VAPCHECK_BLESS=1 cargo test --test
-//! extended_findings` rewrites the table; review the diff before committing it.
+//! Columns: policy (`<file>#<name>`), fieldRef, kind, strict (`strict`: part of upstream's
+//! text, which is kept whatever the class; `extended-only`: vapcheck's own), class (`fails
+//! at admission`, `static typing only`, or `unreachable`: not evaluated for that kind, and
+//! dropped from the text when extended-only), why, finding (its first line).
+//! `VAPCHECK_BLESS=1 cargo test --test extended_findings` rewrites the table; review the
+//! diff before committing it.
 
 use std::path::{Path, PathBuf};
 
@@ -65,7 +67,7 @@ fn compute() -> String {
 
 fn compute_with(backends: &Backends<'_>) -> String {
     let corpus = vapcheck::schema::shared_dir().join("corpus/policies");
-    let mut out = String::from("policy\tfieldRef\tkind\tclass\twhy\tfinding\n");
+    let mut out = String::from("policy\tfieldRef\tkind\tstrict\tclass\twhy\tfinding\n");
     for path in corpus_files(&corpus) {
         let rel = path
             .strip_prefix(&corpus)
@@ -77,11 +79,16 @@ fn compute_with(backends: &Backends<'_>) -> String {
         for p in policies {
             let status = check_policy(&p.policy, &CheckOptions::default(), backends);
             let name = p.policy.metadata.name.clone().unwrap_or_default();
-            for f in status.findings.iter().filter(|f| !f.upstream) {
+            for f in &status.findings {
                 out.push_str(&format!(
-                    "{rel}#{name}\t{}\t{}\t{}\t{}\t{}\n",
+                    "{rel}#{name}\t{}\t{}\t{}\t{}\t{}\t{}\n",
                     f.field_ref,
                     f.gvk,
+                    if f.upstream {
+                        "strict"
+                    } else {
+                        "extended-only"
+                    },
                     f.class,
                     f.why,
                     clean(&f.message)
@@ -100,16 +107,18 @@ fn extended_findings_match_the_reviewed_table() {
         std::fs::write(&table, &ours).expect("write table");
     }
     let theirs = std::fs::read_to_string(&table).expect("tests/fixtures/extended-findings.tsv");
-    let count = |class: FindingClass| {
-        let c = format!("\t{class}\t");
-        ours.lines().filter(|l| l.contains(&c)).count()
-    };
-    println!(
-        "extended-only findings: {} fails at admission, {} static typing only, {} unreachable (dropped)",
-        count(FindingClass::FailsAtAdmission),
-        count(FindingClass::StaticTypingOnly),
-        count(FindingClass::Unreachable)
-    );
+    for source in ["extended-only", "strict"] {
+        let count = |class: FindingClass| {
+            let c = format!("\t{source}\t{class}\t");
+            ours.lines().filter(|l| l.contains(&c)).count()
+        };
+        println!(
+            "{source} findings: {} fails at admission, {} static typing only, {} unreachable",
+            count(FindingClass::FailsAtAdmission),
+            count(FindingClass::StaticTypingOnly),
+            count(FindingClass::Unreachable)
+        );
+    }
     if ours != theirs {
         let a: Vec<&str> = theirs.lines().collect();
         let b: Vec<&str> = ours.lines().collect();

@@ -350,6 +350,18 @@ pub fn classify(
                     "equality with null is defined for every value at run time",
                 );
             }
+            // `'k' in object.metadata`: admission objects are maps at run time
+            // (apiserver admission/conversion.go `LazyObject.CELValue`), and `in` on a map
+            // tests its keys. Schema object types are named after their kind (`Pod.spec`).
+            "@in"
+                if args.starts_with("string, ")
+                    && args["string, ".len()..].starts_with(|c: char| c.is_ascii_uppercase()) =>
+            {
+                return (
+                    FindingClass::StaticTypingOnly,
+                    "`in` on an object tests its keys at run time",
+                );
+            }
             "_==_" | "_!=_" => {
                 return (
                     FindingClass::FailsAtAdmission,
@@ -446,6 +458,13 @@ mod tests {
         assert_eq!(
             classify(&cond[0], None, "Pod", &[]).0,
             FindingClass::FailsAtAdmission
+        );
+        let inobj = split_issues(
+            "ERROR: <input>:1:1: found no matching overload for '@in' applied to '(string, ConfigMap.metadata)'",
+        );
+        assert_eq!(
+            classify(&inobj[0], None, "ConfigMap", &[]).0,
+            FindingClass::StaticTypingOnly
         );
         let null = split_issues(
             "ERROR: <input>:1:1: found no matching overload for '_!=_' applied to '(string, null)'",
