@@ -252,3 +252,43 @@ fn narrowing_and_classes_on_a_two_kind_policy() {
         }
     });
 }
+
+/// Narrowing never touches upstream's text: on every corpus policy each strict warning is a
+/// prefix of the extended warning of the same fieldRef.
+#[test]
+fn strict_text_stays_a_prefix_of_extended_text_on_the_corpus() {
+    let corpus = vapcheck::schema::shared_dir().join("corpus/policies");
+    with_backends(|b| {
+        let strict = CheckOptions {
+            mode: Mode::Strict,
+            ..CheckOptions::default()
+        };
+        let mut entries = 0;
+        for path in corpus_files(&corpus) {
+            let text = std::fs::read_to_string(&path).expect("corpus file");
+            let rel = path.display().to_string();
+            let policies = read_policies(&rel, &text).unwrap_or_else(|e| panic!("{rel}: {e}"));
+            for p in policies {
+                let s = check_policy(&p.policy, &strict, b);
+                let x = check_policy(&p.policy, &CheckOptions::default(), b);
+                for w in &s.expression_warnings {
+                    entries += 1;
+                    let ext = x
+                        .expression_warnings
+                        .iter()
+                        .find(|e| e.field_ref == w.field_ref)
+                        .unwrap_or_else(|| panic!("{rel}: {} lost", w.field_ref));
+                    assert!(
+                        ext.warning.starts_with(&w.warning),
+                        "{rel}: {}: extended text does not start with strict text",
+                        w.field_ref
+                    );
+                }
+            }
+        }
+        assert!(
+            entries > 100,
+            "only {entries} strict warnings on the corpus"
+        );
+    });
+}
