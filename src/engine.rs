@@ -195,6 +195,12 @@ impl ExpressionChecker for KubeChecker {
             PolicyEnv::with_base(self.target, &self.base, decls).map_err(|e| e.to_string())?;
         Ok(Box::new(KindEnv { env, newer }))
     }
+
+    fn guards(&self, parsed: &ParsedExpr) -> Option<crate::policy::narrowing::Guards> {
+        downcast(parsed)
+            .ok()
+            .map(crate::k8s_env::narrowing::analyze)
+    }
 }
 
 /// One kind's environment ([`CheckEnv`]).

@@ -454,6 +454,7 @@ mod tests {
             expression_warnings: warnings,
             checked_kinds: kinds.to_vec(),
             skipped: skipped.to_vec(),
+            findings: Vec::new(),
         };
         let good = PolicyStatus {
             observed_generation: None,

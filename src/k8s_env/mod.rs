@@ -32,6 +32,7 @@ pub mod decls;
 pub mod format_validator;
 pub mod libraries;
 pub mod macros;
+pub mod narrowing;
 pub mod versions;
 
 use std::fmt;

@@ -109,6 +109,13 @@ pub trait ExpressionChecker: Send + Sync {
     /// add the policy's `params` and `variables`). `Err` is an internal error; it is reported
     /// as `type checking error: fail to build env: <err>` for every expression.
     fn environment(&self, request: &EnvRequest<'_>) -> Result<Box<dyn CheckEnv>, String>;
+
+    /// Extended mode only: the kind-narrowing analysis of a parsed expression (the guard of
+    /// each AST node, [`Guards`](super::narrowing::Guards)). `None`: no analysis, every
+    /// finding counts for every kind.
+    fn guards(&self, _parsed: &ParsedExpr) -> Option<super::narrowing::Guards> {
+        None
+    }
 }
 
 /// One kind's environment, extended as the policy's variables are compiled.

@@ -14,9 +14,13 @@ use super::kinds::{
     DEFAULT_EXTENDED_KIND_LIMIT, KindSelection, ResetOnce, SkipReason, SkipSubject, Skipped,
     extend_selection, types_to_check_with,
 };
+use super::narrowing::{Finding, FindingClass, Guards, Pos, classify, join_issues, split_issues};
 use super::render::{KindOutcome, KindResult, render_warning};
 use super::restmapper::{Discovery, RestMapper};
-use super::status::{PolicyStatus, expressions_valid_condition, type_checked_condition};
+use super::status::{
+    PolicyStatus, expressions_valid_condition, expressions_valid_condition_classified,
+    type_checked_condition,
+};
 use super::types::OutputType;
 
 /// How to check.
@@ -204,10 +208,33 @@ pub fn check_policy(
         );
     }
 
+    // 5b. extended mode: kind narrowing and runtime classes (docs/extended-mode.md)
+    let guards: HashMap<&str, Guards> = if mode == Mode::Extended {
+        parsed
+            .iter()
+            .filter_map(|(text, p)| {
+                let g = backends.checker.guards(p.as_ref().ok()?)?;
+                Some((*text, g))
+            })
+            .collect()
+    } else {
+        HashMap::new()
+    };
+
     // 6. warnings and conditions
     let mut expression_warnings = Vec::new();
+    let mut findings = Vec::new();
     for (site, res) in sites.iter().zip(results) {
-        let all: Vec<KindResult> = res.upstream.into_iter().chain(res.extra).collect();
+        let all: Vec<KindResult> = if mode == Mode::Extended {
+            narrow_site(
+                &site.field.to_string(),
+                res,
+                guards.get(site.expression),
+                &mut findings,
+            )
+        } else {
+            res.upstream.into_iter().chain(res.extra).collect()
+        };
         if all.is_empty() {
             continue;
         }
@@ -219,12 +246,21 @@ pub fn check_policy(
     let checked_kinds: Vec<Gvk> = resolved.into_iter().map(|k| k.gvk).collect();
     let conditions = vec![
         type_checked_condition(generation, &checked_kinds, &skipped, all_schemas_failed),
-        expressions_valid_condition(
-            generation,
-            &expression_warnings,
-            sites.len(),
-            !all_schemas_failed,
-        ),
+        match mode {
+            Mode::Strict => expressions_valid_condition(
+                generation,
+                &expression_warnings,
+                sites.len(),
+                !all_schemas_failed,
+            ),
+            Mode::Extended => expressions_valid_condition_classified(
+                generation,
+                &expression_warnings,
+                &findings,
+                sites.len(),
+                !all_schemas_failed,
+            ),
+        },
     ];
     PolicyStatus {
         observed_generation: generation,
@@ -232,7 +268,78 @@ pub fn check_policy(
         conditions,
         checked_kinds,
         skipped,
+        findings,
     }
+}
+
+/// Extended mode: classifies every finding of one expression ([`classify`]) and drops, from
+/// the results upstream does not report, the findings in branches not evaluated for their
+/// kind. Upstream's results keep their text (strict's text is a prefix of extended's).
+fn narrow_site(
+    field_ref: &str,
+    res: SiteResults,
+    guards: Option<&Guards>,
+    findings: &mut Vec<Finding>,
+) -> Vec<KindResult> {
+    let issues_of = |r: &KindResult| match &r.outcome {
+        KindOutcome::Issues(t) => split_issues(t),
+        KindOutcome::Error(_) => Vec::new(),
+    };
+    let mut errors: HashMap<Gvk, Vec<Pos>> = HashMap::new();
+    for r in res.upstream.iter().chain(&res.extra) {
+        errors
+            .entry(r.gvk.clone())
+            .or_default()
+            .extend(issues_of(r).iter().filter_map(|i| i.pos));
+    }
+    let tagged = res
+        .upstream
+        .into_iter()
+        .map(|r| (r, true))
+        .chain(res.extra.into_iter().map(|r| (r, false)));
+    let mut out = Vec::new();
+    for (r, upstream) in tagged {
+        let errs = errors.get(&r.gvk).map(Vec::as_slice).unwrap_or_default();
+        let issues = match &r.outcome {
+            KindOutcome::Error(e) => {
+                findings.push(Finding {
+                    field_ref: field_ref.to_owned(),
+                    gvk: r.gvk.clone(),
+                    upstream,
+                    class: FindingClass::FailsAtAdmission,
+                    why: "type checking error",
+                    message: e.lines().next().unwrap_or_default().to_owned(),
+                });
+                out.push(r);
+                continue;
+            }
+            KindOutcome::Issues(t) => split_issues(t),
+        };
+        let mut kept = Vec::with_capacity(issues.len());
+        for issue in &issues {
+            let (class, why) = classify(issue, guards, &r.gvk.kind, errs);
+            findings.push(Finding {
+                field_ref: field_ref.to_owned(),
+                gvk: r.gvk.clone(),
+                upstream,
+                class,
+                why,
+                message: issue.text.lines().next().unwrap_or_default().to_owned(),
+            });
+            if upstream || class != FindingClass::Unreachable {
+                kept.push(issue);
+            }
+        }
+        if kept.len() == issues.len() {
+            out.push(r);
+        } else if !kept.is_empty() {
+            out.push(KindResult {
+                gvk: r.gvk,
+                outcome: KindOutcome::Issues(join_issues(&kept)),
+            });
+        }
+    }
+    out
 }
 
 #[allow(clippy::too_many_arguments)]

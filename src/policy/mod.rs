@@ -10,6 +10,7 @@ pub mod discovery;
 pub mod expressions;
 pub mod gvk;
 pub mod kinds;
+pub mod narrowing;
 pub mod render;
 pub mod restmapper;
 pub mod status;

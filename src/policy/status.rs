@@ -9,6 +9,7 @@ use serde::Serialize;
 
 use super::gvk::Gvk;
 use super::kinds::Skipped;
+use super::narrowing::{Finding, FindingClass};
 
 /// Condition type: whether checking of this generation ran.
 pub const TYPE_CHECKED: &str = "TypeChecked";
@@ -25,6 +26,9 @@ pub const REASON_SCHEMA_UNAVAILABLE: &str = "SchemaUnavailable";
 pub const REASON_NO_WARNINGS: &str = "NoWarnings";
 /// `ExpressionsValid=False`.
 pub const REASON_EXPRESSION_WARNINGS: &str = "ExpressionWarnings";
+/// `ExpressionsValid=True` in extended mode: every warning is static typing only (the
+/// expressions work at admission time).
+pub const REASON_STATIC_TYPING_ONLY: &str = "StaticTypingOnly";
 /// `ExpressionsValid=Unknown`: checking could not run.
 pub const REASON_NOT_CHECKED: &str = "NotChecked";
 
@@ -64,6 +68,8 @@ pub struct PolicyStatus {
     pub checked_kinds: Vec<Gvk>,
     /// Everything matched but not checked, with reasons.
     pub skipped: Vec<Skipped>,
+    /// Extended mode: every finding with its runtime class (empty in strict mode).
+    pub findings: Vec<Finding>,
 }
 
 impl PolicyStatus {
@@ -280,6 +286,60 @@ pub fn expressions_valid_condition(
             &refs,
         ),
     )
+}
+
+/// The extended mode's `ExpressionsValid`: `False` only when some finding fails at
+/// admission. With every warning failing the message is the strict one; otherwise each
+/// fieldRef is followed by its class (`fails at admission` or `static typing only`, the
+/// latter also for upstream findings in branches not evaluated for their kind).
+pub fn expressions_valid_condition_classified(
+    generation: Option<i64>,
+    warnings: &[ExpressionWarning],
+    findings: &[Finding],
+    expressions_checked: usize,
+    ran: bool,
+) -> PolicyCondition {
+    let fails = |field_ref: &str| {
+        findings
+            .iter()
+            .any(|f| f.field_ref == field_ref && f.class == FindingClass::FailsAtAdmission)
+    };
+    if !ran || warnings.iter().all(|w| fails(&w.field_ref)) {
+        return expressions_valid_condition(generation, warnings, expressions_checked, ran);
+    }
+    let items: Vec<String> = warnings
+        .iter()
+        .map(|w| {
+            let class = if fails(&w.field_ref) {
+                FindingClass::FailsAtAdmission
+            } else {
+                FindingClass::StaticTypingOnly
+            };
+            format!("{} ({class})", w.field_ref)
+        })
+        .collect();
+    let failing = warnings.iter().filter(|w| fails(&w.field_ref)).count();
+    let with = plural(warnings.len(), "expression");
+    let (status, reason, prefix) = if failing > 0 {
+        (
+            "False",
+            REASON_EXPRESSION_WARNINGS,
+            format!("{with} with warnings, {failing} failing at admission: "),
+        )
+    } else {
+        (
+            "True",
+            REASON_STATIC_TYPING_ONLY,
+            format!("{with} with warnings, none failing at admission: "),
+        )
+    };
+    PolicyCondition {
+        type_: EXPRESSIONS_VALID.into(),
+        status: status.into(),
+        observed_generation: generation,
+        reason: reason.into(),
+        message: bounded_message(&prefix, &items),
+    }
 }
 
 #[cfg(test)]

@@ -1,0 +1,280 @@
+//! Proof for issue 14's runtime classes on the real kube-apiserver 1.37.1: for each case a
+//! policy (failurePolicy Fail, on Pods and Deployments labelled for the case) and a Deny
+//! binding are created; `vapcheck check -o json --kubeconfig <cluster>` (extended mode) gives
+//! the policy's `ExpressionsValid` condition; a server-side dry-run create of a Pod and of a
+//! Deployment must then get what the class says:
+//!
+//! * `static typing only` (`True/StaticTypingOnly`) and findings in branches not evaluated for
+//!   a kind: both objects admitted (each expression is written to be true whenever it
+//!   evaluates without error);
+//! * `fails at admission` (`False/ExpressionWarnings`): the Pod (every failing case fails on
+//!   Pods) is denied, with an evaluation error or the validation's message for a wrong result,
+//!   and the Deployment, for which the failing branch is not evaluated, is admitted.
+//!
+//! `cargo test --test e2e_runtime_classes -- --nocapture` prints one line per case and a
+//! summary line `runtime-classes: N cases, N agree with kube-apiserver`.
+
+#[allow(dead_code)]
+#[path = "../support/mod.rs"]
+mod support;
+
+use std::collections::BTreeMap;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use http_body_util::BodyExt;
+use kube::Client;
+use serde_json::{Value, json};
+
+const NS: &str = "rc14-e2e";
+
+/// (case, expected ExpressionsValid reason, expression)
+const CASES: &[(&str, &str, &str)] = &[
+    // Kind-guarded branches: upstream reports `undefined field` for the other kind.
+    (
+        "kind-guard",
+        "StaticTypingOnly",
+        "object.kind == 'Pod' ? object.spec.containers.size() > 0 : object.spec.template.spec.containers.size() > 0",
+    ),
+    // list(A) + list(B) of two schema paths.
+    (
+        "list-concat",
+        "StaticTypingOnly",
+        "object.kind != 'Pod' || (object.spec.containers + object.spec.initContainers).size() == 2",
+    ),
+    // A conditional of an object and a map.
+    (
+        "object-or-map",
+        "StaticTypingOnly",
+        "object.kind != 'Pod' || !('rc14' in (has(object.spec.securityContext) ? object.spec.securityContext : {}))",
+    ),
+    // Equality with null.
+    (
+        "null-equality",
+        "StaticTypingOnly",
+        "object.metadata.name != null",
+    ),
+    // has() of a field the kind lacks is false; the branch it guards is not evaluated.
+    (
+        "has-guard",
+        "StaticTypingOnly",
+        "!has(object.spec.template) || object.spec.template.spec.containers.size() > 0",
+    ),
+    // A typo: no such key at run time.
+    (
+        "typo",
+        "ExpressionWarnings",
+        "object.kind != 'Pod' || object.spec.containrs.size() > 0",
+    ),
+    // A label value compared with a bool: never true.
+    (
+        "string-eq-bool",
+        "ExpressionWarnings",
+        "object.kind != 'Pod' || object.metadata.labels['rc14-case'] == true",
+    ),
+    // A label value used as a condition: no such overload at run time.
+    (
+        "string-condition",
+        "ExpressionWarnings",
+        "object.kind != 'Pod' || (object.metadata.labels['rc14-case'] ? true : true)",
+    ),
+];
+
+const SENTINEL: &str = "sentinel";
+
+fn policy(case: &str, expr: &str) -> String {
+    format!(
+        r#"apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {{name: rc14-{case}}}
+spec:
+  failurePolicy: Fail
+  matchConstraints:
+    resourceRules:
+    - apiGroups: [""]
+      apiVersions: ["v1"]
+      operations: ["CREATE"]
+      resources: ["pods"]
+    - apiGroups: ["apps"]
+      apiVersions: ["v1"]
+      operations: ["CREATE"]
+      resources: ["deployments"]
+    objectSelector:
+      matchLabels: {{rc14-case: {case}}}
+  validations:
+  - expression: {expr:?}
+    message: "rc14 {case}: validation false"
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {{name: rc14-{case}}}
+spec:
+  policyName: rc14-{case}
+  validationActions: [Deny]
+"#
+    )
+}
+
+/// A dry-run create of a Pod or a Deployment labelled for `case`: `Ok(None)` when admitted,
+/// `Ok(Some(message))` when denied.
+async fn request(client: &Client, case: &str, kind: &str) -> anyhow::Result<Option<String>> {
+    let labels = json!({"rc14-case": case});
+    let pod_spec = json!({
+        "containers": [{"name": "c", "image": "registry.example/app:1"}],
+        "initContainers": [{"name": "i", "image": "registry.example/init:1"}]
+    });
+    let name = format!("{case}-{}", kind.to_lowercase());
+    let (body, uri) = match kind {
+        "Pod" => (
+            json!({"apiVersion": "v1", "kind": "Pod",
+                   "metadata": {"name": name, "namespace": NS, "labels": labels},
+                   "spec": pod_spec}),
+            format!("/api/v1/namespaces/{NS}/pods?dryRun=All"),
+        ),
+        _ => (
+            json!({"apiVersion": "apps/v1", "kind": "Deployment",
+                   "metadata": {"name": name, "namespace": NS, "labels": labels},
+                   "spec": {"selector": {"matchLabels": {"app": "x"}},
+                            "template": {"metadata": {"labels": {"app": "x"}}, "spec": pod_spec}}}),
+            format!("/apis/apps/v1/namespaces/{NS}/deployments?dryRun=All"),
+        ),
+    };
+    let req = http::Request::builder()
+        .method(http::Method::POST)
+        .uri(uri)
+        .header(http::header::CONTENT_TYPE, "application/json")
+        .header(http::header::ACCEPT, "application/json")
+        .body(kube::client::Body::from(serde_json::to_vec(&body)?))?;
+    let response = client.send(req).await.context("sending a dry-run create")?;
+    let code = response.status().as_u16();
+    let bytes = response.into_body().collect().await?.to_bytes();
+    if (200..300).contains(&code) {
+        return Ok(None);
+    }
+    let status: Value = serde_json::from_slice(&bytes)
+        .with_context(|| format!("HTTP {code}: {}", String::from_utf8_lossy(&bytes)))?;
+    Ok(Some(format!(
+        "HTTP {code}: {}",
+        status["message"].as_str().unwrap_or_default()
+    )))
+}
+
+/// vapcheck's `ExpressionsValid` (reason, message) per policy name.
+fn vapcheck(
+    kubeconfig: &std::path::Path,
+    file: &std::path::Path,
+) -> anyhow::Result<BTreeMap<String, (String, String)>> {
+    let output = Command::new(env!("CARGO_BIN_EXE_vapcheck"))
+        .args(["check", "-o", "json", "--kubeconfig"])
+        .arg(kubeconfig)
+        .arg(file)
+        .stdin(Stdio::null())
+        .output()
+        .context("running vapcheck")?;
+    let entries: Vec<Value> = serde_json::from_slice(&output.stdout).with_context(|| {
+        format!(
+            "vapcheck ({}) printed no JSON; stderr:\n{}",
+            output.status,
+            String::from_utf8_lossy(&output.stderr)
+        )
+    })?;
+    let mut out = BTreeMap::new();
+    for e in entries {
+        let Some(conditions) = e["status"]["conditions"].as_array() else {
+            continue;
+        };
+        for c in conditions {
+            if c["type"] == "ExpressionsValid" {
+                out.insert(
+                    e["name"].as_str().unwrap_or_default().to_owned(),
+                    (
+                        c["reason"].as_str().unwrap_or_default().to_owned(),
+                        c["message"].as_str().unwrap_or_default().to_owned(),
+                    ),
+                );
+            }
+        }
+    }
+    Ok(out)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn runtime_classes_match_the_api_server() -> anyhow::Result<()> {
+    let cluster = support::shared_cluster()?;
+    let client = cluster.client().await?;
+    support::apply_yaml(
+        &client,
+        &format!("apiVersion: v1\nkind: Namespace\nmetadata: {{name: {NS}}}\n"),
+    )
+    .await?;
+    // Pods need their service account (no service account controller runs here).
+    support::apply_yaml(
+        &client,
+        &format!(
+            "apiVersion: v1\nkind: ServiceAccount\nmetadata: {{name: default, namespace: {NS}}}\n"
+        ),
+    )
+    .await?;
+    let dir = tempfile::tempdir()?;
+    let file = dir.path().join("cases.yaml");
+    let mut all: Vec<String> = CASES.iter().map(|(c, _, e)| policy(c, e)).collect();
+    all.push(policy(SENTINEL, "false"));
+    std::fs::write(&file, all.join("---\n"))?;
+    for yaml in &all {
+        support::apply_yaml(&client, yaml).await?;
+    }
+    let classes = vapcheck(cluster.kubeconfig(), &file)?;
+
+    // The sentinel (created last) denies once the plugin has loaded every policy.
+    support::wait_for(
+        "the admission plugin to load the policies",
+        Duration::from_secs(90),
+        || async {
+            Ok(request(&client, SENTINEL, "Pod")
+                .await?
+                .filter(|m| m.contains("rc14 sentinel"))
+                .map(|_| ()))
+        },
+    )
+    .await?;
+
+    let mut failures = Vec::new();
+    for (case, want_reason, expr) in CASES {
+        let (reason, message) = classes
+            .get(&format!("rc14-{case}"))
+            .cloned()
+            .unwrap_or_default();
+        let pod = request(&client, case, "Pod").await?;
+        let deployment = request(&client, case, "Deployment").await?;
+        let said = format!("Pod: {pod:?}; Deployment: {deployment:?}");
+        let agree = match reason.as_str() {
+            "StaticTypingOnly" | "NoWarnings" => pod.is_none() && deployment.is_none(),
+            "ExpressionWarnings" => {
+                pod.as_deref().is_some_and(|m| {
+                    m.contains(&format!("ValidatingAdmissionPolicy 'rc14-{case}'"))
+                }) && deployment.is_none()
+            }
+            _ => false,
+        };
+        eprintln!(
+            "runtime-classes: {case}: vapcheck ExpressionsValid {reason} ({message}); kube-apiserver {said}"
+        );
+        if reason != *want_reason {
+            failures.push(format!(
+                "{case}: vapcheck says {reason}, the case expects {want_reason} ({expr})"
+            ));
+        } else if !agree {
+            failures.push(format!("{case}: vapcheck {reason}; kube-apiserver {said}"));
+        }
+    }
+    eprintln!(
+        "runtime-classes: {} cases, {} agree with kube-apiserver 1.37.1",
+        CASES.len(),
+        CASES.len() - failures.len()
+    );
+    if !failures.is_empty() {
+        bail!("{}", failures.join("\n"));
+    }
+    Ok(())
+}

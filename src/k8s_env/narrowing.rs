@@ -1,0 +1,341 @@
+//! Kind narrowing over a parsed expression: the guard under which CEL evaluates each node.
+//!
+//! Read-only over the AST; the cel-go-compatible checker is not involved. The rules follow
+//! cel-go's evaluation (interpreter/interpretable.go, v0.29): `_&&_` and `_||_` are
+//! commutative with respect to errors (`false && error` and `error && false` are both
+//! `false`), so each operand of `a && b` is evaluated only where it can matter: `a` under `b`,
+//! `b` under `a`; of `a || b`, each under the other's negation. `c ? x : y` evaluates `x`
+//! only when `c`, `y` only when `!c`. Atoms: `object.kind`, `oldObject.kind` and
+//! `request.kind.kind` compared with a string literal (`==`, `!=`, `in [...]`), and `has()`.
+
+use cel::common::ast::{ComprehensionExpr, EntryExpr, Expr, IdedExpr, LiteralValue};
+
+use crate::cel::ParsedExpr;
+use crate::policy::narrowing::{Atom, Formula, GuardedNode, Guards, Pos};
+
+fn pos_of(parsed: &ParsedExpr, e: &IdedExpr) -> Option<Pos> {
+    parsed.location(e.id).map(|l| Pos {
+        line: l.line,
+        column: l.column,
+    })
+}
+
+fn children(e: &IdedExpr) -> Vec<&IdedExpr> {
+    let mut out = Vec::new();
+    match &e.expr {
+        Expr::Call(c) => {
+            if let Some(t) = &c.target {
+                out.push(&**t);
+            }
+            out.extend(c.args.iter());
+        }
+        Expr::Comprehension(c) => out.extend([
+            &c.iter_range,
+            &c.accu_init,
+            &c.loop_cond,
+            &c.loop_step,
+            &c.result,
+        ]),
+        Expr::List(l) => out.extend(l.elements.iter()),
+        Expr::Map(m) => {
+            for entry in &m.entries {
+                if let EntryExpr::MapEntry(me) = &entry.expr {
+                    out.push(&me.key);
+                    out.push(&me.value);
+                }
+            }
+        }
+        Expr::Struct(s) => {
+            for entry in &s.entries {
+                if let EntryExpr::StructField(f) = &entry.expr {
+                    out.push(&f.value);
+                }
+            }
+        }
+        Expr::Select(s) => out.push(&s.operand),
+        Expr::Ident(_) | Expr::Literal(_) | Expr::Unspecified => {}
+    }
+    out
+}
+
+/// `object.kind`, `oldObject.kind`, `request.kind.kind`.
+fn is_kind_ref(e: &IdedExpr) -> bool {
+    let Expr::Select(s) = &e.expr else {
+        return false;
+    };
+    if s.test || s.field != "kind" {
+        return false;
+    }
+    match &s.operand.expr {
+        Expr::Ident(name) => name == "object" || name == "oldObject",
+        Expr::Select(inner) => {
+            !inner.test
+                && inner.field == "kind"
+                && matches!(&inner.operand.expr, Expr::Ident(n) if n == "request")
+        }
+        _ => false,
+    }
+}
+
+/// A string literal, or the comprehension variable `bind.0` standing for `bind.1`.
+fn string_value<'a>(e: &'a IdedExpr, bind: Option<(&str, &'a str)>) -> Option<&'a str> {
+    match &e.expr {
+        Expr::Literal(LiteralValue::String(s)) => Some(s.inner()),
+        Expr::Ident(name) => bind.and_then(|(var, value)| (name == var).then_some(value)),
+        _ => None,
+    }
+}
+
+/// The positions of `e` and all its descendants.
+fn subtree_positions(parsed: &ParsedExpr, e: &IdedExpr) -> Vec<Pos> {
+    let mut out = Vec::new();
+    let mut stack = vec![e];
+    while let Some(n) = stack.pop() {
+        out.extend(pos_of(parsed, n));
+        stack.extend(children(n));
+    }
+    out
+}
+
+/// What the analysis knows about the value of a boolean expression.
+fn formula(parsed: &ParsedExpr, e: &IdedExpr) -> Formula {
+    formula_bound(parsed, e, None)
+}
+
+/// [`formula`] with a comprehension variable bound to a string (for
+/// `['A', 'B'].all(k, object.kind != k)` and `.exists(k, object.kind == k)`).
+fn formula_bound(parsed: &ParsedExpr, e: &IdedExpr, bind: Option<(&str, &str)>) -> Formula {
+    match &e.expr {
+        Expr::Select(s) if s.test => Formula::Atom(Atom::Has {
+            test: pos_of(parsed, e),
+            operand: subtree_positions(parsed, &s.operand),
+        }),
+        Expr::Call(c) if c.target.is_none() => {
+            let args = &c.args;
+            match (c.func_name.as_str(), args.len()) {
+                ("_&&_", _) => Formula::And(
+                    args.iter()
+                        .map(|a| formula_bound(parsed, a, bind))
+                        .collect(),
+                ),
+                ("_||_", _) => Formula::Or(
+                    args.iter()
+                        .map(|a| formula_bound(parsed, a, bind))
+                        .collect(),
+                ),
+                ("!_", 1) => formula_bound(parsed, &args[0], bind).negate(),
+                ("_==_" | "_!=_", 2) => {
+                    let lit = if is_kind_ref(&args[0]) {
+                        string_value(&args[1], bind)
+                    } else if is_kind_ref(&args[1]) {
+                        string_value(&args[0], bind)
+                    } else {
+                        None
+                    };
+                    match lit {
+                        Some(k) => {
+                            let f = Formula::Atom(Atom::KindIs(k.to_owned()));
+                            if c.func_name == "_!=_" { f.negate() } else { f }
+                        }
+                        None => Formula::Unknown,
+                    }
+                }
+                ("@in", 2) if is_kind_ref(&args[0]) => match &args[1].expr {
+                    Expr::List(l) => {
+                        let kinds: Option<Vec<Formula>> = l
+                            .elements
+                            .iter()
+                            .map(|x| {
+                                string_value(x, bind)
+                                    .map(|k| Formula::Atom(Atom::KindIs(k.to_owned())))
+                            })
+                            .collect();
+                        kinds.map(Formula::Or).unwrap_or(Formula::Unknown)
+                    }
+                    _ => Formula::Unknown,
+                },
+                _ => Formula::Unknown,
+            }
+        }
+        Expr::Comprehension(c) => comprehension_formula(parsed, c).unwrap_or(Formula::Unknown),
+        _ => Formula::Unknown,
+    }
+}
+
+/// `[lits].all(v, p)` (accumulator `true`, step `acc && p`) is the conjunction of `p` over
+/// the literals; `[lits].exists(v, p)` (`false`, `acc || p`) their disjunction.
+fn comprehension_formula(parsed: &ParsedExpr, c: &ComprehensionExpr) -> Option<Formula> {
+    if c.iter_var2.is_some() {
+        return None;
+    }
+    let Expr::List(list) = &c.iter_range.expr else {
+        return None;
+    };
+    let values: Option<Vec<&str>> = list
+        .elements
+        .iter()
+        .map(|x| match &x.expr {
+            Expr::Literal(LiteralValue::String(s)) => Some(s.inner()),
+            _ => None,
+        })
+        .collect();
+    let values = values?;
+    let init = match &c.accu_init.expr {
+        Expr::Literal(LiteralValue::Boolean(b)) => **b,
+        _ => return None,
+    };
+    let Expr::Call(step) = &c.loop_step.expr else {
+        return None;
+    };
+    let op = if init { "_&&_" } else { "_||_" };
+    if step.func_name != op || step.args.len() != 2 || step.target.is_some() {
+        return None;
+    }
+    let is_acc = |e: &IdedExpr| matches!(&e.expr, Expr::Ident(n) if *n == c.accu_var);
+    let pred = match (&step.args[0], &step.args[1]) {
+        (a, p) if is_acc(a) => p,
+        (p, a) if is_acc(a) => p,
+        _ => return None,
+    };
+    let fs: Vec<Formula> = values
+        .iter()
+        .map(|v| formula_bound(parsed, pred, Some((c.iter_var.as_str(), v))))
+        .collect();
+    Some(if init {
+        Formula::And(fs)
+    } else {
+        Formula::Or(fs)
+    })
+}
+
+/// Every node of `parsed` with the guard under which it is evaluated.
+pub fn analyze(parsed: &ParsedExpr) -> Guards {
+    let mut nodes = Vec::new();
+    let mut stack: Vec<(&IdedExpr, Formula)> = vec![(parsed.expr(), Formula::True)];
+    while let Some((e, guard)) = stack.pop() {
+        nodes.push(GuardedNode {
+            pos: pos_of(parsed, e),
+            guard: guard.clone(),
+            has_test: matches!(&e.expr, Expr::Select(s) if s.test),
+        });
+        match &e.expr {
+            Expr::Call(c)
+                if c.target.is_none()
+                    && (c.func_name == "_&&_" || c.func_name == "_||_")
+                    && c.args.len() >= 2 =>
+            {
+                let and = c.func_name == "_&&_";
+                let fs: Vec<Formula> = c
+                    .args
+                    .iter()
+                    .map(|a| {
+                        let f = formula(parsed, a);
+                        if and { f } else { f.negate() }
+                    })
+                    .collect();
+                for (i, a) in c.args.iter().enumerate() {
+                    let mut g = guard.clone();
+                    for (j, f) in fs.iter().enumerate() {
+                        if i != j {
+                            g = g.and(f.clone());
+                        }
+                    }
+                    stack.push((a, g));
+                }
+            }
+            Expr::Call(c) if c.target.is_none() && c.func_name == "_?_:_" && c.args.len() == 3 => {
+                let f = formula(parsed, &c.args[0]);
+                stack.push((&c.args[0], guard.clone()));
+                stack.push((&c.args[1], guard.clone().and(f.clone())));
+                stack.push((&c.args[2], guard.and(f.negate())));
+            }
+            _ => {
+                for ch in children(e) {
+                    stack.push((ch, guard.clone()));
+                }
+            }
+        }
+    }
+    Guards { nodes }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::narrowing::Truth;
+
+    fn guard_at(g: &Guards, column: usize) -> Vec<&Formula> {
+        g.nodes
+            .iter()
+            .filter(|n| n.pos == Some(Pos { line: 1, column }))
+            .map(|n| &n.guard)
+            .collect()
+    }
+
+    #[test]
+    fn kind_guards_of_ternary_and_logic() {
+        let text = "object.kind == 'Pod' ? object.spec.a : object.spec.b";
+        let p = crate::cel::parse(text).unwrap();
+        let g = analyze(&p);
+        let a = text.find(".a").unwrap();
+        let b = text.find(".b").unwrap();
+        for f in guard_at(&g, a) {
+            assert_eq!(f.eval("Pod", &[]), Truth::True);
+            assert_eq!(f.eval("Deployment", &[]), Truth::False);
+        }
+        for f in guard_at(&g, b) {
+            assert_eq!(f.eval("Pod", &[]), Truth::False);
+        }
+        assert!(!guard_at(&g, a).is_empty() && !guard_at(&g, b).is_empty());
+
+        let text = "request.kind.kind != 'Pod' || object.spec.a";
+        let p = crate::cel::parse(text).unwrap();
+        let g = analyze(&p);
+        let a = text.find(".a").unwrap();
+        for f in guard_at(&g, a) {
+            assert_eq!(f.eval("Deployment", &[]), Truth::False);
+            assert_eq!(f.eval("Pod", &[]), Truth::True);
+        }
+
+        let text = "object.kind in ['Job', 'CronJob'] && object.spec.a";
+        let p = crate::cel::parse(text).unwrap();
+        let g = analyze(&p);
+        let a = text.find(".a").unwrap();
+        for f in guard_at(&g, a) {
+            assert_eq!(f.eval("Pod", &[]), Truth::False);
+            assert_eq!(f.eval("Job", &[]), Truth::True);
+        }
+    }
+
+    #[test]
+    fn kind_lists_in_all_and_exists() {
+        for text in [
+            "['Deployment', 'Job'].all(k, object.kind != k) || object.spec.a",
+            "!['Deployment', 'Job'].exists(k, k == object.kind) || object.spec.a",
+        ] {
+            let p = crate::cel::parse(text).unwrap();
+            let g = analyze(&p);
+            let a = text.rfind(".a").unwrap();
+            assert!(!guard_at(&g, a).is_empty());
+            for f in guard_at(&g, a) {
+                assert_eq!(f.eval("Pod", &[]), Truth::False, "{text}");
+                assert_eq!(f.eval("Job", &[]), Truth::True, "{text}");
+            }
+        }
+    }
+
+    #[test]
+    fn has_guards_and_presence_tests() {
+        let text = "has(object.spec.template) && object.spec.template.x";
+        let p = crate::cel::parse(text).unwrap();
+        let g = analyze(&p);
+        let tests: Vec<&GuardedNode> = g.nodes.iter().filter(|n| n.has_test).collect();
+        assert_eq!(tests.len(), 1);
+        let has_pos = tests[0].pos.unwrap();
+        let x = text.rfind(".template").unwrap();
+        for f in guard_at(&g, x) {
+            assert_eq!(f.eval("Pod", &[has_pos]), Truth::False);
+            assert_eq!(f.eval("Deployment", &[]), Truth::Unknown);
+        }
+    }
+}

@@ -1,0 +1,492 @@
+//! Kind narrowing and runtime classes of findings (issue 14).
+//!
+//! The cel-go-compatible checker types every expression once per kind, with no knowledge of
+//! guards: `object.kind == 'Pod' ? object.spec.containers : object.spec.template.spec.containers`
+//! gets `undefined field 'template'` on Pod although that branch never runs for a Pod. The
+//! backend's AST analysis ([`Guards`], made by `k8s_env::narrowing`) records, for each AST
+//! node, the condition under which CEL evaluates it; this module evaluates that condition for
+//! one kind and decides, for each finding, its [`FindingClass`]:
+//!
+//! * [`FindingClass::Unreachable`]: the node is not evaluated for this kind (its guard is
+//!   false for the kind). Extended mode drops such findings from its own (non-upstream) text.
+//! * [`FindingClass::StaticTypingOnly`]: the static type is wrong but the admission-time
+//!   evaluation, on dynamic values, works (list concatenation of two schema paths, a
+//!   conditional of an object and a map, `null` equality, `has()` of a field the kind lacks).
+//! * [`FindingClass::FailsAtAdmission`]: an evaluation error or a wrong result for a valid
+//!   object of the kind.
+//!
+//! Nothing here changes what the checker says; strict mode never uses it.
+
+use std::fmt;
+
+use super::gvk::Gvk;
+
+/// A node position: 1-based line, 0-based column in code points (cel-go `common.Location`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Pos {
+    /// 1-based line.
+    pub line: usize,
+    /// 0-based column.
+    pub column: usize,
+}
+
+/// An atomic guard.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Atom {
+    /// `object.kind == 'X'`, `oldObject.kind == 'X'` or `request.kind.kind == 'X'`.
+    KindIs(String),
+    /// `has(e.f)`: the position of the presence test and those of every node of `e`. For a
+    /// kind where the checker reports `f` undefined (an error at `test`) and nothing inside
+    /// `e`, the test is false for every valid object. An error inside `e` says nothing: `e`
+    /// may fail at run time, and an error does not make a guard false.
+    Has {
+        /// The presence test.
+        test: Option<Pos>,
+        /// The nodes of its operand.
+        operand: Vec<Pos>,
+    },
+}
+
+/// A condition over atoms.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Formula {
+    /// Always true (no guard).
+    True,
+    /// Anything (an expression the analysis does not understand).
+    Unknown,
+    /// An atom.
+    Atom(Atom),
+    /// Negation.
+    Not(Box<Formula>),
+    /// Conjunction.
+    And(Vec<Formula>),
+    /// Disjunction.
+    Or(Vec<Formula>),
+}
+
+/// Three-valued truth.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Truth {
+    /// Always true for the kind.
+    True,
+    /// Never true for the kind.
+    False,
+    /// Not known.
+    Unknown,
+}
+
+impl Formula {
+    /// `self && other`, simplified.
+    pub fn and(self, other: Formula) -> Formula {
+        match (self, other) {
+            (Formula::True, f) | (f, Formula::True) => f,
+            (Formula::Unknown, f) | (f, Formula::Unknown) => f,
+            (Formula::And(mut a), Formula::And(b)) => {
+                a.extend(b);
+                Formula::And(a)
+            }
+            (Formula::And(mut a), f) | (f, Formula::And(mut a)) => {
+                a.push(f);
+                Formula::And(a)
+            }
+            (a, b) => Formula::And(vec![a, b]),
+        }
+    }
+
+    /// `!self`.
+    pub fn negate(self) -> Formula {
+        match self {
+            Formula::Unknown => Formula::Unknown,
+            Formula::Not(f) => *f,
+            f => Formula::Not(Box::new(f)),
+        }
+    }
+
+    /// The truth of the formula for objects of `kind`, where the checker reported errors at
+    /// `errors` (positions of this expression's findings for the kind).
+    pub fn eval(&self, kind: &str, errors: &[Pos]) -> Truth {
+        match self {
+            Formula::True => Truth::True,
+            Formula::Unknown => Truth::Unknown,
+            Formula::Atom(Atom::KindIs(k)) => {
+                if k == kind {
+                    Truth::True
+                } else {
+                    Truth::False
+                }
+            }
+            Formula::Atom(Atom::Has { test, operand }) => {
+                if test.is_some_and(|t| errors.contains(&t))
+                    && !operand.iter().any(|p| errors.contains(p))
+                {
+                    Truth::False
+                } else {
+                    Truth::Unknown
+                }
+            }
+            Formula::Not(f) => match f.eval(kind, errors) {
+                Truth::True => Truth::False,
+                Truth::False => Truth::True,
+                Truth::Unknown => Truth::Unknown,
+            },
+            Formula::And(fs) => {
+                let mut all_true = true;
+                for f in fs {
+                    match f.eval(kind, errors) {
+                        Truth::False => return Truth::False,
+                        Truth::Unknown => all_true = false,
+                        Truth::True => {}
+                    }
+                }
+                if all_true {
+                    Truth::True
+                } else {
+                    Truth::Unknown
+                }
+            }
+            Formula::Or(fs) => {
+                let mut all_false = true;
+                for f in fs {
+                    match f.eval(kind, errors) {
+                        Truth::True => return Truth::True,
+                        Truth::Unknown => all_false = false,
+                        Truth::False => {}
+                    }
+                }
+                if all_false {
+                    Truth::False
+                } else {
+                    Truth::Unknown
+                }
+            }
+        }
+    }
+}
+
+/// One AST node as the narrowing analysis sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GuardedNode {
+    /// Its position (`None`: no recorded position).
+    pub pos: Option<Pos>,
+    /// When CEL evaluates it.
+    pub guard: Formula,
+    /// It is the presence test of a `has()` macro.
+    pub has_test: bool,
+}
+
+/// The analysis of one expression: every node with its guard.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Guards {
+    /// The nodes, in any order.
+    pub nodes: Vec<GuardedNode>,
+}
+
+impl Guards {
+    fn at(&self, pos: Pos) -> impl Iterator<Item = &GuardedNode> {
+        self.nodes.iter().filter(move |n| n.pos == Some(pos))
+    }
+}
+
+/// One finding of a kind's issues text: an `ERROR:`/`WARNING:` block of cel-go's
+/// `issues.String()`, or a whole message without a position (`must evaluate to ...`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Issue {
+    /// Its position, when the text names one.
+    pub pos: Option<Pos>,
+    /// The block, as written (first line and source snippet).
+    pub text: String,
+}
+
+impl Issue {
+    /// The message of the first line, without `ERROR: <input>:L:C: `.
+    pub fn message(&self) -> &str {
+        let first = self.text.lines().next().unwrap_or_default();
+        match first
+            .strip_prefix("ERROR: <input>:")
+            .or_else(|| first.strip_prefix("WARNING: <input>:"))
+        {
+            Some(rest) => rest
+                .splitn(3, ':')
+                .nth(2)
+                .map(str::trim_start)
+                .unwrap_or(rest),
+            None => first,
+        }
+    }
+}
+
+fn issue_pos(first_line: &str) -> Option<Pos> {
+    let rest = first_line
+        .strip_prefix("ERROR: <input>:")
+        .or_else(|| first_line.strip_prefix("WARNING: <input>:"))?;
+    let mut parts = rest.splitn(3, ':');
+    let line: usize = parts.next()?.parse().ok()?;
+    let col: usize = parts.next()?.parse().ok()?;
+    Some(Pos {
+        line,
+        column: col.checked_sub(1)?,
+    })
+}
+
+/// Splits cel-go's `issues.String()` (blocks joined with `\n`) into its findings.
+pub fn split_issues(text: &str) -> Vec<Issue> {
+    let mut blocks: Vec<Vec<&str>> = Vec::new();
+    for line in text.split('\n') {
+        let starts = line.starts_with("ERROR: ") || line.starts_with("WARNING: ");
+        match blocks.last_mut() {
+            Some(b) if !starts => b.push(line),
+            _ => blocks.push(vec![line]),
+        }
+    }
+    blocks
+        .into_iter()
+        .map(|b| Issue {
+            pos: issue_pos(b[0]),
+            text: b.join("\n"),
+        })
+        .collect()
+}
+
+/// The inverse of [`split_issues`].
+pub fn join_issues(issues: &[&Issue]) -> String {
+    let texts: Vec<&str> = issues.iter().map(|i| i.text.as_str()).collect();
+    texts.join("\n")
+}
+
+/// What a finding means at admission time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum FindingClass {
+    /// An evaluation error or a wrong result for some valid object of the kind.
+    FailsAtAdmission,
+    /// The static type is wrong; evaluation on dynamic values works.
+    StaticTypingOnly,
+    /// The node is never evaluated for objects of the kind.
+    Unreachable,
+}
+
+impl fmt::Display for FindingClass {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            FindingClass::FailsAtAdmission => "fails at admission",
+            FindingClass::StaticTypingOnly => "static typing only",
+            FindingClass::Unreachable => "unreachable",
+        })
+    }
+}
+
+/// One classified finding of a policy.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finding {
+    /// The expression's fieldRef.
+    pub field_ref: String,
+    /// The kind it was checked for.
+    pub gvk: Gvk,
+    /// Part of upstream's (strict) text.
+    pub upstream: bool,
+    /// Its class.
+    pub class: FindingClass,
+    /// Why, in a few words.
+    pub why: &'static str,
+    /// The first line of the finding.
+    pub message: String,
+}
+
+/// Classifies one finding of `kind` (its `Kind`), given the expression's guards and the
+/// positions of all findings of the expression for that kind.
+pub fn classify(
+    issue: &Issue,
+    guards: Option<&Guards>,
+    kind: &str,
+    errors: &[Pos],
+) -> (FindingClass, &'static str) {
+    let nodes: Vec<&GuardedNode> = match (guards, issue.pos) {
+        (Some(g), Some(p)) => g.at(p).collect(),
+        _ => Vec::new(),
+    };
+    if !nodes.is_empty()
+        && nodes
+            .iter()
+            .all(|n| n.guard.eval(kind, errors) == Truth::False)
+    {
+        return (
+            FindingClass::Unreachable,
+            "guarded by a condition that is false for this kind",
+        );
+    }
+    let msg = issue.message();
+    if msg.starts_with("undefined field") {
+        if nodes.iter().any(|n| n.has_test) {
+            return (
+                FindingClass::StaticTypingOnly,
+                "has() of a field the kind does not have is false at run time",
+            );
+        }
+        return (FindingClass::FailsAtAdmission, "no such key at run time");
+    }
+    if let Some(rest) = msg.strip_prefix("found no matching overload for '") {
+        let (op, args) = rest.split_once("' applied to '(").unwrap_or((rest, ""));
+        let args = args.strip_suffix(")'").unwrap_or(args);
+        match op {
+            "_+_" if args.starts_with("list(") && args.contains(", list(") => {
+                return (
+                    FindingClass::StaticTypingOnly,
+                    "list concatenation of dynamic lists works at run time",
+                );
+            }
+            "_?_:_" if args.starts_with("bool, ") => {
+                return (
+                    FindingClass::StaticTypingOnly,
+                    "a conditional returns either dynamic value at run time",
+                );
+            }
+            "_==_" | "_!=_"
+                if args.starts_with("null, ")
+                    || args.ends_with(", null")
+                    || args.starts_with("null_type, ")
+                    || args.ends_with(", null_type") =>
+            {
+                return (
+                    FindingClass::StaticTypingOnly,
+                    "equality with null is defined for every value at run time",
+                );
+            }
+            // `'k' in object.metadata`: admission objects are maps at run time
+            // (apiserver admission/conversion.go `LazyObject.CELValue`), and `in` on a map
+            // tests its keys. Schema object types are named after their kind (`Pod.spec`).
+            "@in"
+                if args.starts_with("string, ")
+                    && args["string, ".len()..].starts_with(|c: char| c.is_ascii_uppercase()) =>
+            {
+                return (
+                    FindingClass::StaticTypingOnly,
+                    "`in` on an object tests its keys at run time",
+                );
+            }
+            "_==_" | "_!=_" => {
+                return (
+                    FindingClass::FailsAtAdmission,
+                    "values of different types are never equal: wrong result",
+                );
+            }
+            _ => {
+                return (
+                    FindingClass::FailsAtAdmission,
+                    "no such overload at run time",
+                );
+            }
+        }
+    }
+    if msg.starts_with("undeclared reference") {
+        return (FindingClass::FailsAtAdmission, "undeclared reference");
+    }
+    if msg.starts_with("must evaluate to") {
+        return (FindingClass::FailsAtAdmission, "wrong result type");
+    }
+    if issue.text.starts_with("WARNING: ") {
+        return (
+            FindingClass::FailsAtAdmission,
+            "function missing in the target Kubernetes version",
+        );
+    }
+    (FindingClass::FailsAtAdmission, "type error")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TWO: &str = "ERROR: <input>:1:7: undefined field 'replicas'\n | object.replicas > 1\n | ......^\nERROR: <input>:1:20: found no matching overload for '_+_' applied to '(list(A), list(B))'\n | x\n | .^";
+
+    #[test]
+    fn split_and_join_round_trip() {
+        let issues = split_issues(TWO);
+        assert_eq!(issues.len(), 2);
+        assert_eq!(issues[0].pos, Some(Pos { line: 1, column: 6 }));
+        assert_eq!(issues[0].message(), "undefined field 'replicas'");
+        let refs: Vec<&Issue> = issues.iter().collect();
+        assert_eq!(join_issues(&refs), TWO);
+        let plain = split_issues("must evaluate to bool but got int");
+        assert_eq!(plain[0].pos, None);
+        assert_eq!(plain[0].message(), "must evaluate to bool but got int");
+    }
+
+    #[test]
+    fn three_valued_guards() {
+        let pod = Formula::Atom(Atom::KindIs("Pod".into()));
+        let p = Pos { line: 1, column: 3 };
+        let has = Formula::Atom(Atom::Has {
+            test: Some(p),
+            operand: vec![Pos { line: 1, column: 9 }],
+        });
+        assert_eq!(pod.eval("Pod", &[]), Truth::True);
+        assert_eq!(pod.eval("Deployment", &[]), Truth::False);
+        assert_eq!(pod.clone().negate().eval("Deployment", &[]), Truth::True);
+        assert_eq!(has.eval("Pod", &[]), Truth::Unknown);
+        assert_eq!(has.eval("Pod", &[p]), Truth::False);
+        // An error inside the operand: the test may fail, not a guard.
+        assert_eq!(
+            has.eval("Pod", &[p, Pos { line: 1, column: 9 }]),
+            Truth::Unknown
+        );
+        let or = Formula::Or(vec![pod.clone(), has.clone()]);
+        assert_eq!(or.eval("Deployment", &[p]), Truth::False);
+        assert_eq!(or.eval("Deployment", &[]), Truth::Unknown);
+        assert_eq!(Formula::True.and(pod).eval("Job", &[]), Truth::False);
+    }
+
+    #[test]
+    fn classes() {
+        let issues = split_issues(TWO);
+        assert_eq!(
+            classify(&issues[0], None, "Pod", &[]).0,
+            FindingClass::FailsAtAdmission
+        );
+        assert_eq!(
+            classify(&issues[1], None, "Pod", &[]).0,
+            FindingClass::StaticTypingOnly
+        );
+        let eq = split_issues(
+            "ERROR: <input>:1:1: found no matching overload for '_==_' applied to '(string, bool)'",
+        );
+        assert_eq!(
+            classify(&eq[0], None, "Pod", &[]).0,
+            FindingClass::FailsAtAdmission
+        );
+        let cond = split_issues(
+            "ERROR: <input>:1:1: found no matching overload for '_?_:_' applied to '(string, bool, bool)'",
+        );
+        assert_eq!(
+            classify(&cond[0], None, "Pod", &[]).0,
+            FindingClass::FailsAtAdmission
+        );
+        let inobj = split_issues(
+            "ERROR: <input>:1:1: found no matching overload for '@in' applied to '(string, ConfigMap.metadata)'",
+        );
+        assert_eq!(
+            classify(&inobj[0], None, "ConfigMap", &[]).0,
+            FindingClass::StaticTypingOnly
+        );
+        let null = split_issues(
+            "ERROR: <input>:1:1: found no matching overload for '_!=_' applied to '(string, null)'",
+        );
+        assert_eq!(
+            classify(&null[0], None, "Pod", &[]).0,
+            FindingClass::StaticTypingOnly
+        );
+        let g = Guards {
+            nodes: vec![GuardedNode {
+                pos: Some(Pos { line: 1, column: 6 }),
+                guard: Formula::Atom(Atom::KindIs("Deployment".into())),
+                has_test: false,
+            }],
+        };
+        assert_eq!(
+            classify(&issues[0], Some(&g), "Pod", &[]).0,
+            FindingClass::Unreachable
+        );
+        assert_eq!(
+            classify(&issues[0], Some(&g), "Deployment", &[]).0,
+            FindingClass::FailsAtAdmission
+        );
+    }
+}
