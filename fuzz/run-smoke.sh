@@ -3,12 +3,13 @@
 # Usage: fuzz/run-smoke.sh [seconds per target] [target...]   (default: 60 s, every target)
 # FUZZ_DEV=1 builds unoptimised: much faster to build.
 # Targets: check (CEL parse + check), policy (policy documents through `vapcheck check`),
-# schema (OpenAPI v3 documents and CRD manifests through the schema conversion).
+# schema (OpenAPI v3 documents and CRD manifests through the schema conversion), manifests
+# (static-manifest files through the loader, documents through the CI position mapping).
 set -eu
 cd "$(dirname "$0")/.."
 secs="${1:-60}"
 [ $# -gt 0 ] && shift
-targets="${*:-check policy schema}"
+targets="${*:-check policy schema manifests}"
 dev=""
 if [ "${FUZZ_DEV:-}" = "1" ]; then dev="--dev"; fi
 # A stable build folder (the CI cache) when one is set, so a fresh clone does not rebuild.
@@ -22,6 +23,7 @@ for t in $targets; do
 	check) max_len=4096 ;;
 	policy) max_len=32768 ;;
 	schema) max_len=131072 ;;
+	manifests) max_len=16384 ;;
 	*) echo "fuzz/run-smoke.sh: unknown target $t" >&2; exit 2 ;;
 	esac
 	echo "fuzz/run-smoke.sh: target $t for ${secs}s"
