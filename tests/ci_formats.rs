@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 use std::process::Command;
 
+/// Also tests/fixtures/ci-formats/policies.yaml, whose outputs are the golden files.
 const POLICIES: &str = r#"apiVersion: admissionregistration.k8s.io/v1
 kind: ValidatingAdmissionPolicy
 metadata:
@@ -235,4 +236,30 @@ fn sarif_and_junit_pass_registry_validators() {
         .unwrap()
         .status;
     assert!(!status.success(), "an invalid level must fail validation");
+}
+
+/// The documented example (tests/fixtures/ci-formats/policies.yaml) in every format equals
+/// its golden file in tests/golden/ci-formats/ (`VAPCHECK_BLESS=1` rewrites them).
+#[test]
+fn golden_outputs_of_the_example_in_every_format() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let fixtures = root.join("tests/fixtures/ci-formats");
+    let text = std::fs::read_to_string(fixtures.join("policies.yaml")).unwrap();
+    assert_eq!(text, POLICIES, "the fixture is the test's example");
+    for (format, ext) in [
+        ("text", "txt"),
+        ("github", "github"),
+        ("sarif", "sarif"),
+        ("junit", "xml"),
+        ("json", "json"),
+    ] {
+        let got = run(&fixtures, "policies.yaml", format);
+        let golden = root.join(format!("tests/golden/ci-formats/policies.{ext}"));
+        if std::env::var_os("VAPCHECK_BLESS").is_some() {
+            std::fs::write(&golden, &got).unwrap();
+        }
+        let want = std::fs::read_to_string(&golden)
+            .unwrap_or_else(|e| panic!("{}: {e}", golden.display()));
+        assert_eq!(got, want, "{format} differs from {}", golden.display());
+    }
 }

@@ -458,3 +458,29 @@ fn limits_apply_to_builtin_kinds() {
     assert!(e.to_string().contains("more than 1000 type nodes"), "{e}");
     assert!(source.resolve(&gvk("", "v1", "ConfigMap")).is_ok());
 }
+
+/// The compiled-in 1.37 documents (`vapcheck check` without `--openapi`) against KCM 1.37.1's
+/// own definitions: every kind both know converts to exactly the declaration type KCM uses.
+#[test]
+fn embedded_1_37_documents_convert_exactly_as_kcm_1_37_1_definitions() {
+    let dir = std::env::temp_dir().join(format!("vapcheck-embedded-oracle-{}", std::process::id()));
+    vapcheck::schema::embedded::write_folder("1.37", &dir).expect("write the built-in documents");
+    let source = FilesSource::load(&FilesConfig {
+        openapi_dir: Some(dir.clone()),
+        ..FilesConfig::default()
+    })
+    .expect("load the built-in documents");
+    let _ = std::fs::remove_dir_all(&dir);
+    let kinds = source.catalog().kinds();
+    let rows: Vec<OracleRow> = oracle("definitions-k8s-1.37.1.tsv")
+        .into_iter()
+        .filter(|r| kinds.contains(&r.gvk))
+        .collect();
+    println!(
+        "embedded 1.37: {} kinds declared, {} of them in KCM 1.37.1's definitions, compared",
+        kinds.len(),
+        rows.len()
+    );
+    assert!(rows.len() > 250, "{} kinds in common", rows.len());
+    compare(&source, &rows);
+}

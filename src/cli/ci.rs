@@ -480,10 +480,32 @@ pub fn render_junit(checked: &[CheckedPolicy], findings: &[Finding]) -> String {
 mod tests {
     use super::*;
 
+    /// How the runner decodes workflow-command data and properties (the inverse of the
+    /// documented escaping).
+    fn unescape(s: &str) -> String {
+        s.replace("%0D", "\r")
+            .replace("%0A", "\n")
+            .replace("%3A", ":")
+            .replace("%2C", ",")
+            .replace("%25", "%")
+    }
+
     #[test]
-    fn github_escaping() {
+    fn github_escaping_round_trips() {
         assert_eq!(gh_data("50% a\nb\r"), "50%25 a%0Ab%0D");
         assert_eq!(gh_property("a:b,c%"), "a%3Ab%2Cc%25");
+        for s in [
+            "100%0A is not a newline: a,b\r\nline two %25",
+            "%%%,,,:::\n\n",
+            "ü: x, y % z",
+        ] {
+            let data = gh_data(s);
+            assert!(!data.contains(['\n', '\r']), "{data}");
+            assert_eq!(unescape(&data), s);
+            let prop = gh_property(s);
+            assert!(!prop.contains([':', ',', '\n', '\r']), "{prop}");
+            assert_eq!(unescape(&prop), s);
+        }
     }
 
     #[test]

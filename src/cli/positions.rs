@@ -233,9 +233,31 @@ fn scalar_positions(text: &str, node: &Spanned<Tree>, value: &str) -> Option<Sca
     let start = position_of(text, offset);
     let chars = text
         .get(offset..)
-        .and_then(|source| decode(source, start, value))
+        .and_then(|source| decode(source, start, value, header_indent(text, offset)))
         .unwrap_or_default();
     Some(ScalarPositions { start, chars })
+}
+
+/// The indentation of the node that holds a block scalar whose header is at `offset`: the
+/// indentation of the header's line, plus two for each `- ` sequence entry that starts it (the
+/// base of an explicit indentation indicator).
+fn header_indent(text: &str, offset: usize) -> usize {
+    let before = &text[..offset.min(text.len())];
+    let line = &before[before.rfind('\n').map_or(0, |i| i + 1)..];
+    let mut n = 0usize;
+    let mut rest = line;
+    loop {
+        let spaces = rest.len() - rest.trim_start_matches(' ').len();
+        n += spaces;
+        rest = &rest[spaces..];
+        match rest.strip_prefix("- ") {
+            Some(r) => {
+                n += 2;
+                rest = r;
+            }
+            None => return n,
+        }
+    }
 }
 
 /// The line and column of the byte `offset` of `text`.
@@ -303,7 +325,12 @@ impl Cursor<'_> {
 
 /// Decodes the scalar at the start of `source` (at `start`) and returns the position of each
 /// decoded character, or `None` unless the decoding equals `value`.
-fn decode(source: &str, start: Position, value: &str) -> Option<Vec<Position>> {
+fn decode(
+    source: &str,
+    start: Position,
+    value: &str,
+    parent_indent: usize,
+) -> Option<Vec<Position>> {
     let mut cur = Cursor {
         chars: source.chars().peekable(),
         pos: start,
@@ -318,7 +345,7 @@ fn decode(source: &str, start: Position, value: &str) -> Option<Vec<Position>> {
             cur.next();
             flow(&mut cur, want, Quote::Single)
         }
-        '|' | '>' => block(&mut cur, want),
+        '|' | '>' => block(&mut cur, want, parent_indent),
         _ => flow(&mut cur, want, Quote::Plain),
     }?;
     (out.iter().map(|(c, _)| *c).collect::<String>() == value)
@@ -438,7 +465,7 @@ type BlockLine = (usize, Vec<(char, Position)>, Position);
 /// Literal (`|`) and folded (`>`) block scalars: the header (indicator, chomping,
 /// indentation indicator, comment), then content lines without their indentation; in folded
 /// scalars a break between two lines that are neither empty nor more indented is a space.
-fn block(cur: &mut Cursor<'_>, want: usize) -> Option<Vec<(char, Position)>> {
+fn block(cur: &mut Cursor<'_>, want: usize, parent_indent: usize) -> Option<Vec<(char, Position)>> {
     let (indicator, _) = cur.next()?;
     let folded = indicator == '>';
     let mut explicit: Option<usize> = None;
@@ -448,7 +475,7 @@ fn block(cur: &mut Cursor<'_>, want: usize) -> Option<Vec<(char, Position)>> {
                 cur.next();
             }
             '1'..='9' => {
-                explicit = c.to_digit(10).map(|d| d as usize);
+                explicit = c.to_digit(10).map(|d| parent_indent + d as usize);
                 cur.next();
             }
             _ => break,
@@ -586,6 +613,57 @@ mod tests {
         assert_eq!(p.at_cel(text, 3, 8), pos(5, 12));
         // Folded: "has(a) && b"; 'b' is index 10, line 8 column 8.
         assert_eq!(at(doc, "v[1].expression", 10), pos(8, 8));
+    }
+
+    /// Every scalar style, with tabs and non-ASCII text: (document, path, the offending
+    /// character's index in the value, its expected line and column in the file).
+    #[test]
+    fn table_of_scalar_styles() {
+        let doc = concat!(
+            "# a comment line\n",                           // 1
+            "kind: List\n",                                 // 2
+            "items:\n",                                     // 3
+            "- spec:\n",                                    // 4
+            "    plain: object.spec.x\t== 'ü' && y\n",      // 5
+            "    plain2: a &&\n",                           // 6
+            "      b.c\n",                                  // 7
+            "    single: 'it''s ü\tz'\n",                   // 8
+            "    double: \"\\u00fc\\x41\\\"q\\\\ \\tw\"\n", // 9
+            "    escaped: \"ab\\\n",                        // 10
+            "      cd\"\n",                                 // 11
+            "    literal: |2-\n",                           // 12
+            "        x.y\n",                                // 13
+            "\n",                                           // 14
+            "        ü.w\n",                                // 15
+            "    folded: >+\n",                             // 16
+            "      first line\n",                           // 17
+            "        more indented\n",                      // 18
+            "      last ü\n",                               // 19
+        );
+        let cases: &[(&str, usize, (usize, usize))] = &[
+            // 'y' after a tab and a non-ASCII letter.
+            ("items[0].spec.plain", 24, (5, 36)),
+            // "a && b.c": '.' is index 6, on the continuation line.
+            ("items[0].spec.plain2", 6, (7, 8)),
+            // "it's ü\tz": 'z' is index 7.
+            ("items[0].spec.single", 7, (8, 22)),
+            // "üA\"q\\ \tw": 'w' is index 7, after five escapes.
+            ("items[0].spec.double", 7, (9, 32)),
+            // "abcd": an escaped line break joins the lines; 'c' is index 2.
+            ("items[0].spec.escaped", 2, (11, 7)),
+            // "  x.y\n\n  ü.w": the indentation indicator 2 is relative to the key's indentation
+            // (4), so two of the eight spaces are content; 'w' is index 11.
+            ("items[0].spec.literal", 11, (15, 11)),
+            // "first line\n  more indented\nlast ü\n": 'ü' is index 32.
+            ("items[0].spec.folded", 32, (19, 12)),
+        ];
+        for (path, index, (line, column)) in cases {
+            assert_eq!(
+                at(doc, path, *index),
+                pos(*line, *column),
+                "{path}[{index}]"
+            );
+        }
     }
 
     #[test]
