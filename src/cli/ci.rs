@@ -19,6 +19,9 @@ pub enum Rule {
     StaticManifests,
     /// A type-checking warning: the expression fails for a matched kind.
     TypeWarning,
+    /// Something the policy matches was not type-checked (wildcard, subresource, kind limit,
+    /// no mapping, no schema): nothing is known about its expressions for it.
+    KindNotChecked,
 }
 
 impl Rule {
@@ -28,6 +31,7 @@ impl Rule {
             Rule::Rejected => "VAP001",
             Rule::StaticManifests => "VAP002",
             Rule::TypeWarning => "VAP100",
+            Rule::KindNotChecked => "VAP101",
         }
     }
     fn name(self) -> &'static str {
@@ -35,6 +39,7 @@ impl Rule {
             Rule::Rejected => "RejectedByKubeApiserver",
             Rule::StaticManifests => "StaticManifestsNotLoaded",
             Rule::TypeWarning => "ExpressionTypeWarning",
+            Rule::KindNotChecked => "KindNotChecked",
         }
     }
     fn description(self) -> &'static str {
@@ -48,15 +53,24 @@ impl Rule {
             Rule::TypeWarning => {
                 "An expression does not type-check against a kind the policy matches: it fails at admission time for that kind."
             }
+            Rule::KindNotChecked => {
+                "Something the policy matches could not be type-checked, so nothing is known about its expressions for it."
+            }
         }
     }
     fn level(self) -> &'static str {
         match self {
             Rule::Rejected | Rule::StaticManifests => "error",
             Rule::TypeWarning => "warning",
+            Rule::KindNotChecked => "note",
         }
     }
-    const ALL: [Rule; 3] = [Rule::Rejected, Rule::StaticManifests, Rule::TypeWarning];
+    const ALL: [Rule; 4] = [
+        Rule::Rejected,
+        Rule::StaticManifests,
+        Rule::TypeWarning,
+        Rule::KindNotChecked,
+    ];
 }
 
 /// One finding at its place in the source.
@@ -165,6 +179,26 @@ pub fn findings(checked: &[CheckedPolicy], sources: &BTreeMap<String, String>) -
                 message: cause.clone(),
             });
         }
+        for skipped in c.status.iter().flat_map(|s| s.skipped.iter()) {
+            use crate::policy::SkipSubject;
+            let field = match &skipped.subject {
+                SkipSubject::Rule(i) => format!("spec.matchConstraints.resourceRules[{i}]"),
+                SkipSubject::Resource { rule, .. } => {
+                    format!("spec.matchConstraints.resourceRules[{rule}].resources")
+                }
+                _ => "spec.matchConstraints".to_owned(),
+            };
+            out.push(Finding {
+                rule: Rule::KindNotChecked,
+                file: c.origin.source.clone(),
+                position: place(doc.as_ref(), &field).0,
+                kind: c.kind,
+                name: c.name.clone(),
+                field_ref: field,
+                matched_kind: None,
+                message: format!("not checked: {skipped}"),
+            });
+        }
         for w in c.status.iter().flat_map(|s| s.expression_warnings.iter()) {
             let (start, scalar) = place(doc.as_ref(), &w.field_ref);
             // One finding per matched kind and CEL error: "<gvk>: ERROR: <input>:L:C: ...".
@@ -238,6 +272,7 @@ fn title(f: &Finding) -> String {
         Rule::Rejected => "rejected by kube-apiserver",
         Rule::StaticManifests => "static manifests not loaded",
         Rule::TypeWarning => "type-checking warning",
+        Rule::KindNotChecked => "not type-checked",
     };
     match &f.matched_kind {
         Some(k) if !k.is_empty() => format!("{} {}: {what} ({k})", f.kind, f.name),
@@ -277,9 +312,13 @@ pub fn render_github(findings: &[Finding]) -> String {
         }
         props.push(format!("title={}", gh_property(&title(f))));
         let message = full_message(f);
+        let command = match f.rule.level() {
+            "note" => "notice",
+            level => level,
+        };
         out.push_str(&format!(
             "::{} {}::{}\n",
-            f.rule.level(),
+            command,
             props.join(","),
             gh_data(&message)
         ));
@@ -317,8 +356,7 @@ pub fn render_sarif(findings: &[Finding]) -> Result<String, String> {
                 "id": r.id(),
                 "name": r.name(),
                 "shortDescription": {"text": r.description()},
-                "defaultConfiguration": {"level": r.level()},
-                "helpUri": "https://github.com/vapcheck/vapcheck/blob/main/docs/verdicts.md"
+                "defaultConfiguration": {"level": r.level()}
             })
         })
         .collect();
@@ -362,7 +400,6 @@ pub fn render_sarif(findings: &[Finding]) -> Result<String, String> {
             "tool": {"driver": {
                 "name": "vapcheck",
                 "version": env!("CARGO_PKG_VERSION"),
-                "informationUri": "https://github.com/vapcheck/vapcheck",
                 "rules": rules
             }},
             "columnKind": "unicodeCodePoints",
@@ -432,8 +469,11 @@ pub fn render_junit(checked: &[CheckedPolicy], findings: &[Finding]) -> String {
         let suite_name = format!("{} {}", c.kind, c.name);
         let mut cases = String::new();
         let n = by_field.len().max(1);
+        let notes_only = |fs: &[&Finding]| fs.iter().all(|f| f.rule == Rule::KindNotChecked);
+        let failing = by_field.values().filter(|fs| !notes_only(fs)).count();
+        let skipped = by_field.len() - failing;
         total += n;
-        failed += by_field.len();
+        failed += failing;
         if by_field.is_empty() {
             cases.push_str(&format!(
                 "    <testcase classname=\"{}\" name=\"{}\" file=\"{}\"/>\n",
@@ -444,6 +484,18 @@ pub fn render_junit(checked: &[CheckedPolicy], findings: &[Finding]) -> String {
         }
         for (field, fs) in &by_field {
             let line = fs.iter().find_map(|f| f.position).map(|p| p.line);
+            if notes_only(fs) {
+                let message: Vec<&str> = fs.iter().map(|f| f.message.as_str()).collect();
+                cases.push_str(&format!(
+                    "    <testcase classname=\"{}\" name=\"{}\" file=\"{}\"{}>\n      <skipped message=\"{}\"/>\n    </testcase>\n",
+                    xml(&suite_name),
+                    xml(field),
+                    xml(&c.origin.source),
+                    line.map(|l| format!(" line=\"{l}\"")).unwrap_or_default(),
+                    xml(&message.join("; "))
+                ));
+                continue;
+            }
             let body: Vec<String> = fs
                 .iter()
                 .map(|f| {
@@ -466,9 +518,8 @@ pub fn render_junit(checked: &[CheckedPolicy], findings: &[Finding]) -> String {
             ));
         }
         suites.push_str(&format!(
-            "  <testsuite name=\"{}\" tests=\"{n}\" failures=\"{}\" errors=\"0\" skipped=\"0\">\n{cases}  </testsuite>\n",
+            "  <testsuite name=\"{}\" tests=\"{n}\" failures=\"{failing}\" errors=\"0\" skipped=\"{skipped}\">\n{cases}  </testsuite>\n",
             xml(&suite_name),
-            by_field.len()
         ));
     }
     format!(
