@@ -120,7 +120,10 @@ fn drop_iteratively(root: IdedExpr) {
     }
 }
 
-fn children(e: &IdedExpr) -> Vec<&IdedExpr> {
+/// The direct sub-expressions of `e`, in source order (a call's target first; a
+/// comprehension's range, init, condition, step and result; map keys and values; struct field
+/// values; a select's operand).
+pub fn children(e: &IdedExpr) -> Vec<&IdedExpr> {
     let mut out = Vec::new();
     match &e.expr {
         Expr::Call(c) => {

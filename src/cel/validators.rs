@@ -139,7 +139,7 @@ fn collect_post_order<'e>(
         let child_exempt =
             in_exempt || matches!(&e.expr, Expr::Call(c) if exempt.contains(&c.func_name));
         kids.clear();
-        walk_children(e, &mut kids);
+        kids.extend(super::parse::children(e));
         for k in kids.iter().rev() {
             stack.push((k, child_exempt));
         }
@@ -149,41 +149,6 @@ fn collect_post_order<'e>(
     out.extend(pre);
 }
 
-fn walk_children<'e>(e: &'e IdedExpr, out: &mut Vec<&'e IdedExpr>) {
-    match &e.expr {
-        Expr::Call(c) => {
-            if let Some(t) = &c.target {
-                out.push(t);
-            }
-            out.extend(c.args.iter());
-        }
-        Expr::Comprehension(c) => out.extend([
-            &c.iter_range,
-            &c.accu_init,
-            &c.loop_cond,
-            &c.loop_step,
-            &c.result,
-        ]),
-        Expr::List(l) => out.extend(l.elements.iter()),
-        Expr::Map(m) => {
-            for entry in &m.entries {
-                if let EntryExpr::MapEntry(me) = &entry.expr {
-                    out.push(&me.key);
-                    out.push(&me.value);
-                }
-            }
-        }
-        Expr::Struct(s) => {
-            for entry in &s.entries {
-                if let EntryExpr::StructField(f) = &entry.expr {
-                    out.push(&f.value);
-                }
-            }
-        }
-        Expr::Select(s) => out.push(&s.operand),
-        _ => {}
-    }
-}
 
 fn valid_duration_literal(arg: &IdedExpr) -> bool {
     match &arg.expr {

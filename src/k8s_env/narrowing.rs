@@ -8,9 +8,10 @@
 //! only when `c`, `y` only when `!c`. Atoms: `object.kind`, `oldObject.kind` and
 //! `request.kind.kind` compared with a string literal (`==`, `!=`, `in [...]`), and `has()`.
 
-use cel::common::ast::{ComprehensionExpr, EntryExpr, Expr, IdedExpr, LiteralValue};
+use cel::common::ast::{ComprehensionExpr, Expr, IdedExpr, LiteralValue};
 
 use crate::cel::ParsedExpr;
+use crate::cel::parse::children;
 use crate::policy::narrowing::{Atom, Formula, GuardedNode, Guards, Pos};
 
 fn pos_of(parsed: &ParsedExpr, e: &IdedExpr) -> Option<Pos> {
@@ -20,43 +21,6 @@ fn pos_of(parsed: &ParsedExpr, e: &IdedExpr) -> Option<Pos> {
     })
 }
 
-fn children(e: &IdedExpr) -> Vec<&IdedExpr> {
-    let mut out = Vec::new();
-    match &e.expr {
-        Expr::Call(c) => {
-            if let Some(t) = &c.target {
-                out.push(&**t);
-            }
-            out.extend(c.args.iter());
-        }
-        Expr::Comprehension(c) => out.extend([
-            &c.iter_range,
-            &c.accu_init,
-            &c.loop_cond,
-            &c.loop_step,
-            &c.result,
-        ]),
-        Expr::List(l) => out.extend(l.elements.iter()),
-        Expr::Map(m) => {
-            for entry in &m.entries {
-                if let EntryExpr::MapEntry(me) = &entry.expr {
-                    out.push(&me.key);
-                    out.push(&me.value);
-                }
-            }
-        }
-        Expr::Struct(s) => {
-            for entry in &s.entries {
-                if let EntryExpr::StructField(f) = &entry.expr {
-                    out.push(&f.value);
-                }
-            }
-        }
-        Expr::Select(s) => out.push(&s.operand),
-        Expr::Ident(_) | Expr::Literal(_) | Expr::Unspecified => {}
-    }
-    out
-}
 
 /// `object.kind`, `oldObject.kind`, `request.kind.kind`.
 fn is_kind_ref(e: &IdedExpr) -> bool {
