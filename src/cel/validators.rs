@@ -149,7 +149,6 @@ fn collect_post_order<'e>(
     out.extend(pre);
 }
 
-
 fn valid_duration_literal(arg: &IdedExpr) -> bool {
     match &arg.expr {
         Expr::Literal(LiteralValue::String(_)) => {

@@ -21,7 +21,6 @@ fn pos_of(parsed: &ParsedExpr, e: &IdedExpr) -> Option<Pos> {
     })
 }
 
-
 /// `object.kind`, `oldObject.kind`, `request.kind.kind`.
 fn is_kind_ref(e: &IdedExpr) -> bool {
     let Expr::Select(s) = &e.expr else {
