@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 
 use super::input::{Origin, document_text};
 use super::output::{CheckedPolicy, STATIC_MANIFESTS_KIND};
-use super::positions::{Position, ScalarPositions, Step, locate, locate_node, parse_path};
+use super::positions::{Position, ScalarPositions, SpannedDocument, Step, parse_path};
 
 /// The class of a finding: its SARIF `ruleId`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -125,31 +125,36 @@ fn document(sources: &BTreeMap<String, String>, origin: &Origin) -> Option<(Stri
     Some((doc, prefix))
 }
 
-/// Where `field` of the object is, and (for a string scalar) its characters.
+/// Where `field` of the object is, and (for a string scalar) its characters; `doc` is the
+/// object's document, parsed once, and the path to the object in it.
 fn place(
-    doc: Option<&(String, Vec<Step>)>,
+    doc: Option<&(SpannedDocument<'_>, Vec<Step>)>,
     field: &str,
 ) -> (Option<Position>, Option<(ScalarPositions, String)>) {
-    let Some((text, prefix)) = doc else {
+    let Some((parsed, prefix)) = doc else {
         return (None, None);
     };
     let mut path = prefix.clone();
     path.extend(parse_path(field));
-    if let Some((scalar, value)) = locate(text, &path) {
+    if let Some((scalar, value)) = parsed.locate(&path) {
         return (Some(scalar.start), Some((scalar, value)));
     }
-    (locate_node(text, &path), None)
+    (parsed.locate_node(&path), None)
 }
 
 /// Every finding of `checked`, in output order, at its source position.
 pub fn findings(checked: &[CheckedPolicy], sources: &BTreeMap<String, String>) -> Vec<Finding> {
     let mut out = Vec::new();
     for c in checked {
-        let doc = if c.kind == STATIC_MANIFESTS_KIND {
+        let text = if c.kind == STATIC_MANIFESTS_KIND {
             None
         } else {
             document(sources, &c.origin)
         };
+        // Parsed once per object, whatever the number of its findings.
+        let doc = text.as_ref().and_then(|(text, prefix)| {
+            SpannedDocument::parse(text).map(|parsed| (parsed, prefix.clone()))
+        });
         let rule = if c.api_server.static_dir.is_some() {
             Rule::StaticManifests
         } else {

@@ -656,7 +656,11 @@ pub fn run_check(
             }
         }
     }
-    let findings = ci::findings(&checked, &sources);
+    // Only the formats that place findings in the source need them.
+    let findings = match args.output {
+        OutputFormat::Json | OutputFormat::Yaml => Vec::new(),
+        _ => ci::findings(&checked, &sources),
+    };
     let rendered = match args.output {
         OutputFormat::Json => render_json(&checked),
         OutputFormat::Yaml => render_yaml(&checked),

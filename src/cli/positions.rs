@@ -175,12 +175,46 @@ impl ScalarPositions {
 /// Finds the scalar at `path` in the document `text` (the document's text, padded with blank
 /// lines so that its lines are the file's lines) and maps its characters.
 pub fn locate(text: &str, path: &[Step]) -> Option<(ScalarPositions, String)> {
-    let root: Spanned<Tree> = serde_saphyr::from_str(text).ok()?;
-    let node = walk(&root, path)?;
-    let Tree::Str(value) = &node.value else {
-        return None;
-    };
-    scalar_positions(text, node, value).map(|p| (p, value.clone()))
+    SpannedDocument::parse(text)?.locate(path)
+}
+
+/// A document parsed once with the location of every node, for looking up many paths.
+pub struct SpannedDocument<'a> {
+    text: &'a str,
+    root: Spanned<Tree>,
+}
+
+impl<'a> SpannedDocument<'a> {
+    /// Parses `text` (`None` when it is not YAML or JSON).
+    pub fn parse(text: &'a str) -> Option<Self> {
+        let root = serde_saphyr::from_str(text).ok()?;
+        Some(SpannedDocument { text, root })
+    }
+
+    /// [`locate`] in this document.
+    pub fn locate(&self, path: &[Step]) -> Option<(ScalarPositions, String)> {
+        let node = walk(&self.root, path)?;
+        let Tree::Str(value) = &node.value else {
+            return None;
+        };
+        scalar_positions(self.text, node, value).map(|p| (p, value.clone()))
+    }
+
+    /// [`locate_node`] in this document.
+    pub fn locate_node(&self, path: &[Step]) -> Option<Position> {
+        (0..=path.len()).rev().find_map(|n| {
+            walk(&self.root, &path[..n]).map(|node| {
+                let loc = node.referenced;
+                match loc.span().byte_offset() {
+                    Some(o) => position_of(self.text, o as usize),
+                    None => Position {
+                        line: loc.line() as usize,
+                        column: loc.column() as usize,
+                    },
+                }
+            })
+        })
+    }
 }
 
 /// The node at `path`, or `None`.
@@ -201,19 +235,7 @@ fn walk<'a>(root: &'a Spanned<Tree>, path: &[Step]) -> Option<&'a Spanned<Tree>>
 /// Where the node at `path` starts, or the nearest enclosing node that exists (a missing
 /// field is reported at its parent).
 pub fn locate_node(text: &str, path: &[Step]) -> Option<Position> {
-    let root: Spanned<Tree> = serde_saphyr::from_str(text).ok()?;
-    (0..=path.len()).rev().find_map(|n| {
-        walk(&root, &path[..n]).map(|node| {
-            let loc = node.referenced;
-            match loc.span().byte_offset() {
-                Some(o) => position_of(text, o as usize),
-                None => Position {
-                    line: loc.line() as usize,
-                    column: loc.column() as usize,
-                },
-            }
-        })
-    })
+    SpannedDocument::parse(text)?.locate_node(path)
 }
 
 fn scalar_positions(text: &str, node: &Spanned<Tree>, value: &str) -> Option<ScalarPositions> {
