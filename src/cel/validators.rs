@@ -477,7 +477,13 @@ fn expand_quoted_literals(pattern: &str) -> Option<String> {
             ']' if in_class => out.push_str("\\]"),
             '[' if in_class => {
                 let rest = chars.as_str();
-                match (rest.strip_prefix(':'), rest.find(":]")) {
+                // Go's regexp/syntax parseNamedClass looks for the closing `:]` only after
+                // the opening `[:`, so `[[:]` is a literal `[`, `:` and not a named class.
+                let close = rest
+                    .strip_prefix(':')
+                    .and_then(|after| after.find(":]"))
+                    .map(|i| i + 1);
+                match (rest.strip_prefix(':'), close) {
                     (Some(_), Some(end)) => {
                         const NAMES: &[&str] = &[
                             "alnum", "alpha", "ascii", "blank", "cntrl", "digit", "graph", "lower",
@@ -592,6 +598,14 @@ mod tests {
         assert!(valid_re2("\\x{10FFFF}\\p{Greek}"));
         assert!(valid_re2("[\\d-z]"));
         assert!(valid_re2("[a&&b~~c]"));
+        // Named classes: Go's regexp (go1.26 `regexp.Compile`) accepts the first two and rejects the
+        // rest with "invalid character class range"; `[[:]` once panicked here.
+        assert!(valid_re2("[[:]"));
+        assert!(valid_re2("[[:]]"));
+        assert!(!valid_re2("[[::]]"));
+        assert!(!valid_re2("[[:a:]]"));
+        assert!(!valid_re2("a[[:]:]"));
+        assert!(valid_re2("[[:alpha:]]"));
         assert!(valid_re2("[[]"));
         assert!(valid_re2("[]a]"));
         assert!(valid_re2("[^]a]"));
