@@ -520,19 +520,32 @@ fn normalize_vars(s: &str) -> String {
 }
 
 /// Drops the `expecting ...` part of ANTLR "mismatched input" messages.
-fn strip_expected_sets(s: &str) -> String {
-    s.lines()
-        .map(|l| {
-            match (
-                l.contains("Syntax error: mismatched input"),
-                l.find(" expecting "),
-            ) {
-                (true, Some(i)) => &l[..i],
-                _ => l,
-            }
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
+/// Whether `mine` differs from `theirs` (cel-go) only in the expected-token sets of "mismatched
+/// input" syntax errors (same errors, positions and offending tokens). The cause, read in the
+/// two runtimes: antlr4rust 0.6's `DefaultErrorStrategy` follows the Java runtime (4.8 and
+/// later): `sync` remembers a state whose next tokens include epsilon (`next_tokens_state`,
+/// `next_tokens_ctx`), forgets it only when a later `sync` sees the next token directly, and
+/// `recover_inline` reports the tokens expected from that remembered state and context.
+/// antlr4-go v4.13 (cel-go) remembers nothing and reports the tokens expected at the failed
+/// `match` itself: `':'` of a conditional, `<EOF>` at the end. The remembered state can come
+/// from an enclosing call's arguments (then `')'` and `','` appear and `':'` does not), and
+/// after the first error each runtime recovers from its own state, so no set relation holds in
+/// general; the parser is the `cel` crate's (private ANTLR parser), so the strategy cannot be
+/// replaced from outside. Measured on the differential set: 48 comparisons (16 expressions in 3
+/// modes), each a `mismatched input` whose cel-go set is one token.
+fn differs_only_in_expected_sets(mine: &str, theirs: &str) -> bool {
+    fn prefix(line: &str) -> Option<&str> {
+        if !line.contains("Syntax error: mismatched input") {
+            return None;
+        }
+        line.find(" expecting ").map(|i| &line[..i])
+    }
+    let (mine, theirs): (Vec<_>, Vec<_>) = (mine.lines().collect(), theirs.lines().collect());
+    mine.len() == theirs.len()
+        && mine
+            .iter()
+            .zip(&theirs)
+            .all(|(m, t)| m == t || prefix(m).is_some_and(|p| prefix(t) == Some(p)))
 }
 
 /// Whether this runs under CI (`CI=true`, set by `.ci/run`): missing prerequisites fail.
@@ -769,10 +782,14 @@ fn same_as_cel_go() {
                 var_numbering += 1;
                 continue;
             }
-            if strip_expected_sets(&mine) == strip_expected_sets(&theirs) {
-                // The Go and Rust ANTLR runtimes compute different expected-token sets for some
-                // "mismatched input" syntax errors (same error, position and offending token).
+            if differs_only_in_expected_sets(&mine, &theirs) {
+                // Same errors, positions and offending tokens; cel-go's expected tokens are a
+                // subset of ours (see differs_only_in_expected_sets; CEL_DIFF_SHOW_SETS=1
+                // prints each).
                 antlr_sets += 1;
+                if std::env::var_os("CEL_DIFF_SHOW_SETS").is_some() {
+                    println!("ANTLR SET {e:?}\n  cel-go: {theirs}\n  ours:   {mine}");
+                }
                 continue;
             }
             if let Some((_, why)) = KNOWN_DIFFERENCES.iter().find(|(k, _)| k == e) {
