@@ -206,6 +206,11 @@ struct StateLabels {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct VerdictLabels {
+    verdict: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct PolicyLabels {
     policy: String,
 }
@@ -319,6 +324,7 @@ pub struct Metrics {
     rest_requests: Family<RequestLabels, Counter>,
     rest_duration: HistogramFamily<RequestDurationLabels>,
     policies: Family<StateLabels, Gauge>,
+    bindings: Family<VerdictLabels, Gauge>,
     policy_warnings: Family<PolicyLabels, Gauge>,
     policy_rejected_on_create: Family<PolicyLabels, Gauge>,
     typecheck_duration: Histogram,
@@ -366,6 +372,7 @@ impl Metrics {
             rest_requests: Family::default(),
             rest_duration: histogram_family(REST_CLIENT_DURATION_BUCKETS),
             policies: Family::default(),
+            bindings: Family::default(),
             policy_warnings: Family::default(),
             policy_rejected_on_create: Family::default(),
             // 100 µs … 3.3 s, doubling.
@@ -449,6 +456,11 @@ impl Metrics {
             m.policies.clone(),
         );
         r.register(
+            "vapcheck_bindings",
+            "Number of ValidatingAdmissionPolicyBindings per verdict",
+            m.bindings.clone(),
+        );
+        r.register(
             "vapcheck_policy_expression_warnings",
             "Number of expression warnings of each ValidatingAdmissionPolicy",
             m.policy_warnings.clone(),
@@ -525,6 +537,7 @@ impl Metrics {
             );
         }
         m.set_policy_states(PolicyStateCounts::default());
+        m.set_binding_verdicts(&std::collections::HashMap::new());
 
         Metrics {
             registry: Arc::new(r),
@@ -681,6 +694,18 @@ impl Metrics {
             self.policies
                 .get_or_create(&StateLabels { state })
                 .set(gauge_value(counts.get(state)));
+        }
+    }
+
+    /// Sets `vapcheck_bindings{verdict}` for every verdict (missing ones: 0) from a snapshot of
+    /// all bindings seen.
+    pub fn set_binding_verdicts(&self, counts: &std::collections::HashMap<&'static str, u64>) {
+        for &verdict in crate::controller::bindings::VERDICT_LABELS {
+            self.bindings
+                .get_or_create(&VerdictLabels {
+                    verdict: verdict.to_owned(),
+                })
+                .set(gauge_value(counts.get(verdict).copied().unwrap_or(0)));
         }
     }
 
@@ -1507,6 +1532,7 @@ mod tests {
         ("process_resident_memory_bytes", "gauge"),
         ("process_start_time_seconds", "gauge"),
         ("vapcheck_policies", "gauge"),
+        ("vapcheck_bindings", "gauge"),
         ("vapcheck_policy_expression_warnings", "gauge"),
         ("vapcheck_policy_rejected_on_create", "gauge"),
         ("vapcheck_typecheck_duration_seconds", "histogram"),

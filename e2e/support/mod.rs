@@ -12,10 +12,10 @@
 use std::future::Future;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::sync::Mutex;
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, anyhow, bail};
@@ -345,4 +345,120 @@ pub async fn wait_for_type_checking(
         },
     )
     .await
+}
+
+/// A running `vapcheck controller` child process (the built binary, with the cluster's
+/// kubeconfig, short intervals and `extra` flags); stopped with SIGTERM on drop.
+pub struct Vapcheck {
+    child: Child,
+    log: PathBuf,
+}
+
+impl Vapcheck {
+    pub fn start(kubeconfig: &Path, label: &str, extra: &[&str]) -> anyhow::Result<Vapcheck> {
+        static COUNTER: AtomicUsize = AtomicUsize::new(0);
+        let log = std::env::temp_dir().join(format!(
+            "vapcheck-e2e-{label}-{}-{}.log",
+            std::process::id(),
+            COUNTER.fetch_add(1, Ordering::SeqCst)
+        ));
+        let file = std::fs::File::create(&log).with_context(|| log.display().to_string())?;
+        let mut args = vec![
+            "controller",
+            "--schema-poll-interval",
+            "1s",
+            "--metrics-bind-address",
+            "127.0.0.1:0",
+            "--health-bind-address",
+            "127.0.0.1:0",
+            "--lease-duration",
+            "4s",
+            "--renew-deadline",
+            "2s",
+        ];
+        args.extend_from_slice(extra);
+        let child = Command::new(env!("CARGO_BIN_EXE_vapcheck"))
+            .args(&args)
+            .env("KUBECONFIG", kubeconfig)
+            .env_remove("POD_NAME")
+            .env_remove("POD_NAMESPACE")
+            .env_remove("RUST_LOG")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(file)
+            .spawn()
+            .context("starting vapcheck controller")?;
+        eprintln!(
+            "e2e: vapcheck {label} (pid {}) logs to {}",
+            child.id(),
+            log.display()
+        );
+        Ok(Vapcheck { child, log })
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    pub fn signal(&self, signal: i32) {
+        if let Ok(pid) = i32::try_from(self.child.id()) {
+            // SAFETY: plain kill(2) on our own child's pid.
+            unsafe {
+                libc::kill(pid, signal);
+            }
+        }
+    }
+
+    /// SIGTERM, then wait up to 20 s (SIGKILL after that).
+    pub fn stop(&mut self) {
+        if matches!(self.child.try_wait(), Ok(Some(_))) {
+            return;
+        }
+        self.signal(libc::SIGTERM);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < deadline {
+            if matches!(self.child.try_wait(), Ok(Some(_))) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Vapcheck {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// The metrics address `vapcheck` logged (`serving metrics and health probes ... metrics=<addr>`).
+pub fn metrics_addr(vapcheck: &Vapcheck) -> anyhow::Result<String> {
+    vapcheck
+        .log_text()
+        .lines()
+        .find(|l| l.contains("serving metrics and health probes"))
+        .and_then(|l| l.split("metrics=").nth(1))
+        .and_then(|rest| rest.split_whitespace().next())
+        .map(str::to_owned)
+        .context("vapcheck did not log its metrics address")
+}
+
+/// A plain HTTP/1.1 GET of `path` on `addr`; the whole response, headers included.
+pub fn http_get(addr: &str, path: &str) -> anyhow::Result<String> {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(addr)?;
+    stream.set_read_timeout(Some(Duration::from_secs(5)))?;
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )?;
+    let mut text = String::new();
+    stream.read_to_string(&mut text)?;
+    Ok(text)
 }

@@ -10,10 +10,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
@@ -24,7 +21,7 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use kube::api::{Patch, PatchParams};
 use kube::{Api, Client};
-use support::{Cluster, UpOptions, apply_yaml, shared_cluster, wait_for};
+use support::{Cluster, UpOptions, Vapcheck, apply_yaml, shared_cluster, wait_for};
 
 /// How long vapcheck may take to write a status (first start included).
 const DEADLINE: Duration = Duration::from_secs(60);
@@ -32,95 +29,6 @@ const DEADLINE: Duration = Duration::from_secs(60);
 /// Upstream's warning for the documentation example, byte for byte (kube-controller-manager
 /// 1.37.1; `upstream_text_in_conditions_only_mode` checks it against the real one).
 const REPLICAS_WARNING: &str = "apps/v1, Kind=Deployment: ERROR: <input>:1:7: undefined field 'replicas'\n | object.replicas > 1\n | ......^";
-
-/// A running `vapcheck controller` child process; stopped with SIGTERM on drop.
-struct Vapcheck {
-    child: Child,
-    log: PathBuf,
-}
-
-impl Vapcheck {
-    fn start(kubeconfig: &Path, label: &str, extra: &[&str]) -> anyhow::Result<Vapcheck> {
-        static COUNTER: AtomicUsize = AtomicUsize::new(0);
-        let log = std::env::temp_dir().join(format!(
-            "vapcheck-e2e-{label}-{}-{}.log",
-            std::process::id(),
-            COUNTER.fetch_add(1, Ordering::SeqCst)
-        ));
-        let file = std::fs::File::create(&log).with_context(|| log.display().to_string())?;
-        let mut args = vec![
-            "controller",
-            "--schema-poll-interval",
-            "1s",
-            "--metrics-bind-address",
-            "127.0.0.1:0",
-            "--health-bind-address",
-            "127.0.0.1:0",
-            "--lease-duration",
-            "4s",
-            "--renew-deadline",
-            "2s",
-        ];
-        args.extend_from_slice(extra);
-        let child = Command::new(env!("CARGO_BIN_EXE_vapcheck"))
-            .args(&args)
-            .env("KUBECONFIG", kubeconfig)
-            .env_remove("POD_NAME")
-            .env_remove("POD_NAMESPACE")
-            .env_remove("RUST_LOG")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(file)
-            .spawn()
-            .context("starting vapcheck controller")?;
-        eprintln!(
-            "e2e: vapcheck {label} (pid {}) logs to {}",
-            child.id(),
-            log.display()
-        );
-        Ok(Vapcheck { child, log })
-    }
-
-    fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    fn log_text(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    fn signal(&self, signal: i32) {
-        if let Ok(pid) = i32::try_from(self.child.id()) {
-            // SAFETY: plain kill(2) on our own child's pid.
-            unsafe {
-                libc::kill(pid, signal);
-            }
-        }
-    }
-
-    /// SIGTERM, then wait up to 20 s (SIGKILL after that).
-    fn stop(&mut self) {
-        if matches!(self.child.try_wait(), Ok(Some(_))) {
-            return;
-        }
-        self.signal(libc::SIGTERM);
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while Instant::now() < deadline {
-            if matches!(self.child.try_wait(), Ok(Some(_))) {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for Vapcheck {
-    fn drop(&mut self) {
-        self.stop();
-    }
-}
 
 static SHARED_VAPCHECK: Mutex<Option<Vapcheck>> = Mutex::new(None);
 
@@ -676,33 +584,14 @@ async fn upstream_text_in_conditions_only_mode() -> anyhow::Result<()> {
 }
 
 /// `GET path` on a plain HTTP address, the body as text.
-fn http_get(addr: &str, path: &str) -> anyhow::Result<String> {
-    use std::io::{Read, Write};
-    let mut stream = std::net::TcpStream::connect(addr)?;
-    stream.set_read_timeout(Some(Duration::from_secs(5)))?;
-    write!(
-        stream,
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
-    )?;
-    let mut text = String::new();
-    stream.read_to_string(&mut text)?;
-    Ok(text)
-}
-
 /// The metrics address the shared vapcheck logged.
 fn shared_metrics_addr() -> anyhow::Result<String> {
-    let log = SHARED_VAPCHECK
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .as_ref()
-        .map(Vapcheck::log_text)
-        .unwrap_or_default();
-    log.lines()
-        .find(|l| l.contains("serving metrics and health probes"))
-        .and_then(|l| l.split("metrics=").nth(1))
-        .and_then(|rest| rest.split_whitespace().next())
-        .map(str::to_owned)
-        .context("vapcheck did not log its metrics address")
+    let guard = SHARED_VAPCHECK.lock().unwrap_or_else(|p| p.into_inner());
+    support::metrics_addr(
+        guard
+            .as_ref()
+            .context("the shared vapcheck is not running")?,
+    )
 }
 
 #[tokio::test]
@@ -787,7 +676,7 @@ spec:
     let addr = shared_metrics_addr()?;
     let series =
         "vapcheck_policy_expression_warnings{policy=\"bad-many-validations.e2e.vapcheck.dev\"} 300";
-    assert!(http_get(&addr, "/metrics")?.contains(series));
+    assert!(support::http_get(&addr, "/metrics")?.contains(series));
     let api: Api<ValidatingAdmissionPolicy> = Api::all(client.clone());
     api.delete("bad-many-validations.e2e.vapcheck.dev", &Default::default())
         .await?;
@@ -795,7 +684,10 @@ spec:
         "the deleted policy's metrics series to go",
         DEADLINE,
         || async {
-            Ok((!http_get(&addr, "/metrics")?.contains("bad-many-validations")).then_some(()))
+            Ok(
+                (!support::http_get(&addr, "/metrics")?.contains("bad-many-validations"))
+                    .then_some(()),
+            )
         },
     )
     .await?;

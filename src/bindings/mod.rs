@@ -20,6 +20,7 @@
 //! `addConfigError`), `generic/policy_dispatcher.go` (`CollectParams`),
 //! `generic/policy_matcher.go` and `matching/matching.go`. See docs/bindings.md.
 
+pub mod condition;
 pub mod rules;
 pub mod selector;
 
@@ -33,6 +34,7 @@ use k8s_openapi::api::admissionregistration::v1::{
 use crate::apiserver::vap::{default_binding, default_policy};
 use crate::policy::Gvk;
 
+pub use condition::{BINDINGS_EFFECTIVE, bindings_condition, warning_kinds};
 pub use rules::Overlap;
 
 /// A policy as the analysis sees it.
@@ -201,6 +203,24 @@ pub fn param_kind_gvk(pk: &ParamKind) -> Option<Gvk> {
         version,
         pk.kind.as_deref().unwrap_or_default(),
     ))
+}
+
+/// The served, non-subresource resource of a param kind's group, version and kind in
+/// discovery (`RESTMapping` of the param kind in `policy_source.go`
+/// `ensureParamsForPolicyLocked`), or `None` when the kind is not served.
+pub fn param_resource<'g>(
+    groups: &'g [crate::policy::restmapper::ApiGroupResources],
+    g: &Gvk,
+) -> Option<&'g crate::policy::restmapper::ApiResource> {
+    groups
+        .iter()
+        .filter(|x| x.name == g.group)
+        .flat_map(|x| x.versions.iter().filter(|v| v.version == g.version))
+        .find_map(|v| {
+            v.resources
+                .iter()
+                .find(|r| !r.name.contains('/') && r.kind == g.kind)
+        })
 }
 
 fn id(p: &ParamObject) -> String {

@@ -21,7 +21,7 @@ use crate::bindings::{BindingInput, ParamScope, PolicyInput, analyse, group_of, 
 use crate::policy::status::TYPE_CHECKED;
 use crate::policy::{
     Backends, CheckOptions, DEFAULT_EXTENDED_KIND_LIMIT, Discovery, DiscoveryRestMapper,
-    ExpressionChecker, Gvk, Mode, PolicyStatus, RestMapper, SchemaSource, check_policy,
+    ExpressionChecker, Gvk, Mode, RestMapper, SchemaSource, check_policy,
 };
 
 use self::input::{InputError, InputObject, InputOther, InputPolicy, read_all};
@@ -724,23 +724,6 @@ pub fn run_check(
     }
 }
 
-/// Kinds on which a policy's type checking found warnings: the checked kinds that begin a
-/// warning block (`<group>/<version>, Kind=<Kind>: ...`, docs/policy-checking.md).
-fn warning_kinds(status: &PolicyStatus) -> Vec<Gvk> {
-    status
-        .checked_kinds
-        .iter()
-        .filter(|g| {
-            let prefix = format!("{g}: ");
-            status
-                .expression_warnings
-                .iter()
-                .any(|w| w.warning.lines().any(|l| l.starts_with(&prefix)))
-        })
-        .cloned()
-        .collect()
-}
-
 /// The scope of a param kind from the backends' discovery: a served, non-subresource resource
 /// of that group, version and kind. Not found: `NoSuchKind` against a cluster (its REST
 /// mapping fails there too), `Unknown` offline (its CRD may just not have been given).
@@ -751,20 +734,12 @@ fn param_scope(g: &Gvk, loaded: Option<&LoadedBackends>, live: bool) -> ParamSco
     else {
         return ParamScope::Unknown;
     };
-    for group in groups.iter().filter(|x| x.name == g.group) {
-        for v in group.versions.iter().filter(|v| v.version == g.version) {
-            if let Some(r) = v
-                .resources
-                .iter()
-                .find(|r| !r.name.contains('/') && r.kind == g.kind)
-            {
-                return if r.namespaced {
-                    ParamScope::Namespaced
-                } else {
-                    ParamScope::Cluster
-                };
-            }
-        }
+    if let Some(r) = crate::bindings::param_resource(&groups, g) {
+        return if r.namespaced {
+            ParamScope::Namespaced
+        } else {
+            ParamScope::Cluster
+        };
     }
     if live {
         ParamScope::NoSuchKind
@@ -832,7 +807,11 @@ fn add_binding_effects(
                 policies.push(PolicyInput {
                     policy: &p.policy,
                     stored: c.api_server.accepted(),
-                    warning_kinds: c.status.as_ref().map(warning_kinds).unwrap_or_default(),
+                    warning_kinds: c
+                        .status
+                        .as_ref()
+                        .map(crate::bindings::warning_kinds)
+                        .unwrap_or_default(),
                     param_scope,
                 });
             }

@@ -104,6 +104,12 @@ impl LiveInputs {
         self.live.catalog().map_or(0, |c| c.kinds().len())
     }
 
+    /// The API groups of the current discovery snapshot (`None` before the first read).
+    pub fn api_groups(&self) -> Option<Arc<Vec<crate::policy::restmapper::ApiGroupResources>>> {
+        use crate::policy::Discovery as _;
+        self.read_mapper()?.api_groups().ok()
+    }
+
     fn read_mapper(&self) -> Option<Arc<DiscoveryRestMapper>> {
         self.mapper
             .read()

@@ -11,6 +11,7 @@
 //!
 //! See `docs/controller.md`.
 
+pub mod bindings;
 pub mod events;
 pub mod index;
 pub mod inputs;
@@ -76,6 +77,8 @@ pub struct Context {
     triggers: broadcast::Sender<String>,
     /// The store of the running controller (to forget deleted policies).
     store: Mutex<Option<Store<ValidatingAdmissionPolicy>>>,
+    /// The bindings and param kinds the running controller watches.
+    bindings: bindings::BindingState,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -110,6 +113,7 @@ impl Context {
             failures: Mutex::new(HashMap::new()),
             triggers: broadcast::channel(4096).0,
             store: Mutex::new(None),
+            bindings: bindings::BindingState::default(),
         })
     }
 
@@ -255,6 +259,8 @@ async fn reconcile_inner(
     for skipped in &computed.skipped {
         ctx.metrics.kinds_skipped(skip_label(&skipped.reason), 1);
     }
+    let mut computed = computed;
+    let binding_reports = add_bindings_condition(policy, &mut computed, ctx).await;
     lock(&ctx.index).set(name, Dependencies::of(policy, &computed));
     ctx.record_state(name, &computed);
 
@@ -262,6 +268,7 @@ async fn reconcile_inner(
     let existing = policy.status.as_ref();
     let now = Time(k8s_openapi::jiff::Timestamp::now());
     let desired = desired_status(&computed, existing, mode, &now);
+    publish_binding_events(ctx, existing, &binding_reports).await;
     if is_up_to_date(existing, &desired, mode) {
         ctx.metrics.status_write(StatusWriteResult::Unchanged);
         return Ok(Outcome::Unchanged);
@@ -335,6 +342,79 @@ async fn reconcile_inner(
         }
     }
     Ok(Outcome::Written)
+}
+
+/// Adds the `BindingsEffective` condition to `computed` (`Unknown` when the bindings or
+/// params cannot be read yet) and returns the binding reports it came from.
+async fn add_bindings_condition(
+    policy: &ValidatingAdmissionPolicy,
+    computed: &mut PolicyStatus,
+    ctx: &Arc<Context>,
+) -> Vec<crate::bindings::BindingReport> {
+    let generation = policy.metadata.generation;
+    let (condition, reports) = match bindings::binding_reports(ctx, policy, computed).await {
+        Ok((reports, unavailable)) => (
+            crate::bindings::bindings_condition(generation, &reports, unavailable.as_deref()),
+            if unavailable.is_some() {
+                Vec::new()
+            } else {
+                reports
+            },
+        ),
+        Err(why) => {
+            debug!(error = %why, "bindings not evaluated");
+            (
+                crate::bindings::condition::not_evaluated(generation, &why),
+                Vec::new(),
+            )
+        }
+    };
+    computed.conditions.push(condition);
+    reports
+}
+
+/// Records the verdicts of `reports` (metric) and, as the leader, publishes an Event on each
+/// binding whose verdict changed, or that is new to this replica and not yet described by the
+/// policy's stored condition (so a restart does not repeat old Events).
+async fn publish_binding_events(
+    ctx: &Arc<Context>,
+    existing: Option<&k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicyStatus>,
+    reports: &[crate::bindings::BindingReport],
+) {
+    let (changed, counts) = ctx.bindings.record_verdicts(reports);
+    ctx.metrics.set_binding_verdicts(&counts);
+    if !ctx.fence.may_write() {
+        return;
+    }
+    let stored = existing
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|cs| {
+            cs.iter()
+                .find(|c| c.type_ == crate::bindings::BINDINGS_EFFECTIVE)
+        })
+        .map(|c| c.message.as_str())
+        .unwrap_or_default();
+    for (report, first_sight) in changed {
+        if first_sight && stored.contains(&report.reason) {
+            continue;
+        }
+        let event = crate::bindings::condition::binding_event(report);
+        let reference = ctx.bindings.binding_ref(&report.binding);
+        let event = Event {
+            type_: if event.warning {
+                EventType::Warning
+            } else {
+                EventType::Normal
+            },
+            reason: event.reason.to_owned(),
+            note: Some(event.note),
+            action: "EvaluateBinding".to_owned(),
+            secondary: None,
+        };
+        if let Err(e) = ctx.recorder.publish(&event, &reference).await {
+            warn!(error = %e, binding = %report.binding, "could not publish an event");
+        }
+    }
 }
 
 /// The metrics label of a skip reason.
@@ -431,6 +511,7 @@ async fn run_controller(ctx: Arc<Context>, stop: impl Future<Output = ()> + Send
         .reconcile_on(triggers)
         .graceful_shutdown_on(stop);
     *lock(&ctx.store) = Some(controller.store());
+    let _bindings = AbortOnDrop(tokio::spawn(bindings::watch_bindings(Arc::clone(&ctx))));
     ctx.metrics
         .set_max_concurrent_reconciles(ctx.config.concurrency);
     controller
@@ -445,6 +526,7 @@ async fn run_controller(ctx: Arc<Context>, stop: impl Future<Output = ()> + Send
         })
         .await;
     *lock(&ctx.store) = None;
+    ctx.bindings.clear();
     status.stop();
 }
 

@@ -1,0 +1,449 @@
+//! Bindings and params in the cluster (issue 13): the shell around [`crate::bindings`].
+//!
+//! - [`watch_bindings`] keeps a store of every ValidatingAdmissionPolicyBinding and re-checks
+//!   the policy a binding names (and the one it named before) on every change;
+//! - [`BindingState::param_access`] starts, on first need, a metadata-only watch of a param
+//!   kind some bound policy names (resolved through the discovery snapshot; namespaced or
+//!   cluster-scoped) and re-checks the policies of that kind on every change of its objects.
+//!   Only kinds that bindings need are watched, so vapcheck needs get/list/watch only on those
+//!   (docs/bindings.md, "In the cluster");
+//! - [`binding_reports`] gathers the analysis' inputs for one policy; the reconcile turns the
+//!   reports into the `BindingsEffective` condition, Events on the bindings and metrics.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::admissionregistration::v1::{
+    ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
+};
+use kube::api::DynamicObject;
+use kube::core::PartialObjectMeta;
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, ResourceExt};
+use tracing::{debug, info, warn};
+
+use crate::bindings::{
+    BindingInput, BindingReport, ParamObject, ParamScope, PolicyInput, Verdict, analyse,
+    param_kind_gvk, param_resource,
+};
+use crate::policy::{Gvk, PolicyStatus};
+
+use super::watch::WatchBackoff;
+use super::{AbortOnDrop, Context, lock};
+
+/// How long a reconcile waits for the first list of the bindings or of a param kind.
+const FIRST_LIST_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The bindings store and the param watches of one running controller.
+#[derive(Default)]
+pub struct BindingState {
+    bindings: Mutex<Option<Store<ValidatingAdmissionPolicyBinding>>>,
+    /// Why the binding list/watch is refused (403), while it is.
+    bindings_refused: Mutex<Option<String>>,
+    params: Mutex<HashMap<Gvk, Arc<ParamWatch>>>,
+    /// The last verdict seen per binding (for Events and the metric).
+    verdicts: Mutex<HashMap<String, Verdict>>,
+}
+
+/// A metadata-only watch of one param kind.
+struct ParamWatch {
+    store: Store<PartialObjectMeta<DynamicObject>>,
+    namespaced: bool,
+    /// Why the last list or watch failed, while it fails (e.g. 403: no RBAC for the kind).
+    failing: Arc<Mutex<Option<String>>>,
+    _task: AbortOnDrop,
+}
+
+/// What a reconcile knows about a policy's param kind.
+pub enum ParamAccess {
+    /// The policy has no (parseable) paramKind, or no binding of it has a paramRef.
+    NotNeeded,
+    /// The kind is not served (its REST mapping fails in kube-apiserver too).
+    NotServed,
+    /// The objects of the kind, and its scope.
+    Objects(Vec<ParamObject>, ParamScope),
+    /// The objects cannot be read: why.
+    Unavailable(String),
+}
+
+impl BindingState {
+    /// The bindings that name `policy`, once the first list is done.
+    pub async fn bindings_of(
+        &self,
+        policy: &str,
+    ) -> Result<Vec<Arc<ValidatingAdmissionPolicyBinding>>, String> {
+        if let Some(why) = lock(&self.bindings_refused).clone() {
+            return Err(why);
+        }
+        let store = lock(&self.bindings)
+            .clone()
+            .ok_or("the binding watch is not running")?;
+        tokio::time::timeout(FIRST_LIST_TIMEOUT, store.wait_until_ready())
+            .await
+            .map_err(|_| "the bindings have not been listed yet".to_owned())?
+            .map_err(|_| "the binding watch stopped".to_owned())?;
+        Ok(store
+            .state()
+            .into_iter()
+            .filter(|b| b.spec.policy_name == policy)
+            .collect())
+    }
+
+    /// The objects of `policy`'s param kind, starting its watch on first need.
+    pub async fn param_access(
+        &self,
+        ctx: &Arc<Context>,
+        policy: &ValidatingAdmissionPolicy,
+        bindings: &[Arc<ValidatingAdmissionPolicyBinding>],
+    ) -> Result<ParamAccess, String> {
+        let Some(gvk) = policy
+            .spec
+            .as_ref()
+            .and_then(|s| s.param_kind.as_ref())
+            .and_then(param_kind_gvk)
+        else {
+            return Ok(ParamAccess::NotNeeded);
+        };
+        let any_ref = bindings.iter().any(|b| b.spec.param_ref.is_some());
+        if !any_ref {
+            return Ok(ParamAccess::NotNeeded);
+        }
+        let watch = {
+            let existing = lock(&self.params).get(&gvk).cloned();
+            match existing {
+                Some(w) => w,
+                None => {
+                    let groups = ctx
+                        .inputs
+                        .api_groups()
+                        .ok_or("discovery has not been read yet")?;
+                    let Some(resource) = param_resource(&groups, &gvk) else {
+                        return Ok(ParamAccess::NotServed);
+                    };
+                    let w = Arc::new(start_param_watch(
+                        Arc::clone(ctx),
+                        &gvk,
+                        &resource.name,
+                        resource.namespaced,
+                    ));
+                    lock(&self.params).entry(gvk.clone()).or_insert(w).clone()
+                }
+            }
+        };
+        let ready = tokio::time::timeout(FIRST_LIST_TIMEOUT, watch.store.wait_until_ready()).await;
+        if let Some(why) = lock(&watch.failing).clone() {
+            return Ok(ParamAccess::Unavailable(why));
+        }
+        if ready.is_err() {
+            return Err(format!("the objects of {gvk} have not been listed yet"));
+        }
+        let api_version = if gvk.group.is_empty() {
+            gvk.version.clone()
+        } else {
+            format!("{}/{}", gvk.group, gvk.version)
+        };
+        let objects = watch
+            .store
+            .state()
+            .iter()
+            .map(|o| ParamObject {
+                api_version: api_version.clone(),
+                kind: gvk.kind.clone(),
+                name: o.name_any(),
+                namespace: o.metadata.namespace.clone(),
+                labels: o
+                    .metadata
+                    .labels
+                    .clone()
+                    .unwrap_or_default()
+                    .into_iter()
+                    .collect::<BTreeMap<_, _>>(),
+            })
+            .collect();
+        let scope = if watch.namespaced {
+            ParamScope::Namespaced
+        } else {
+            ParamScope::Cluster
+        };
+        Ok(ParamAccess::Objects(objects, scope))
+    }
+
+    /// Records `reports`' verdicts; returns the reports whose verdict differs from the last one
+    /// seen for that binding (`None` before: first sight), and the counts per verdict of all
+    /// bindings seen.
+    pub fn record_verdicts<'r>(
+        &self,
+        reports: &'r [BindingReport],
+    ) -> (Vec<(&'r BindingReport, bool)>, HashMap<&'static str, u64>) {
+        let mut verdicts = lock(&self.verdicts);
+        let mut changed = Vec::new();
+        for r in reports {
+            match verdicts.insert(r.binding.clone(), r.verdict.clone()) {
+                Some(old) if old == r.verdict => {}
+                Some(_) => changed.push((r, false)),
+                None => changed.push((r, true)),
+            }
+        }
+        let mut counts: HashMap<&'static str, u64> = HashMap::new();
+        for v in verdicts.values() {
+            *counts.entry(verdict_label(v)).or_default() += 1;
+        }
+        (changed, counts)
+    }
+
+    /// Forgets the bindings that no longer exist (for the metric).
+    pub fn forget_bindings(&self, present: &dyn Fn(&str) -> bool) -> HashMap<&'static str, u64> {
+        let mut verdicts = lock(&self.verdicts);
+        verdicts.retain(|name, _| present(name));
+        let mut counts: HashMap<&'static str, u64> = HashMap::new();
+        for v in verdicts.values() {
+            *counts.entry(verdict_label(v)).or_default() += 1;
+        }
+        counts
+    }
+
+    /// A reference to the binding `name` for an Event (with its uid once it is in the store).
+    pub fn binding_ref(&self, name: &str) -> k8s_openapi::api::core::v1::ObjectReference {
+        let stored = lock(&self.bindings)
+            .clone()
+            .and_then(|s| s.get(&reflector::ObjectRef::new(name)));
+        k8s_openapi::api::core::v1::ObjectReference {
+            api_version: Some("admissionregistration.k8s.io/v1".into()),
+            kind: Some("ValidatingAdmissionPolicyBinding".into()),
+            name: Some(name.to_owned()),
+            uid: stored.as_ref().and_then(|b| b.metadata.uid.clone()),
+            resource_version: stored.and_then(|b| b.metadata.resource_version.clone()),
+            ..Default::default()
+        }
+    }
+
+    /// Stops every watch (the controller stopped: another replica leads).
+    pub fn clear(&self) {
+        *lock(&self.bindings) = None;
+        lock(&self.params).clear();
+    }
+}
+
+/// The metric label of a verdict.
+pub fn verdict_label(v: &Verdict) -> &'static str {
+    match v {
+        Verdict::DeniesAllMatching => "denies_all",
+        Verdict::Inactive => "inactive",
+        Verdict::Evaluates => "evaluates",
+        Verdict::EvaluatesWithWarnings(_) => "evaluates_with_warnings",
+    }
+}
+
+/// Every verdict label, for zero-valued series.
+pub const VERDICT_LABELS: &[&str] = &[
+    "denies_all",
+    "inactive",
+    "evaluates",
+    "evaluates_with_warnings",
+];
+
+/// The analysis of `policy`'s bindings; `Err` when the inputs are not known yet (retry).
+/// The second value says why the params cannot be read, if so.
+pub async fn binding_reports(
+    ctx: &Arc<Context>,
+    policy: &ValidatingAdmissionPolicy,
+    computed: &PolicyStatus,
+) -> Result<(Vec<BindingReport>, Option<String>), String> {
+    let name = policy.name_any();
+    let bindings = ctx.bindings.bindings_of(&name).await?;
+    let access = ctx.bindings.param_access(ctx, policy, &bindings).await?;
+    let (params, scope, unavailable) = match access {
+        ParamAccess::NotNeeded => (Vec::new(), ParamScope::Unknown, None),
+        ParamAccess::NotServed => (Vec::new(), ParamScope::NoSuchKind, None),
+        ParamAccess::Objects(objects, scope) => (objects, scope, None),
+        ParamAccess::Unavailable(why) => (Vec::new(), ParamScope::Unknown, Some(why)),
+    };
+    let policies = [PolicyInput {
+        policy,
+        // A stored policy exists whatever a create would say now.
+        stored: true,
+        warning_kinds: crate::bindings::warning_kinds(computed),
+        param_scope: scope,
+    }];
+    let inputs: Vec<BindingInput<'_>> = bindings
+        .iter()
+        .map(|b| BindingInput {
+            binding: b,
+            stored: true,
+        })
+        .collect();
+    Ok((analyse(&policies, &inputs, &params), unavailable))
+}
+
+/// Watches every binding into the state's store until the controller stops; each change
+/// re-checks the policy the binding names and, when it was re-pointed, the one it named.
+pub async fn watch_bindings(ctx: Arc<Context>) {
+    let api: Api<ValidatingAdmissionPolicyBinding> = Api::all(ctx.client.clone());
+    let (reader, writer) = reflector::store();
+    *lock(&ctx.bindings.bindings) = Some(reader.clone());
+    let mut targets: HashMap<String, String> = HashMap::new();
+    let config = watcher::Config {
+        page_size: None,
+        ..watcher::Config::default()
+    };
+    let mut stream = std::pin::pin!(
+        watcher(api, config)
+            .backoff(WatchBackoff::default())
+            .reflect(writer)
+    );
+    while let Some(event) = stream.next().await {
+        if event.is_ok() {
+            *lock(&ctx.bindings.bindings_refused) = None;
+        }
+        let trigger = |policy: String| {
+            ctx.metrics.workqueue_add();
+            let _ = ctx.triggers.send(policy);
+        };
+        match event {
+            Ok(watcher::Event::Apply(b) | watcher::Event::InitApply(b)) => {
+                let policy = Some(b.spec.policy_name.clone()).filter(|p| !p.is_empty());
+                let before = match &policy {
+                    Some(p) => targets.insert(b.name_any(), p.clone()),
+                    None => targets.remove(&b.name_any()),
+                };
+                if let Some(old) = before.filter(|old| Some(old) != policy.as_ref()) {
+                    trigger(old);
+                }
+                if let Some(p) = policy {
+                    trigger(p);
+                }
+            }
+            Ok(watcher::Event::Delete(b)) => {
+                if let Some(p) = targets.remove(&b.name_any()) {
+                    trigger(p);
+                }
+                let present: std::collections::HashSet<String> =
+                    reader.state().iter().map(|b| b.name_any()).collect();
+                let counts = ctx.bindings.forget_bindings(&|n| present.contains(n));
+                ctx.metrics.set_binding_verdicts(&counts);
+            }
+            Ok(watcher::Event::Init) => {}
+            Ok(watcher::Event::InitDone) => {
+                // A relist may have missed deletions: forget what is gone, re-check the rest.
+                let present: std::collections::HashSet<String> =
+                    reader.state().iter().map(|b| b.name_any()).collect();
+                targets.retain(|b, _| present.contains(b));
+                let counts = ctx.bindings.forget_bindings(&|n| present.contains(n));
+                ctx.metrics.set_binding_verdicts(&counts);
+                debug!(bindings = present.len(), "bindings listed");
+            }
+            Err(e) => {
+                warn!(error = %e, "the binding list/watch failed; retrying");
+                if refused(&e) {
+                    *lock(&ctx.bindings.bindings_refused) = Some(
+                        "vapcheck may not list validatingadmissionpolicybindings.admissionregistration.k8s.io: grant its service account get, list and watch on them (manifests/clusterrole.yaml)".to_owned(),
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// Starts a metadata-only watch of `gvk` (plural `resource`) in every namespace; each change
+/// re-checks the policies whose paramKind is that group and kind.
+fn start_param_watch(ctx: Arc<Context>, gvk: &Gvk, resource: &str, namespaced: bool) -> ParamWatch {
+    let api_resource = kube::discovery::ApiResource {
+        group: gvk.group.clone(),
+        version: gvk.version.clone(),
+        api_version: if gvk.group.is_empty() {
+            gvk.version.clone()
+        } else {
+            format!("{}/{}", gvk.group, gvk.version)
+        },
+        kind: gvk.kind.clone(),
+        plural: resource.to_owned(),
+    };
+    let api: Api<PartialObjectMeta<DynamicObject>> =
+        Api::all_with(ctx.client.clone(), &api_resource);
+    let writer = reflector::store::Writer::new(api_resource.clone());
+    let store = writer.as_reader();
+    let failing: Arc<Mutex<Option<String>>> = Arc::default();
+    let plural = if gvk.group.is_empty() {
+        resource.to_owned()
+    } else {
+        format!("{resource}.{}", gvk.group)
+    };
+    info!(kind = %gvk, resource = %plural, "watching a param kind");
+    let task = {
+        let failing = Arc::clone(&failing);
+        let gvk = gvk.clone();
+        let client_ctx = Arc::clone(&ctx);
+        tokio::spawn(async move {
+            let config = watcher::Config {
+                page_size: None,
+                ..watcher::Config::default()
+            };
+            let mut stream = std::pin::pin!(
+                watcher(api, config)
+                    .backoff(WatchBackoff::default())
+                    .reflect(writer)
+            );
+            while let Some(event) = stream.next().await {
+                match event {
+                    Ok(watcher::Event::Init | watcher::Event::InitApply(_)) => {}
+                    Ok(_) => {
+                        *lock(&failing) = None;
+                        trigger_param_kind(&client_ctx, &gvk);
+                    }
+                    Err(e) => {
+                        // Only a refusal says something lasting about the params; other
+                        // errors (an API server restart) are retried with the last objects.
+                        warn!(error = %e, kind = %gvk, "the param list/watch failed; retrying");
+                        if refused(&e) {
+                            let why = format!(
+                                "vapcheck may not list {plural}, the objects of the policy's paramKind {gvk}: grant its service account get, list and watch on {plural} (docs/bindings.md)"
+                            );
+                            if lock(&failing).replace(why).is_none() {
+                                trigger_param_kind(&client_ctx, &gvk);
+                            }
+                        }
+                    }
+                }
+            }
+        })
+    };
+    ParamWatch {
+        store,
+        namespaced,
+        failing,
+        _task: AbortOnDrop(task),
+    }
+}
+
+/// Whether a list/watch error is the API server's refusal (403 Forbidden).
+fn refused(e: &watcher::Error) -> bool {
+    matches!(
+        e,
+        watcher::Error::InitialListFailed(kube::Error::Api(s))
+            | watcher::Error::WatchStartFailed(kube::Error::Api(s))
+            | watcher::Error::WatchFailed(kube::Error::Api(s))
+            if s.code == 403
+    )
+}
+
+/// Re-checks every stored policy whose paramKind has `gvk`'s group and kind.
+fn trigger_param_kind(ctx: &Arc<Context>, gvk: &Gvk) {
+    let Some(store) = lock(&ctx.store).clone() else {
+        return;
+    };
+    for p in store.state() {
+        let same = p
+            .spec
+            .as_ref()
+            .and_then(|s| s.param_kind.as_ref())
+            .and_then(param_kind_gvk)
+            .is_some_and(|g| g.group == gvk.group && g.kind == gvk.kind);
+        if same {
+            ctx.metrics.workqueue_add();
+            let _ = ctx.triggers.send(p.name_any());
+        }
+    }
+}
