@@ -10,8 +10,9 @@ SHELL := /bin/bash
 ## (scripts/stage). kubectl (tests/manifests.rs): see scripts/kubectl-path (under CI the one built
 ## from the pinned release with the control plane); the cel-go differential test uses the
 ## oracle built by the golden stage. The Helm chart (charts/vapcheck): helm lint of its test
-## matrix (scripts/check-chart); helm is pinned in scripts/tools.version and cached under
-## $VAPCHECK_CACHE by scripts/helm-path.
+## matrix (scripts/check-chart), its alerts checked and unit-tested by promtool
+## (scripts/promtool-rules); helm and Prometheus are pinned in scripts/tools.version and cached
+## under $VAPCHECK_CACHE by scripts/helm-path and scripts/prometheus-path.
 test: export CELCHECK = $(CURDIR)/e2e/oracle/bin/celcheck
 # The comparisons with the oracle run in their own stage with --nocapture, so that the log shows
 # their exact counts ("oracle diff: 12054 comparisons ...", "compared 571 cases ...",
@@ -31,6 +32,8 @@ test:
 	@scripts/stage embedded-openapi scripts/gen-embedded-openapi --check
 	@helm="$$(scripts/stage helm scripts/helm-path)" && \
 		VAPCHECK_HELM="$$helm" scripts/stage chart-lint scripts/check-chart
+	@scripts/stage prometheus scripts/prometheus-path >/dev/null && \
+		scripts/stage alert-rules scripts/promtool-rules
 	@kubectl="$$(scripts/stage kubectl scripts/kubectl-path)" && \
 		helm="$$(scripts/helm-path)" && \
 		scripts/stage cluster-binaries e2e/cluster/build && \
