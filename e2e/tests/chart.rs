@@ -4,6 +4,9 @@
 //! monitoring.coreos.com kinds are checked against the CRDs of the pinned prometheus-operator
 //! release (scripts/prometheus-operator-crds), installed into this test's cluster. Each
 //! rendering's configuration file is also loaded by vapcheck's own configuration parser.
+//! Then the Helm life cycle of docs/operations.md runs for real: `helm install` (monitoring
+//! on) into the existing namespace, `helm upgrade --reuse-values` to one replica, `helm
+//! uninstall`.
 
 #[allow(dead_code)]
 #[path = "../support/mod.rs"]
@@ -15,6 +18,9 @@ use std::process::Command;
 use std::time::Duration;
 
 use anyhow::{Context, bail, ensure};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::rbac::v1::ClusterRole;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Client;
 use kube::api::{Api, DynamicObject, Patch, PatchParams, ValidationDirective};
@@ -123,7 +129,8 @@ fn config_of(objects: &[Value]) -> anyhow::Result<Config> {
 }
 
 #[tokio::test]
-async fn chart_renderings_pass_server_side_dry_run() -> anyhow::Result<()> {
+async fn chart_renderings_pass_server_side_dry_run_and_helm_installs_upgrades_uninstalls()
+-> anyhow::Result<()> {
     let helm = helm()?;
     let crds = script_output("scripts/prometheus-operator-crds")?;
     let cluster = shared_cluster()?;
@@ -282,5 +289,96 @@ async fn chart_renderings_pass_server_side_dry_run() -> anyhow::Result<()> {
         "e2e: {accepted} rendered objects accepted; an unknown field is refused: {:#}",
         refused.err().map(|e| format!("{e:#}")).unwrap_or_default()
     );
+
+    // The documented Helm life cycle (docs/operations.md), for real: install into the existing
+    // namespace with monitoring on, upgrade to one replica, uninstall.
+    let helm_run = |args: &[&str]| -> anyhow::Result<String> {
+        let out = Command::new(&helm)
+            .args(args)
+            .arg("--kubeconfig")
+            .arg(cluster.kubeconfig())
+            .args(["--namespace", NAMESPACE])
+            .current_dir(repo_root())
+            .output()
+            .with_context(|| format!("helm {args:?}"))?;
+        ensure!(
+            out.status.success(),
+            "helm {args:?} failed: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    };
+    helm_run(&[
+        "install",
+        "vapcheck",
+        "charts/vapcheck",
+        "--set",
+        "namespace.create=false",
+        "--values",
+        "charts/vapcheck/ci/monitoring-values.yaml",
+    ])?;
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), NAMESPACE);
+    let pdbs: Api<PodDisruptionBudget> = Api::namespaced(client.clone(), NAMESPACE);
+    let cluster_roles: Api<ClusterRole> = Api::all(client.clone());
+    let (rule_resource, _) = kube::discovery::pinned_kind(
+        &client,
+        &GroupVersionKind::gvk("monitoring.coreos.com", "v1", "PrometheusRule"),
+    )
+    .await?;
+    let rules: Api<DynamicObject> = Api::namespaced_with(client.clone(), NAMESPACE, &rule_resource);
+    let installed = deployments.get("vapcheck").await?;
+    ensure!(installed.spec.replicas == Some(2));
+    ensure!(
+        pdbs.get_opt("vapcheck").await?.is_some(),
+        "no PDB after install"
+    );
+    ensure!(
+        rules.get_opt("vapcheck").await?.is_some(),
+        "no PrometheusRule after install"
+    );
+    helm_run(&[
+        "upgrade",
+        "vapcheck",
+        "charts/vapcheck",
+        "--reuse-values",
+        "--set",
+        "replicaCount=1",
+    ])?;
+    let upgraded = deployments.get("vapcheck").await?;
+    ensure!(
+        upgraded.spec.replicas == Some(1),
+        "upgrade kept the replicas"
+    );
+    ensure!(
+        pdbs.get_opt("vapcheck").await?.is_none(),
+        "the PDB outlived replicaCount=1"
+    );
+    ensure!(
+        rules.get_opt("vapcheck").await?.is_some(),
+        "--reuse-values lost the monitoring values"
+    );
+    let status = helm_run(&["status", "vapcheck"])?;
+    ensure!(
+        status.contains("REVISION: 2") && status.contains("STATUS: deployed"),
+        "{status}"
+    );
+    helm_run(&["uninstall", "vapcheck"])?;
+    wait_for(
+        "the uninstalled objects to be gone",
+        Duration::from_secs(30),
+        || {
+            let (deployments, cluster_roles, rules) =
+                (deployments.clone(), cluster_roles.clone(), rules.clone());
+            async move {
+                let left = deployments.get_opt("vapcheck").await?.is_some()
+                    || cluster_roles.get_opt("vapcheck").await?.is_some()
+                    || rules.get_opt("vapcheck").await?.is_some();
+                Ok((!left).then_some(()))
+            }
+        },
+    )
+    .await?;
+    eprintln!("e2e: helm install, upgrade (revision 2: one replica, no PDB) and uninstall work");
     Ok(())
 }
