@@ -4,6 +4,7 @@
 //! monitoring.coreos.com kinds are checked against the CRDs of the pinned prometheus-operator
 //! release (scripts/prometheus-operator-crds), installed into this test's cluster. Each
 //! rendering's configuration file is also loaded by vapcheck's own configuration parser.
+//! `kubectl apply -k` of manifests/ and manifests/monitoring/ passes a server dry run as well.
 //! Then the Helm life cycle of docs/operations.md runs for real: `helm install` (monitoring
 //! on) into the existing namespace, `helm upgrade --reuse-values` to one replica, `helm
 //! uninstall`.
@@ -289,6 +290,33 @@ async fn chart_renderings_pass_server_side_dry_run_and_helm_installs_upgrades_un
         "e2e: {accepted} rendered objects accepted; an unknown field is refused: {:#}",
         refused.err().map(|e| format!("{e:#}")).unwrap_or_default()
     );
+
+    // The kustomize installation (manifests/, the chart's default rendering) is accepted too.
+    let kubectl = match std::env::var_os("VAPCHECK_KUBECTL") {
+        Some(path) => PathBuf::from(path),
+        None => script_output("scripts/kubectl-path")?,
+    };
+    for dir in ["manifests", "manifests/monitoring"] {
+        let out = Command::new(&kubectl)
+            .arg("--kubeconfig")
+            .arg(cluster.kubeconfig())
+            .args(["apply", "--server-side", "--dry-run=server", "-k"])
+            .arg(repo_root().join(dir))
+            .output()
+            .context("running kubectl apply -k")?;
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        ensure!(
+            out.status.success(),
+            "kubectl apply -k {dir} --dry-run=server failed: {stdout}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let applied = stdout
+            .lines()
+            .filter(|l| l.contains("(server dry run)"))
+            .count();
+        ensure!(applied >= 3, "kubectl apply -k {dir}: {stdout}");
+        eprintln!("e2e: kubectl apply -k {dir}: {applied} objects accepted by dry run");
+    }
 
     // The documented Helm life cycle (docs/operations.md), for real: install into the existing
     // namespace with monitoring on, upgrade to one replica, uninstall.
