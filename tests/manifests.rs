@@ -672,7 +672,7 @@ fn manifests_are_the_charts_default_rendering() {
     // The comparison fails on a difference: a copy of the repository's chart, scripts and
     // manifests with one manifest line changed.
     let copy = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    for dir in ["charts", "scripts", "manifests"] {
+    for dir in ["charts", "config", "scripts", "manifests"] {
         let status = Command::new("cp")
             .arg("-r")
             .arg(root().join(dir))
@@ -697,6 +697,49 @@ fn manifests_are_the_charts_default_rendering() {
         diff.contains("-  replicas: 3") && diff.contains("+  replicas: 2"),
         "{diff}"
     );
+}
+
+#[test]
+fn chart_refuses_unknown_values_and_invalid_configuration() {
+    let helm = match helm() {
+        Ok(h) => h,
+        Err(why) => return missing(&format!("the chart cannot be rendered: {why}")),
+    };
+    let template = |set: &str| {
+        Command::new(&helm)
+            .args(["template", "vapcheck"])
+            .arg(root().join("charts/vapcheck"))
+            .args(["--set", set])
+            .output()
+            .unwrap_or_else(|e| panic!("helm: {e}"))
+    };
+    for (set, complaint) in [
+        ("replicas=3", "additional properties 'replicas' not allowed"),
+        (
+            "config.kindLimt=3",
+            "additional properties 'kindLimt' not allowed",
+        ),
+        ("config.kindLimit=0", "/config/kindLimit"),
+        ("config.statusMode=conditionsonly", "/config/statusMode"),
+        ("rbac.paramKinds[0].apiGroups[0]=example.com", "resources"),
+    ] {
+        let out = template(set);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "--set {set} was accepted");
+        assert!(stderr.contains(complaint), "--set {set}: {stderr}");
+    }
+    for set in [
+        "replicaCount=3",
+        "config.statusMode=conditionsOnly",
+        "config.kindLimit=64",
+    ] {
+        let out = template(set);
+        assert!(
+            out.status.success(),
+            "--set {set}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
 }
 
 #[test]
