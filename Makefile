@@ -9,7 +9,10 @@ SHELL := /bin/bash
 ## the pinned Kubernetes release on first use, then cached). Each stage prints its time
 ## (scripts/stage). kubectl (tests/manifests.rs): see scripts/kubectl-path (under CI the one built
 ## from the pinned release with the control plane); the cel-go differential test uses the
-## oracle built by the golden stage.
+## oracle built by the golden stage. The Helm chart (charts/vapcheck): helm lint of its test
+## matrix (scripts/check-chart), its alerts checked and unit-tested by promtool
+## (scripts/promtool-rules); helm and Prometheus are pinned in scripts/tools.version and cached
+## under $VAPCHECK_CACHE by scripts/helm-path and scripts/prometheus-path.
 test: export CELCHECK = $(CURDIR)/e2e/oracle/bin/celcheck
 # The comparisons with the oracle run in their own stage with --nocapture, so that the log shows
 # their exact counts ("oracle diff: 12054 comparisons ...", "compared 571 cases ...",
@@ -27,11 +30,16 @@ test:
 	@scripts/stage oracle-go-test e2e/oracle/test -count=1 -v
 	@scripts/stage oracle-golden e2e/oracle/golden --check
 	@scripts/stage embedded-openapi scripts/gen-embedded-openapi --check
+	@helm="$$(scripts/stage helm scripts/helm-path)" && \
+		VAPCHECK_HELM="$$helm" scripts/stage chart-lint scripts/check-chart
+	@scripts/stage prometheus scripts/prometheus-path >/dev/null && \
+		scripts/stage alert-rules scripts/promtool-rules
 	@kubectl="$$(scripts/stage kubectl scripts/kubectl-path)" && \
+		helm="$$(scripts/helm-path)" && \
 		scripts/stage cluster-binaries e2e/cluster/build && \
 		VAPCHECK_KUBECTL="$$kubectl" scripts/stage oracle-replays \
 			cargo test $(addprefix --test ,$(ORACLE_REPLAY_TARGETS)) -- --nocapture && \
-		VAPCHECK_KUBECTL="$$kubectl" scripts/stage cargo-test \
+		VAPCHECK_KUBECTL="$$kubectl" VAPCHECK_HELM="$$helm" scripts/stage cargo-test \
 			cargo test --all-targets --no-fail-fast -- --exact $(addprefix --skip ,$(ORACLE_REPLAY_TESTS))
 	@scripts/stage doc-test cargo test --doc
 	@scripts/stage fuzz-smoke $(MAKE) --no-print-directory fuzz-smoke

@@ -601,7 +601,7 @@ fn built_in_objects_match_the_kubernetes_openapi_schemas() {
         );
         checked += 1;
     }
-    assert_eq!(checked, 10, "every built-in object is checked");
+    assert_eq!(checked, 11, "every built-in object is checked");
 
     // The checker catches a misspelt field.
     let mut d = object("Deployment", "vapcheck");
@@ -624,4 +624,235 @@ fn built_in_objects_match_the_kubernetes_openapi_schemas() {
         errors,
         ["Deployment.spec.template.spec.containers[0].securityContext.readOnlyRootFileSystem"]
     );
+}
+
+/// `$VAPCHECK_HELM` (make test sets it from scripts/helm-path, the pinned helm built and
+/// cached by the project), else `helm` on PATH.
+fn helm() -> Result<PathBuf, String> {
+    let helm = std::env::var_os("VAPCHECK_HELM")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("helm"));
+    match Command::new(&helm).args(["version", "--short"]).output() {
+        Ok(o) if o.status.success() => Ok(helm),
+        Ok(o) => Err(format!(
+            "`{} version` failed ({}): {}",
+            helm.display(),
+            o.status,
+            String::from_utf8_lossy(&o.stderr)
+        )),
+        Err(e) => Err(format!(
+            "cannot run {} ({e}); set VAPCHECK_HELM to the output of scripts/helm-path",
+            helm.display()
+        )),
+    }
+}
+
+#[test]
+fn manifests_are_the_charts_default_rendering() {
+    let helm = match helm() {
+        Ok(h) => h,
+        Err(why) => return missing(&format!("the chart cannot be rendered: {why}")),
+    };
+    let check = |dir: &Path| {
+        Command::new(root().join("scripts/render-manifests"))
+            .arg("--check")
+            .current_dir(dir)
+            .env("VAPCHECK_HELM", &helm)
+            .output()
+            .unwrap_or_else(|e| panic!("scripts/render-manifests: {e}"))
+    };
+    let out = check(&root());
+    assert!(
+        out.status.success(),
+        "manifests/ is not the rendering of charts/vapcheck with default values; run scripts/render-manifests:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // The comparison fails on a difference: a copy of the repository's chart, scripts and
+    // manifests with one manifest line changed.
+    let copy = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    for dir in ["charts", "config", "scripts", "manifests"] {
+        let status = Command::new("cp")
+            .arg("-r")
+            .arg(root().join(dir))
+            .arg(copy.path())
+            .status()
+            .unwrap_or_else(|e| panic!("cp: {e}"));
+        assert!(status.success(), "cp -r {dir}");
+    }
+    let deployment = copy.path().join("manifests/deployment.yaml");
+    let text = std::fs::read_to_string(&deployment).unwrap_or_else(|e| panic!("{e}"));
+    assert!(text.contains("replicas: 2"), "{text}");
+    std::fs::write(&deployment, text.replace("replicas: 2", "replicas: 3"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let out = Command::new(copy.path().join("scripts/render-manifests"))
+        .arg("--check")
+        .env("VAPCHECK_HELM", &helm)
+        .output()
+        .unwrap_or_else(|e| panic!("scripts/render-manifests: {e}"));
+    let diff = String::from_utf8_lossy(&out.stdout);
+    assert!(!out.status.success(), "an edited manifest passed the check");
+    assert!(
+        diff.contains("-  replicas: 3") && diff.contains("+  replicas: 2"),
+        "{diff}"
+    );
+}
+
+#[test]
+fn chart_refuses_unknown_values_and_invalid_configuration() {
+    let helm = match helm() {
+        Ok(h) => h,
+        Err(why) => return missing(&format!("the chart cannot be rendered: {why}")),
+    };
+    let template = |set: &str| {
+        Command::new(&helm)
+            .args(["template", "vapcheck"])
+            .arg(root().join("charts/vapcheck"))
+            .args(["--set", set])
+            .output()
+            .unwrap_or_else(|e| panic!("helm: {e}"))
+    };
+    for (set, complaint) in [
+        ("replicas=3", "additional properties 'replicas' not allowed"),
+        (
+            "config.kindLimt=3",
+            "additional properties 'kindLimt' not allowed",
+        ),
+        ("config.kindLimit=0", "/config/kindLimit"),
+        ("config.statusMode=conditionsonly", "/config/statusMode"),
+        ("rbac.paramKinds[0].apiGroups[0]=example.com", "resources"),
+    ] {
+        let out = template(set);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "--set {set} was accepted");
+        assert!(stderr.contains(complaint), "--set {set}: {stderr}");
+    }
+    for set in [
+        "replicaCount=3",
+        "config.statusMode=conditionsOnly",
+        "config.kindLimit=64",
+    ] {
+        let out = template(set);
+        assert!(
+            out.status.success(),
+            "--set {set}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+#[test]
+fn chart_ships_the_documented_default_configuration() {
+    assert_eq!(
+        read("charts/vapcheck/files/vapcheck.yaml"),
+        read("config/vapcheck.yaml"),
+        "charts/vapcheck/files/vapcheck.yaml must be a copy of config/vapcheck.yaml: cp config/vapcheck.yaml charts/vapcheck/files/ && scripts/render-manifests"
+    );
+}
+
+/// The metric families `Metrics` exposes once every labelled family has a series.
+fn exposed_families() -> BTreeSet<String> {
+    let metrics = vapcheck::metrics::Metrics::new();
+    metrics.set_policy_warnings("p", 1);
+    metrics.set_policy_rejected_on_create("p", false);
+    metrics.schema_fetch(vapcheck::metrics::SchemaFetchResult::Error);
+    metrics.set_leader("vapcheck", true);
+    metrics.watch_status().succeeded();
+    metrics
+        .start_reconcile()
+        .finish(vapcheck::metrics::ReconcileResult::Success);
+    metrics.observe_typecheck(std::time::Duration::from_millis(1));
+    let mut families: BTreeSet<String> = metrics
+        .encode_prometheus_text()
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .filter_map(|l| l.split(' ').next())
+        .map(str::to_owned)
+        .collect();
+    // The rest_client_* families appear with the first API request (through the client
+    // layer); take them from docs/metrics.md's tables. The e2e test runs every query.
+    for line in read("docs/metrics.md").lines() {
+        if let Some(name) = line
+            .strip_prefix("| `rest_client_")
+            .and_then(|rest| rest.split('`').next())
+        {
+            families.insert(format!("rest_client_{name}"));
+        }
+    }
+    // Histograms are queried through their series.
+    for f in families.clone() {
+        for suffix in ["_bucket", "_sum", "_count"] {
+            families.insert(format!("{f}{suffix}"));
+        }
+    }
+    families
+}
+
+#[test]
+fn dashboard_is_shipped_for_the_sidecar_and_queries_existing_metrics() {
+    let chart_json = read("charts/vapcheck/dashboards/vapcheck.json");
+    let dashboard: Value =
+        serde_json::from_str(&chart_json).unwrap_or_else(|e| panic!("dashboard JSON: {e}"));
+    let cm = object("ConfigMap", "vapcheck-dashboard");
+    assert_eq!(cm["metadata"]["labels"]["grafana_dashboard"], "1");
+    assert_eq!(cm["metadata"]["namespace"], "vapcheck-system");
+    let shipped: Value = serde_json::from_str(cm["data"]["vapcheck.json"].as_str().unwrap_or(""))
+        .unwrap_or_else(|e| panic!("the ConfigMap's dashboard is not JSON: {e}"));
+    assert_eq!(
+        shipped, dashboard,
+        "manifests/monitoring carries the chart's dashboard"
+    );
+
+    let families = exposed_families();
+    let panels = dashboard["panels"].as_array().cloned().unwrap_or_default();
+    let mut titles = BTreeSet::new();
+    let mut used_everywhere = BTreeSet::new();
+    for panel in &panels {
+        let title = panel["title"].as_str().unwrap_or("").to_owned();
+        let targets = panel["targets"].as_array().cloned().unwrap_or_default();
+        assert!(!targets.is_empty(), "panel {title} has no query");
+        for t in targets {
+            let expr = t["expr"].as_str().unwrap_or("");
+            let used: Vec<&str> = expr
+                .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                .filter(|w| {
+                    w.contains('_') && w.chars().next().is_some_and(|c| c.is_ascii_lowercase())
+                })
+                .filter(|w| {
+                    families.contains(*w)
+                        || w.starts_with("vapcheck_")
+                        || w.starts_with("controller_runtime_")
+                        || w.starts_with("workqueue_")
+                        || w.starts_with("process_")
+                        || w.starts_with("rest_client_")
+                        || w.starts_with("leader_election_")
+                })
+                .collect();
+            assert!(!used.is_empty(), "panel {title}: {expr} uses no metric");
+            for name in used {
+                assert!(
+                    families.contains(name),
+                    "panel {title}: unknown metric {name}"
+                );
+                used_everywhere.insert(name.to_owned());
+            }
+        }
+        titles.insert(title);
+    }
+    // What issue 20 asks the dashboard to show.
+    for needed in [
+        "vapcheck_policies",
+        "vapcheck_policy_expression_warnings",
+        "controller_runtime_reconcile_total",
+        "controller_runtime_reconcile_errors_total",
+        "controller_runtime_reconcile_time_seconds_bucket",
+        "vapcheck_schema_fetches_total",
+        "leader_election_master_status",
+        "process_resident_memory_bytes",
+        "process_cpu_seconds_total",
+    ] {
+        assert!(used_everywhere.contains(needed), "no panel shows {needed}");
+    }
+    assert_eq!(titles.len(), panels.len(), "panel titles are unique");
 }
