@@ -31,9 +31,9 @@ use crate::k8s_env::apiserver::{Composition, Decls, EnvKind};
 use super::field::FieldError;
 use super::meta::{MetaContext, validate_object_meta};
 use super::vap::{
-    Compiler, Options, Preexisting, Returns, Server, default_match_resources, go_trim_space,
-    validate_match_conditions, validate_match_resources, validate_param_kind, validate_param_ref,
-    validate_static_suffix, validate_variable,
+    Compiler, Options, Preexisting, Returns, Server, as_returned, default_match_resources,
+    go_trim_space, validate_match_conditions, validate_match_resources, validate_param_kind,
+    validate_param_ref, validate_static_suffix, validate_variable,
 };
 
 /// `supportedMutatingOperations` (sorted as `sets.String.List()` prints them): a mutating
@@ -86,7 +86,7 @@ pub fn validate_mutating_policy_create(
     if server.reserves_static_suffix() {
         errs.extend(validate_static_suffix(p.metadata.name.as_deref()));
     }
-    errs
+    as_returned(errs)
 }
 
 /// What the API server answers to an update of `old` (as stored) to `new`
@@ -113,7 +113,7 @@ pub fn validate_mutating_policy_update(
         preexisting: preexisting_of(&os),
         ..Options::default()
     };
-    validate_policy(&n, &opts, server)
+    as_returned(validate_policy(&n, &opts, server))
 }
 
 /// `findMutatingPolicyPreexistingExpressions`.
@@ -216,7 +216,9 @@ fn validate_policy_spec(
 }
 
 /// "It is only possible to mutate create and update requests": every operation of every
-/// resource rule (not the excluded ones), reported at the rules' path without an index.
+/// resource rule (not the excluded ones), reported at the rules' path without an index (so
+/// the same operation in two rules gives the same error twice, of which the API server
+/// returns one: [`as_returned`]).
 fn mutating_operations(
     rules: &[k8s_openapi::api::admissionregistration::v1::NamedRuleWithOperations],
     path: &str,
@@ -337,7 +339,7 @@ pub fn validate_mutating_binding_create(
     if server.reserves_static_suffix() {
         errs.extend(validate_static_suffix(b.metadata.name.as_deref()));
     }
-    errs
+    as_returned(errs)
 }
 
 /// `ValidateMutatingAdmissionPolicyBindingUpdate`: the new binding validated as on create,
@@ -347,7 +349,7 @@ pub fn validate_mutating_binding_update(
 ) -> Vec<FieldError> {
     let mut b = binding.clone();
     default_mutating_binding(&mut b);
-    validate_binding(&b)
+    as_returned(validate_binding(&b))
 }
 
 /// `validateMutatingAdmissionPolicyBinding` and `validateMutatingAdmissionPolicyBindingSpec`.

@@ -167,7 +167,7 @@ pub fn validate_policy_create(
     if server.reserves_static_suffix() {
         errs.extend(validate_static_suffix(p.metadata.name.as_deref()));
     }
-    errs
+    as_returned(errs)
 }
 
 /// What the API server answers to an update of `old` (as stored) to `new`
@@ -196,7 +196,19 @@ pub fn validate_policy_update(
         static_manifest: false,
         preexisting: Preexisting::of(&os),
     };
-    validate_policy(&n, &opts, server)
+    as_returned(validate_policy(&n, &opts, server))
+}
+
+/// What `rest.ValidateCreate` / `rest.ValidateUpdate` hand to `errors.NewInvalid`: the
+/// strategy's errors pass through `ValidateDeclarativelyWithMigrationChecks`, whose
+/// `validate.FilterCoveredHandwrittenErrors` calls `field.ErrorList.Filter`, which goes through
+/// `ToAggregate` (apimachinery field/errors.go): an error whose text (`%v`) equals an earlier
+/// one's is dropped. Shared with [`super::map`].
+pub(super) fn as_returned(errs: Vec<FieldError>) -> Vec<FieldError> {
+    let mut seen = BTreeSet::new();
+    errs.into_iter()
+        .filter(|e| seen.insert(e.to_string()))
+        .collect()
 }
 
 /// `ValidateStaticSuffix(name, metadata.name)`.
@@ -986,7 +998,7 @@ pub fn validate_binding_create(
     if server.reserves_static_suffix() {
         errs.extend(validate_static_suffix(b.metadata.name.as_deref()));
     }
-    errs
+    as_returned(errs)
 }
 
 /// An update of a binding validates the new object as a create does, without the static
@@ -994,7 +1006,7 @@ pub fn validate_binding_create(
 pub fn validate_binding_update(binding: &ValidatingAdmissionPolicyBinding) -> Vec<FieldError> {
     let mut b = binding.clone();
     default_binding(&mut b);
-    validate_binding(&b, MetaContext::RestCreate)
+    as_returned(validate_binding(&b, MetaContext::RestCreate))
 }
 
 /// What the static-manifest loader's `defaultAndValidateVAP` (k8s.io/kubernetes

@@ -344,6 +344,22 @@ fn bindings() {
 }
 
 #[test]
+fn identical_errors_are_returned_once() {
+    // DELETE in two rules: the same error text twice, returned once (ErrorList.Filter).
+    let mut p = apply("Object{}");
+    let mc = p.spec.as_mut().unwrap().match_constraints.as_mut().unwrap();
+    let mut r = mc.resource_rules.as_ref().unwrap()[0].clone();
+    r.operations = Some(vec!["DELETE".into(), "CREATE".into()]);
+    mc.resource_rules = Some(vec![r.clone(), r]);
+    assert_eq!(
+        create(&p),
+        [
+            r#"spec.matchConstraints.resourceRules.operations: Unsupported value: "DELETE": supported values: "*", "CONNECT", "CREATE", "UPDATE""#
+        ]
+    );
+}
+
+#[test]
 fn served_from_1_36() {
     assert!(served(Server::PINNED));
     assert!(served(Server { minor: 36 }));
