@@ -310,6 +310,10 @@ fn mutating_policy_mutations() -> Vec<Mutation> {
         ),
         patch_expr("list-map", "[{'op': 'add'}]"),
         patch_expr(
+            "unknown-field",
+            "[JSONPatch{op: 'add', path: '/a', foo: 1}]",
+        ),
+        patch_expr(
             "conditional",
             "object.metadata.?labels.orValue({}).size() > 0 ? [JSONPatch{op: 'remove', path: '/metadata/labels'}] : []",
         ),

@@ -154,14 +154,15 @@ impl TypeProvider for PatchTypes {
 
     fn find_struct_field_type(&self, struct_name: &str, field: &str) -> Option<Type> {
         if struct_name == JSONPATCH_TYPE {
-            // Another field name yields a field type without a type in Go (a nil
-            // `*types.Type`); nothing sensible can be reproduced from that, so it is left
-            // undefined here.
-            return match field {
-                "op" | "path" | "from" => Some(Type::string()),
-                "value" => Some(Type::dyn_type()),
-                _ => None,
-            };
+            // Any other name is a field too, whose type is a nil `*types.Type`: cel-go's
+            // checker prints it as '' and assigns nothing of a known type to it (measured on
+            // kube-apiserver 1.37.1: "expected type of field 'foo' is '' but provided type is
+            // 'int'"). An object type without a name behaves so here.
+            return Some(match field {
+                "op" | "path" | "from" => Type::string(),
+                "value" => Type::dyn_type(),
+                _ => Type::object(""),
+            });
         }
         self.find_struct_type(struct_name).map(|_| Type::dyn_type())
     }
@@ -336,6 +337,11 @@ mod tests {
         );
         let e = check(36, PATCH, "[JSONPatch{op: 1}]").unwrap_err();
         assert!(e.contains("expected type of field 'op' is 'string'"), "{e}");
+        let e = check(36, PATCH, "[JSONPatch{op: 'add', path: '/a', foo: 1}]").unwrap_err();
+        assert!(
+            e.contains("expected type of field 'foo' is '' but provided type is 'int'"),
+            "{e}"
+        );
         assert!(check(36, FULL, "Object{}").is_err());
         assert!(check(36, FULL, "jsonpatch.escapeKey('a')").is_err());
         assert!(check(36, PATCH, "Objects{}").is_err());
