@@ -213,6 +213,41 @@ mod tests {
         );
     }
 
+    fn entry(source: &str, document: usize, name: &str) -> CheckedPolicy {
+        CheckedPolicy {
+            kind: MUTATING_POLICY_KIND,
+            name: name.into(),
+            origin: Origin {
+                source: source.into(),
+                document,
+                item: None,
+            },
+            api_server: ApiServerVerdict {
+                server_minor: 37,
+                update: false,
+                causes: Vec::new(),
+                static_dir: None,
+            },
+            status: None,
+            bound_by: None,
+            effect: None,
+        }
+    }
+
+    #[test]
+    fn merged_in_the_order_of_the_files_then_documents() {
+        let files = ["b.yaml".to_owned(), "a.yaml".to_owned()];
+        let mut checked = vec![
+            entry("DIR", 0, "folder"),
+            entry("b.yaml", 2, "b2"),
+            entry("a.yaml", 1, "a1"),
+        ];
+        let mutating = vec![entry("b.yaml", 1, "b1"), entry("a.yaml", 3, "a3")];
+        merge_in_input_order(&mut checked, mutating, &files, 1);
+        let names: Vec<&str> = checked.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["folder", "b1", "b2", "a1", "a3"]);
+    }
+
     #[test]
     fn verdicts_create_update_and_unserved_versions() {
         let objects = read(&[other(

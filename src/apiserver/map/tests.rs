@@ -365,3 +365,43 @@ fn served_from_1_36() {
     assert!(served(Server { minor: 36 }));
     assert!(!served(Server { minor: 35 }));
 }
+
+#[test]
+fn resource_rules_required_and_excluded_rules_not_checked() {
+    let mut p = apply("Object{}");
+    let mc = p.spec.as_mut().unwrap().match_constraints.as_mut().unwrap();
+    let mut r = mc.resource_rules.as_ref().unwrap()[0].clone();
+    r.operations = Some(vec!["DELETE".into()]);
+    mc.exclude_resource_rules = Some(vec![r]);
+    assert_eq!(create(&p), Vec::<String>::new());
+    let mc = p.spec.as_mut().unwrap().match_constraints.as_mut().unwrap();
+    mc.resource_rules = Some(Vec::new());
+    assert_eq!(
+        create(&p),
+        ["spec.matchConstraints.resourceRules: Required value"]
+    );
+}
+
+#[test]
+fn defaults() {
+    let mut p = apply("Object{}");
+    p.spec.as_mut().unwrap().failure_policy = None;
+    p.spec.as_mut().unwrap().reinvocation_policy = None;
+    default_mutating_policy(&mut p);
+    let spec = p.spec.as_ref().unwrap();
+    assert_eq!(spec.failure_policy.as_deref(), Some("Fail"));
+    // reinvocationPolicy has no default for mutating admission policies.
+    assert_eq!(spec.reinvocation_policy, None);
+    let mc = spec.match_constraints.as_ref().unwrap();
+    assert_eq!(mc.match_policy.as_deref(), Some("Equivalent"));
+    assert_eq!(
+        mc.resource_rules.as_ref().unwrap()[0].scope.as_deref(),
+        Some("*")
+    );
+    let mut b = binding(&format!(
+        "{BINDING}  matchResources:\n    resourceRules:\n    - {{apiGroups: [''], apiVersions: [v1], operations: [CREATE], resources: [pods]}}\n"
+    ));
+    default_mutating_binding(&mut b);
+    let mr = b.spec.unwrap().match_resources.unwrap();
+    assert!(mr.namespace_selector.is_some() && mr.object_selector.is_some());
+}
