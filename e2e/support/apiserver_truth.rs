@@ -32,6 +32,9 @@ use serde_json::{Value, json};
 pub const API_VERSION: &str = "admissionregistration.k8s.io/v1";
 pub const POLICY: &str = "ValidatingAdmissionPolicy";
 pub const BINDING: &str = "ValidatingAdmissionPolicyBinding";
+/// Served as v1 from 1.36 (`e2e/support/map_truth.rs`).
+pub const MUTATING_POLICY: &str = "MutatingAdmissionPolicy";
+pub const MUTATING_BINDING: &str = "MutatingAdmissionPolicyBinding";
 
 /// One object to send.
 #[derive(Debug, Clone)]
@@ -86,7 +89,7 @@ pub struct Outcome {
 // ---------------------------------------------------------------------------------------------
 // Corpus
 
-fn yaml_files(dir: &Path, out: &mut Vec<PathBuf>) -> anyhow::Result<()> {
+pub fn yaml_files(dir: &Path, out: &mut Vec<PathBuf>) -> anyhow::Result<()> {
     let mut entries: Vec<_> = std::fs::read_dir(dir)
         .with_context(|| format!("reading {}", dir.display()))?
         .collect::<Result<_, _>>()?;
@@ -161,7 +164,7 @@ pub fn corpus_cases(shared: &Path) -> anyhow::Result<(Vec<Case>, Vec<Excluded>)>
 // ---------------------------------------------------------------------------------------------
 // Paths into JSON values: `spec.validations.0.expression`
 
-fn get<'a>(v: &'a Value, path: &str) -> Option<&'a Value> {
+pub fn get<'a>(v: &'a Value, path: &str) -> Option<&'a Value> {
     path.split('.').try_fold(v, |cur, seg| match cur {
         Value::Array(items) => items.get(seg.parse::<usize>().ok()?),
         Value::Object(map) => map.get(seg),
@@ -170,7 +173,7 @@ fn get<'a>(v: &'a Value, path: &str) -> Option<&'a Value> {
 }
 
 /// Sets `path`, creating objects on the way (and appending when an index equals the length).
-fn set(v: &mut Value, path: &str, new: Value) {
+pub fn set(v: &mut Value, path: &str, new: Value) {
     let mut cur = v;
     for seg in path.split('.') {
         if cur.is_null() {
@@ -195,7 +198,7 @@ fn set(v: &mut Value, path: &str, new: Value) {
     *cur = new;
 }
 
-fn remove(v: &mut Value, path: &str) -> bool {
+pub fn remove(v: &mut Value, path: &str) -> bool {
     let (parent, last) = match path.rsplit_once('.') {
         Some((p, l)) => (p, l),
         None => ("", path),
@@ -241,16 +244,16 @@ fn push(v: &mut Value, path: &str, item: Value) {
 // ---------------------------------------------------------------------------------------------
 // Mutations
 
-type Apply = Box<dyn Fn(&mut Value) -> bool>;
+pub type Apply = Box<dyn Fn(&mut Value) -> bool>;
 
 /// A named change to an object; `apply` returns false when it does not apply to that base (the
 /// field it changes is absent), and the variant is then not generated.
-struct Mutation {
-    name: String,
-    apply: Apply,
+pub struct Mutation {
+    pub name: String,
+    pub apply: Apply,
 }
 
-fn m(name: impl Into<String>, apply: impl Fn(&mut Value) -> bool + 'static) -> Mutation {
+pub fn m(name: impl Into<String>, apply: impl Fn(&mut Value) -> bool + 'static) -> Mutation {
     Mutation {
         name: name.into(),
         apply: Box::new(apply),
@@ -258,7 +261,7 @@ fn m(name: impl Into<String>, apply: impl Fn(&mut Value) -> bool + 'static) -> M
 }
 
 /// Sets `path` to `value`.
-fn set_m(name: impl Into<String>, path: &'static str, value: Value) -> Mutation {
+pub fn set_m(name: impl Into<String>, path: &'static str, value: Value) -> Mutation {
     m(name, move |o| {
         set(o, path, value.clone());
         true
@@ -276,18 +279,18 @@ fn replace_m(name: impl Into<String>, path: &'static str, value: Value) -> Mutat
     })
 }
 
-fn del_m(name: impl Into<String>, path: &'static str) -> Mutation {
+pub fn del_m(name: impl Into<String>, path: &'static str) -> Mutation {
     m(name, move |o| remove(o, path))
 }
 
 const RULE: &str = "spec.matchConstraints.resourceRules.0";
 
-fn rule(groups: &[&str], versions: &[&str], ops: &[&str], resources: &[&str]) -> Value {
+pub fn rule(groups: &[&str], versions: &[&str], ops: &[&str], resources: &[&str]) -> Value {
     json!({"apiGroups": groups, "apiVersions": versions, "operations": ops, "resources": resources})
 }
 
 /// Mutations of metadata, shared by policies and bindings.
-fn metadata_mutations() -> Vec<Mutation> {
+pub fn metadata_mutations() -> Vec<Mutation> {
     let long_name = format!("{}.example.com", "a".repeat(245));
     vec![
         set_m("name-underscore", "metadata.name", json!("bad_name")),
@@ -366,7 +369,7 @@ fn metadata_mutations() -> Vec<Mutation> {
 }
 
 /// Mutations of a MatchResources at `base` (`spec.matchConstraints` or `spec.matchResources`).
-fn match_resources_mutations(base: &'static str) -> Vec<Mutation> {
+pub fn match_resources_mutations(base: &'static str) -> Vec<Mutation> {
     let p = move |s: &str| -> &'static str { Box::leak(format!("{base}.{s}").into_boxed_str()) };
     let r0 = p("resourceRules.0");
     let with_rule = move |name: &str, value: Value| {
@@ -877,7 +880,7 @@ const MESSAGE_EXPRESSIONS: &[(&str, &str)] = &[
     ("multiline-syntax", "'a' +\n  +"),
 ];
 
-fn variable_mutations() -> Vec<Mutation> {
+pub fn variable_mutations() -> Vec<Mutation> {
     // Adds a `variables` list (replacing any) and refers to it only where stated.
     let vars = |name: &str, vars: Value| set_m(format!("variables-{name}"), "spec.variables", vars);
     vec![
@@ -1002,7 +1005,7 @@ fn variable_mutations() -> Vec<Mutation> {
     ]
 }
 
-fn match_condition_mutations() -> Vec<Mutation> {
+pub fn match_condition_mutations() -> Vec<Mutation> {
     let mc = |name: &str, conds: Value| {
         set_m(
             format!("matchConditions-{name}"),
@@ -1805,6 +1808,10 @@ pub fn collection(kind: &str) -> anyhow::Result<&'static str> {
     match kind {
         POLICY => Ok("/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies"),
         BINDING => Ok("/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings"),
+        MUTATING_POLICY => Ok("/apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicies"),
+        MUTATING_BINDING => {
+            Ok("/apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicybindings")
+        }
         other => bail!("not a policy or binding: {other:?}"),
     }
 }
@@ -1976,6 +1983,8 @@ pub fn etcd_key(object: &Value) -> anyhow::Result<String> {
     let resource = match kind_of(object) {
         POLICY => "validatingadmissionpolicies",
         BINDING => "validatingadmissionpolicybindings",
+        MUTATING_POLICY => "mutatingadmissionpolicies",
+        MUTATING_BINDING => "mutatingadmissionpolicybindings",
         other => bail!("not a policy or binding: {other:?}"),
     };
     Ok(format!("/registry/{resource}/{}", name_of(object)))

@@ -1,19 +1,24 @@
 //! What kube-apiserver says when an admission policy object is created or updated, offline:
 //! its defaulting, its field validation and the CEL compile in the environment it uses for
-//! new and stored expressions, reproduced from the pinned release (see [`vap`] for the
-//! sources). Pure: no I/O.
+//! new and stored expressions, reproduced from the pinned release (see [`vap`] and [`map`]
+//! for the sources). Pure: no I/O.
 //!
 //! A verdict is the list of field errors the API server returns (HTTP 422, in its order),
 //! each printed exactly as `field.Error.Error()` prints it; an empty list means the server
 //! accepts the object.
 
 pub mod field;
+pub mod map;
 pub mod meta;
 pub mod names;
 pub mod static_manifests;
 pub mod vap;
 
 pub use field::FieldError;
+pub use map::{
+    validate_mutating_binding_create, validate_mutating_binding_update,
+    validate_mutating_policy_create, validate_mutating_policy_update,
+};
 pub use vap::{
     Server, validate_binding_create, validate_binding_static, validate_binding_update,
     validate_policy_create, validate_policy_static, validate_policy_update,

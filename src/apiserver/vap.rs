@@ -47,26 +47,29 @@ impl Server {
     /// The pinned release (1.37).
     pub const PINNED: Server = Server { minor: 37 };
 
-    fn lib_minor(self, kind: EnvKind) -> u32 {
+    pub(super) fn lib_minor(self, kind: EnvKind) -> u32 {
         env::library_minor(self.minor, kind)
     }
 
     /// `ManifestBasedAdmissionControlConfig` (beta, on by default, from 1.37): the
     /// `.static.k8s.io` suffix is reserved on create.
-    fn reserves_static_suffix(self) -> bool {
+    pub(super) fn reserves_static_suffix(self) -> bool {
         self.minor >= 37
     }
 }
 
 /// The expressions of the stored object an update replaces (`preexistingExpressions`,
-/// `findValidatingPolicyPreexistingExpressions`): these compile in the StoredExpressions
-/// environment.
+/// `findValidatingPolicyPreexistingExpressions`, `findMutatingPolicyPreexistingExpressions`):
+/// these compile in the StoredExpressions environment. Shared with [`super::map`].
 #[derive(Debug, Default, Clone)]
-struct Preexisting {
-    match_conditions: BTreeSet<String>,
-    validations: BTreeSet<String>,
-    message_expressions: BTreeSet<String>,
-    audit_annotation_values: BTreeSet<String>,
+pub(super) struct Preexisting {
+    pub(super) match_conditions: BTreeSet<String>,
+    pub(super) validations: BTreeSet<String>,
+    pub(super) message_expressions: BTreeSet<String>,
+    pub(super) audit_annotation_values: BTreeSet<String>,
+    /// `applyConfigurationExpressions` (a MutatingAdmissionPolicy's; upstream also looks its
+    /// JSON patch expressions up here).
+    pub(super) apply_configurations: BTreeSet<String>,
 }
 
 impl Preexisting {
@@ -89,7 +92,7 @@ impl Preexisting {
         p
     }
 
-    fn kind(set: &BTreeSet<String>, e: &str) -> EnvKind {
+    pub(super) fn kind(set: &BTreeSet<String>, e: &str) -> EnvKind {
         if set.contains(e) {
             EnvKind::Stored
         } else {
@@ -98,13 +101,14 @@ impl Preexisting {
     }
 }
 
+/// `validationOptions` (shared with [`super::map`]).
 #[derive(Debug, Default, Clone)]
-struct Options {
+pub(super) struct Options {
     /// Validated by the static-manifest loader rather than the REST API.
-    static_manifest: bool,
-    ignore_match_conditions: bool,
-    allow_params_in_match_conditions: bool,
-    preexisting: Preexisting,
+    pub(super) static_manifest: bool,
+    pub(super) ignore_match_conditions: bool,
+    pub(super) allow_params_in_match_conditions: bool,
+    pub(super) preexisting: Preexisting,
 }
 
 /// `SetObjectDefaults_ValidatingAdmissionPolicy`.
@@ -126,7 +130,7 @@ pub fn default_binding(b: &mut ValidatingAdmissionPolicyBinding) {
 }
 
 /// `SetDefaults_MatchResources` and `SetDefaults_Rule` of every rule.
-fn default_match_resources(mr: &mut MatchResources) {
+pub(super) fn default_match_resources(mr: &mut MatchResources) {
     if mr.match_policy.is_none() {
         mr.match_policy = Some("Equivalent".into());
     }
@@ -163,7 +167,7 @@ pub fn validate_policy_create(
     if server.reserves_static_suffix() {
         errs.extend(validate_static_suffix(p.metadata.name.as_deref()));
     }
-    errs
+    as_returned(errs)
 }
 
 /// What the API server answers to an update of `old` (as stored) to `new`
@@ -192,11 +196,23 @@ pub fn validate_policy_update(
         static_manifest: false,
         preexisting: Preexisting::of(&os),
     };
-    validate_policy(&n, &opts, server)
+    as_returned(validate_policy(&n, &opts, server))
+}
+
+/// What `rest.ValidateCreate` / `rest.ValidateUpdate` hand to `errors.NewInvalid`: the
+/// strategy's errors pass through `ValidateDeclarativelyWithMigrationChecks`, whose
+/// `validate.FilterCoveredHandwrittenErrors` calls `field.ErrorList.Filter`, which goes through
+/// `ToAggregate` (apimachinery field/errors.go): an error whose text (`%v`) equals an earlier
+/// one's is dropped. Shared with [`super::map`].
+pub(super) fn as_returned(errs: Vec<FieldError>) -> Vec<FieldError> {
+    let mut seen = BTreeSet::new();
+    errs.into_iter()
+        .filter(|e| seen.insert(e.to_string()))
+        .collect()
 }
 
 /// `ValidateStaticSuffix(name, metadata.name)`.
-fn validate_static_suffix(name: Option<&str>) -> Vec<FieldError> {
+pub(super) fn validate_static_suffix(name: Option<&str>) -> Vec<FieldError> {
     match name {
         Some(n) if n.ends_with(STATIC_CONFIG_SUFFIX) => vec![FieldError::invalid(
             "metadata.name",
@@ -236,14 +252,14 @@ fn validate_policy(
 
 /// The CEL compiler of one policy: stateless, or composited when the policy has variables
 /// (`createCompiler(len(spec.Variables) > 0)`).
-struct Compiler {
-    server: Server,
-    composition: Option<Composition>,
+pub(super) struct Compiler {
+    pub(super) server: Server,
+    pub(super) composition: Option<Composition>,
 }
 
 /// What an expression must evaluate to (`ExpressionAccessor.ReturnTypes`).
 #[derive(Clone, Copy)]
-enum Returns {
+pub(super) enum Returns {
     /// `ValidationCondition`, `MatchCondition`: `bool`.
     Bool,
     /// `MessageExpressionCondition`: `string`.
@@ -252,12 +268,16 @@ enum Returns {
     StringOrNull,
     /// `Variable`: anything.
     Any,
+    /// `ApplyConfigurationCondition` (mutating/patch/smd.go): `Object`.
+    Object,
+    /// `JSONPatchCondition` (mutating/patch/json_patch.go): `list(JSONPatch)`.
+    JsonPatches,
 }
 
 impl Compiler {
     /// `CompileCELExpression`: `Err(detail)` is the `ErrorTypeInvalid` detail; the output
     /// type (when it compiled) is returned beside for the composition.
-    fn compile(
+    pub(super) fn compile(
         &self,
         expression: &str,
         decls: Decls,
@@ -293,6 +313,9 @@ impl Compiler {
             Returns::String => matches!(out.type_kind(), K::String),
             Returns::StringOrNull => matches!(out.type_kind(), K::String | K::Null),
             Returns::Any => true,
+            Returns::Object => matches!(out.type_kind(), K::Struct(n) if &**n == env::OBJECT_TYPE),
+            Returns::JsonPatches => matches!(out.type_kind(),
+                K::List(e) if matches!(e.type_kind(), K::Struct(n) if &**n == env::JSONPATCH_TYPE)),
         };
         if ok {
             return (Ok(()), Some(out));
@@ -303,6 +326,13 @@ impl Compiler {
             Returns::String => format!("must evaluate to string but got {got}"),
             Returns::StringOrNull => {
                 format!("must evaluate to one of [string null_type] but got {got}")
+            }
+            Returns::Object => format!("must evaluate to {} but got {got}", env::OBJECT_TYPE),
+            Returns::JsonPatches => {
+                format!(
+                    "must evaluate to list({}) but got {got}",
+                    env::JSONPATCH_TYPE
+                )
             }
             Returns::Any => unreachable!("any type is accepted above"),
         };
@@ -403,7 +433,7 @@ fn validate_policy_spec(
 }
 
 /// `validateParamKind`.
-fn validate_param_kind(pk: &ParamKind, path: &str) -> Vec<FieldError> {
+pub(super) fn validate_param_kind(pk: &ParamKind, path: &str) -> Vec<FieldError> {
     let mut errs = Vec::new();
     let api_version = pk.api_version.as_deref().unwrap_or_default();
     let av_path = format!("{path}.apiVersion");
@@ -469,7 +499,7 @@ fn parse_group_version(gv: &str) -> Result<(&str, &str), String> {
 }
 
 /// `validateMatchResources`.
-fn validate_match_resources(mr: &MatchResources, path: &str) -> Vec<FieldError> {
+pub(super) fn validate_match_resources(mr: &MatchResources, path: &str) -> Vec<FieldError> {
     let mut errs = Vec::new();
     match mr.match_policy.as_deref() {
         None => errs.push(FieldError::required(format!("{path}.matchPolicy"), "")),
@@ -699,7 +729,7 @@ fn validate_resources(resources: &[String], path: &str) -> Vec<FieldError> {
 }
 
 /// `validateMatchConditions` (stateless compiler: no `variables`).
-fn validate_match_conditions(
+pub(super) fn validate_match_conditions(
     conditions: &[k8s_openapi::api::admissionregistration::v1::MatchCondition],
     opts: &Options,
     server: Server,
@@ -728,6 +758,7 @@ fn validate_match_conditions(
             let decls = Decls {
                 has_params: opts.allow_params_in_match_conditions,
                 has_authorizer: true,
+                has_patch_types: false,
             };
             if let (Err(detail), _) = stateless.compile(trimmed, decls, kind, Returns::Bool) {
                 errs.push(FieldError::invalid(
@@ -753,7 +784,7 @@ fn validate_match_conditions(
 
 /// `validateVariable` (composited compiler: every variable, compiled or not, becomes a field
 /// of `variables`; one with an empty expression is not compiled and adds none).
-fn validate_variable(
+pub(super) fn validate_variable(
     compiler: &mut Compiler,
     v: &k8s_openapi::api::admissionregistration::v1::Variable,
     has_params: bool,
@@ -786,6 +817,7 @@ fn validate_variable(
     let decls = Decls {
         has_params,
         has_authorizer: true,
+        has_patch_types: false,
     };
     let (result, out) = compiler.compile(&v.expression, decls, kind, Returns::Any);
     if let Some(c) = compiler.composition.as_mut() {
@@ -821,6 +853,7 @@ fn validate_validation(
         let decls = Decls {
             has_params,
             has_authorizer: true,
+            has_patch_types: false,
         };
         if let (Err(detail), _) = compiler.compile(&v.expression, decls, kind, Returns::Bool) {
             errs.push(FieldError::invalid(
@@ -842,6 +875,7 @@ fn validate_validation(
         let decls = Decls {
             has_params: opts.allow_params_in_match_conditions,
             has_authorizer: false,
+            has_patch_types: false,
         };
         if let (Err(detail), _) = compiler.compile(message_expression, decls, kind, Returns::String)
         {
@@ -923,6 +957,7 @@ fn validate_audit_annotation(
         let decls = Decls {
             has_params,
             has_authorizer: true,
+            has_patch_types: false,
         };
         if let (Err(detail), _) = compiler.compile(trimmed, decls, kind, Returns::StringOrNull) {
             errs.push(FieldError::invalid(
@@ -946,7 +981,7 @@ fn is_cel_identifier(name: &str) -> bool {
 }
 
 /// Go's `strings.TrimSpace` (Unicode white space).
-fn go_trim_space(s: &str) -> &str {
+pub(super) fn go_trim_space(s: &str) -> &str {
     s.trim_matches(|c: char| c.is_whitespace())
 }
 
@@ -963,7 +998,7 @@ pub fn validate_binding_create(
     if server.reserves_static_suffix() {
         errs.extend(validate_static_suffix(b.metadata.name.as_deref()));
     }
-    errs
+    as_returned(errs)
 }
 
 /// An update of a binding validates the new object as a create does, without the static
@@ -971,7 +1006,7 @@ pub fn validate_binding_create(
 pub fn validate_binding_update(binding: &ValidatingAdmissionPolicyBinding) -> Vec<FieldError> {
     let mut b = binding.clone();
     default_binding(&mut b);
-    validate_binding(&b, MetaContext::RestCreate)
+    as_returned(validate_binding(&b, MetaContext::RestCreate))
 }
 
 /// What the static-manifest loader's `defaultAndValidateVAP` (k8s.io/kubernetes
@@ -1048,7 +1083,7 @@ fn validate_binding(b: &ValidatingAdmissionPolicyBinding, context: MetaContext) 
 }
 
 /// `validateParamRef`.
-fn validate_param_ref(pr: &ParamRef, path: &str) -> Vec<FieldError> {
+pub(super) fn validate_param_ref(pr: &ParamRef, path: &str) -> Vec<FieldError> {
     let mut errs = Vec::new();
     let name = pr.name.as_deref().unwrap_or_default();
     if !name.is_empty() {

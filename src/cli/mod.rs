@@ -6,6 +6,7 @@ pub mod ci;
 pub mod discovery;
 pub mod input;
 pub mod live;
+pub mod mutating;
 pub mod output;
 pub mod positions;
 
@@ -498,13 +499,22 @@ pub fn run_check(
         },
         None => None,
     };
-    if inputs.is_empty() && static_files.is_none() {
+    // MutatingAdmissionPolicies and bindings: the API server's verdict only (mutating.rs).
+    let mutating_objects = match mutating::read(&others) {
+        Ok(m) => m,
+        Err(e) => return fail(&e),
+    };
+    if inputs.is_empty() && mutating_objects.is_empty() && static_files.is_none() {
         return fail(
             "no ValidatingAdmissionPolicy or ValidatingAdmissionPolicyBinding found in the input",
         );
     }
-    let previous = match read_input_objects(&args.previous, &mut std::io::empty()) {
-        Ok(p) => p,
+    let (previous, previous_mutating) = match read_input_all(&args.previous, &mut std::io::empty())
+    {
+        Ok((objects, others, _)) => match mutating::read(&others) {
+            Ok(m) => (objects, m),
+            Err(e) => return fail(&format!("--previous: {e}")),
+        },
         Err(e) => return fail(&format!("--previous: {e}")),
     };
     let server = match args.kubernetes_version {
@@ -645,6 +655,25 @@ pub fn run_check(
         {
             return fail(&e.to_string());
         }
+    }
+    if !mutating_objects.is_empty() {
+        let entries = mutating_objects
+            .iter()
+            .map(|o| mutating::verdict(o, &previous_mutating, server))
+            .collect();
+        let files: Vec<String> = args
+            .files
+            .iter()
+            .map(|f| {
+                if f.as_os_str() == "-" {
+                    "<stdin>".to_owned()
+                } else {
+                    f.display().to_string()
+                }
+            })
+            .collect();
+        let keep_first = usize::from(static_load.is_some());
+        mutating::merge_in_input_order(&mut checked, entries, &files, keep_first);
     }
     let mut sources = input_sources;
     if let Some((_, files)) = &static_files {

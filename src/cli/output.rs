@@ -265,6 +265,10 @@ pub fn render_text_at(policies: &[CheckedPolicy], colour: bool, locate: &Locator
         };
         let label = match p.kind {
             super::input::BINDING_KIND => format!("{} [binding]", st.bold(name)),
+            super::mutating::MUTATING_POLICY_KIND => format!("{} [mutating]", st.bold(name)),
+            super::mutating::MUTATING_BINDING_KIND => {
+                format!("{} [mutating binding]", st.bold(name))
+            }
             STATIC_MANIFESTS_KIND => format!("{} [static manifests]", st.bold(name)),
             _ => st.bold(name),
         };

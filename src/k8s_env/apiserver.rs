@@ -20,7 +20,10 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
-use crate::cel::{CompiledExpr, Env, EnvBuilder, EnvError, EnvOptions, Issues, Type};
+use crate::cel::{
+    CompiledExpr, Env, EnvBuilder, EnvError, EnvOptions, FunctionDecl, Issues, OverloadDecl, Type,
+    TypeProvider,
+};
 
 use super::admission::{self, VariablesType};
 use super::libraries::{self, LibrarySelection};
@@ -46,6 +49,10 @@ pub struct Decls {
     pub has_params: bool,
     /// `authorizer` and `authorizer.requestResource` are declared.
     pub has_authorizer: bool,
+    /// The mutation types (`HasPatchTypes`, compile.go `hasPatchTypes`): the `Object` and
+    /// `Object.<path>` types of apply configurations, `JSONPatch`, and the
+    /// `jsonpatch.escapeKey` function. Declared for MutatingAdmissionPolicy mutations only.
+    pub has_patch_types: bool,
 }
 
 /// The library minor version kube-apiserver 1.`server_minor` compiles with for `kind`:
@@ -103,7 +110,62 @@ pub fn build_env(lib_minor: u32, decls: Decls) -> Result<Env, EnvError> {
             Type::object(RESOURCE_CHECK_TYPE),
         )?;
     }
+    if decls.has_patch_types {
+        b.add_provider(Arc::new(PatchTypes));
+        b.add_function(FunctionDecl::new(
+            JSONPATCH_ESCAPE_KEY,
+            vec![OverloadDecl::global(
+                "string_jsonpatch_escapeKey_string",
+                vec![Type::string()],
+                Type::string(),
+            )],
+        ))?;
+    }
     Ok(b.build())
+}
+
+/// The apply-configuration object type (k8s.io/apiserver/pkg/cel/mutation/typeresolver.go
+/// `ObjectTypeName`): `Object`, and `Object.spec`, `Object.spec.containers.item`, ... for
+/// nested values.
+pub const OBJECT_TYPE: &str = "Object";
+/// The JSON patch operation type (typeresolver.go `JSONPatchTypeName`).
+pub const JSONPATCH_TYPE: &str = "JSONPatch";
+/// k8s.io/apiserver/pkg/cel/library/jsonpatch.go: `jsonpatch.escapeKey(string) -> string`.
+pub const JSONPATCH_ESCAPE_KEY: &str = "jsonpatch.escapeKey";
+
+/// The types of `DynamicTypeResolver` (mutation/typeresolver.go), as the API server's
+/// compile sees them:
+/// * `Object` and every name starting `Object.`: object types whose every field is `dyn`
+///   (mutation/dynamic/objects.go `ObjectType.Field`: all field names are allowed);
+/// * `JSONPatch` (mutation/jsonpatch.go `JSONPatchType.Field`): `op`, `path` and `from` are
+///   strings, `value` is `dyn`.
+#[derive(Debug, Clone, Copy)]
+pub struct PatchTypes;
+
+impl TypeProvider for PatchTypes {
+    fn find_struct_type(&self, name: &str) -> Option<Type> {
+        let known = name == JSONPATCH_TYPE
+            || name == OBJECT_TYPE
+            || name
+                .strip_prefix(OBJECT_TYPE)
+                .is_some_and(|rest| rest.starts_with('.'));
+        known.then(|| Type::object(name))
+    }
+
+    fn find_struct_field_type(&self, struct_name: &str, field: &str) -> Option<Type> {
+        if struct_name == JSONPATCH_TYPE {
+            // Any other name is a field too, whose type is a nil `*types.Type`: cel-go's
+            // checker prints it as '' and assigns nothing of a known type to it (measured on
+            // kube-apiserver 1.37.1: "expected type of field 'foo' is '' but provided type is
+            // 'int'"). An object type without a name behaves so here.
+            return Some(match field {
+                "op" | "path" | "from" => Type::string(),
+                "value" => Type::dyn_type(),
+                _ => Type::object(""),
+            });
+        }
+        self.find_struct_type(struct_name).map(|_| Type::dyn_type())
+    }
 }
 
 /// The composited compiler's state (composition.go `compositionState`): the `variables`
@@ -203,10 +265,17 @@ mod tests {
     const FULL: Decls = Decls {
         has_params: true,
         has_authorizer: true,
+        has_patch_types: false,
     };
     const BARE: Decls = Decls {
         has_params: false,
         has_authorizer: false,
+        has_patch_types: false,
+    };
+    const PATCH: Decls = Decls {
+        has_params: false,
+        has_authorizer: true,
+        has_patch_types: true,
     };
 
     #[test]
@@ -244,6 +313,38 @@ mod tests {
         assert_eq!(library_minor(37, EnvKind::Stored), 37);
         assert!(check(37, FULL, "[1, 2].includes(1)").is_ok());
         assert!(check(36, FULL, "[1, 2].includes(1)").is_err());
+    }
+
+    #[test]
+    fn patch_types_only_when_declared() {
+        assert_eq!(check(36, PATCH, "Object{}").unwrap(), "Object");
+        assert_eq!(
+            check(36, PATCH, "Object{spec: Object.spec{replicas: 3}}").unwrap(),
+            "Object"
+        );
+        assert_eq!(
+            check(36, PATCH, "Object.spec.template{}").unwrap(),
+            "Object.spec.template"
+        );
+        assert_eq!(
+            check(
+                36,
+                PATCH,
+                "[JSONPatch{op: 'add', path: '/a/' + jsonpatch.escapeKey('b/c'), value: 1}]"
+            )
+            .unwrap(),
+            "list(JSONPatch)"
+        );
+        let e = check(36, PATCH, "[JSONPatch{op: 1}]").unwrap_err();
+        assert!(e.contains("expected type of field 'op' is 'string'"), "{e}");
+        let e = check(36, PATCH, "[JSONPatch{op: 'add', path: '/a', foo: 1}]").unwrap_err();
+        assert!(
+            e.contains("expected type of field 'foo' is '' but provided type is 'int'"),
+            "{e}"
+        );
+        assert!(check(36, FULL, "Object{}").is_err());
+        assert!(check(36, FULL, "jsonpatch.escapeKey('a')").is_err());
+        assert!(check(36, PATCH, "Objects{}").is_err());
     }
 
     #[test]

@@ -1,0 +1,381 @@
+//! kube-apiserver's defaulting and validation of MutatingAdmissionPolicy and
+//! MutatingAdmissionPolicyBinding on create and update, in the API server's order.
+//!
+//! Sources (Kubernetes 1.37.1):
+//! * `pkg/apis/admissionregistration/v1/defaults.go` and `zz_generated.defaults.go`
+//!   (`SetObjectDefaults_MutatingAdmissionPolicy`: `SetDefaults_MutatingAdmissionPolicySpec`
+//!   defaults `failurePolicy` only, not `reinvocationPolicy`; match resources as for
+//!   validating policies; `SetObjectDefaults_MutatingAdmissionPolicyBinding`);
+//! * `pkg/apis/admissionregistration/validation/validation.go`: `validateMutatingAdmissionPolicy`,
+//!   `validateMutatingAdmissionPolicySpec`, `validateMutation`, `validateApplyConfiguration`,
+//!   `validateJSONPatch`, `validateMutatingAdmissionPolicyBinding(Spec)`,
+//!   `ValidateMutatingAdmissionPolicyUpdate`, `ValidateMutatingAdmissionPolicyBindingUpdate`,
+//!   `findMutatingPolicyPreexistingExpressions`, `ignoreMutatingAdmissionPolicyMatchConditions`;
+//!   the rules shared with ValidatingAdmissionPolicy (metadata, paramKind, match resources,
+//!   match conditions, variables, paramRef) are the functions of [`super::vap`];
+//! * `pkg/registry/admissionregistration/mutatingadmissionpolicy{,binding}/strategy.go`
+//!   (`Validate`: validation, then `ValidateStaticSuffix` when `ManifestBasedAdmissionControlConfig`
+//!   is on; `ValidateUpdate`);
+//! * `k8s.io/apiserver/pkg/admission/plugin/cel/compile.go` (`hasPatchTypes`) and
+//!   `pkg/admission/plugin/policy/mutating/patch/{smd,json_patch}.go` (`ReturnTypes`).
+//!
+//! MutatingAdmissionPolicy `admissionregistration.k8s.io/v1` is served from Kubernetes 1.36;
+//! [`served`] says whether the target server has it.
+
+use k8s_openapi::api::admissionregistration::v1::{
+    MutatingAdmissionPolicy, MutatingAdmissionPolicyBinding, MutatingAdmissionPolicySpec, Mutation,
+};
+
+use crate::k8s_env::apiserver::{Composition, Decls, EnvKind};
+
+use super::field::FieldError;
+use super::meta::{MetaContext, validate_object_meta};
+use super::vap::{
+    Compiler, Options, Preexisting, Returns, Server, as_returned, default_match_resources,
+    go_trim_space, validate_match_conditions, validate_match_resources, validate_param_kind,
+    validate_param_ref, validate_static_suffix, validate_variable,
+};
+
+/// `supportedMutatingOperations` (sorted as `sets.String.List()` prints them): a mutating
+/// policy cannot match DELETE.
+const MUTATING_OPERATIONS: [&str; 4] = ["*", "CONNECT", "CREATE", "UPDATE"];
+/// `supportedReinvocationPolicies`.
+const REINVOCATION_POLICIES: [&str; 2] = ["IfNeeded", "Never"];
+/// `supportedPatchType`.
+const PATCH_TYPES: [&str; 2] = ["ApplyConfiguration", "JSONPatch"];
+/// `supportedFailurePolicies`.
+const FAILURE_POLICIES: [&str; 2] = ["Fail", "Ignore"];
+
+/// The first minor version whose API server serves MutatingAdmissionPolicy v1 (GA in 1.36).
+pub const FIRST_SERVED_MINOR: u32 = 36;
+
+/// Whether kube-apiserver 1.`minor` serves `admissionregistration.k8s.io/v1`
+/// MutatingAdmissionPolicy and its binding by default.
+pub fn served(server: Server) -> bool {
+    server.minor >= FIRST_SERVED_MINOR
+}
+
+/// `SetObjectDefaults_MutatingAdmissionPolicy`.
+pub fn default_mutating_policy(p: &mut MutatingAdmissionPolicy) {
+    let spec = p.spec.get_or_insert_with(Default::default);
+    if spec.failure_policy.is_none() {
+        spec.failure_policy = Some("Fail".into());
+    }
+    if let Some(mc) = spec.match_constraints.as_mut() {
+        default_match_resources(mc);
+    }
+}
+
+/// `SetObjectDefaults_MutatingAdmissionPolicyBinding`.
+pub fn default_mutating_binding(b: &mut MutatingAdmissionPolicyBinding) {
+    if let Some(mr) = b.spec.as_mut().and_then(|s| s.match_resources.as_mut()) {
+        default_match_resources(mr);
+    }
+}
+
+/// What the API server answers to a create of `policy` (defaulted first): the field errors of
+/// `mutatingAdmissionPolicyStrategy.Validate`, in its order. Empty: accepted. The paramKind
+/// authorization is not reproduced (it depends on the requesting user).
+pub fn validate_mutating_policy_create(
+    policy: &MutatingAdmissionPolicy,
+    server: Server,
+) -> Vec<FieldError> {
+    let mut p = policy.clone();
+    default_mutating_policy(&mut p);
+    let mut errs = validate_policy(&p, &Options::default(), server);
+    if server.reserves_static_suffix() {
+        errs.extend(validate_static_suffix(p.metadata.name.as_deref()));
+    }
+    as_returned(errs)
+}
+
+/// What the API server answers to an update of `old` (as stored) to `new`
+/// (`ValidateMutatingAdmissionPolicyUpdate`): match conditions are skipped when neither they nor
+/// `paramKind` changed; expressions of `old` compile in the StoredExpressions environment —
+/// upstream keeps only match conditions and mutation expressions, and looks JSON patch
+/// expressions up among the old *apply configuration* expressions, so an unchanged JSON patch
+/// (or variable) compiles as a new expression.
+pub fn validate_mutating_policy_update(
+    new: &MutatingAdmissionPolicy,
+    old: &MutatingAdmissionPolicy,
+    server: Server,
+) -> Vec<FieldError> {
+    let mut n = new.clone();
+    default_mutating_policy(&mut n);
+    let mut o = old.clone();
+    default_mutating_policy(&mut o);
+    let ns = n.spec.clone().unwrap_or_default();
+    let os = o.spec.clone().unwrap_or_default();
+    let opts = Options {
+        ignore_match_conditions: ns.param_kind == os.param_kind
+            && ns.match_conditions.clone().unwrap_or_default()
+                == os.match_conditions.clone().unwrap_or_default(),
+        preexisting: preexisting_of(&os),
+        ..Options::default()
+    };
+    as_returned(validate_policy(&n, &opts, server))
+}
+
+/// `findMutatingPolicyPreexistingExpressions`.
+fn preexisting_of(old: &MutatingAdmissionPolicySpec) -> Preexisting {
+    let mut p = Preexisting::default();
+    for mc in old.match_conditions.iter().flatten() {
+        p.match_conditions.insert(mc.expression.clone());
+    }
+    for m in old.mutations.iter().flatten() {
+        if let Some(ac) = &m.apply_configuration {
+            p.apply_configurations
+                .insert(ac.expression.clone().unwrap_or_default());
+        }
+        // Its JSON patch expressions go into a set nothing reads (jsonPatchExpressions).
+    }
+    p
+}
+
+/// `validateMutatingAdmissionPolicy`.
+fn validate_policy(p: &MutatingAdmissionPolicy, opts: &Options, server: Server) -> Vec<FieldError> {
+    let mut errs = validate_object_meta(&p.metadata, MetaContext::RestCreate);
+    let spec = p.spec.clone().unwrap_or_default();
+    errs.extend(validate_policy_spec(&spec, opts.clone(), server));
+    errs
+}
+
+/// `validateMutatingAdmissionPolicySpec`: always a composited compiler
+/// (`createCompiler(true)`), so `variables` is declared even without `spec.variables`.
+fn validate_policy_spec(
+    spec: &MutatingAdmissionPolicySpec,
+    mut opts: Options,
+    server: Server,
+) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    let mut compiler = Compiler {
+        server,
+        composition: Some(Composition::new()),
+    };
+    match spec.failure_policy.as_deref() {
+        None => errs.push(FieldError::required("spec.failurePolicy", "")),
+        Some(f) if FAILURE_POLICIES.contains(&f) => {}
+        Some(other) => errs.push(FieldError::not_supported(
+            "spec.failurePolicy",
+            other,
+            &FAILURE_POLICIES,
+        )),
+    }
+    if let Some(pk) = &spec.param_kind {
+        opts.allow_params_in_match_conditions = true;
+        errs.extend(validate_param_kind(pk, "spec.paramKind"));
+    }
+    match &spec.match_constraints {
+        None => errs.push(FieldError::required("spec.matchConstraints", "")),
+        Some(mc) => {
+            errs.extend(validate_match_resources(mc, "spec.matchConstraints"));
+            if mc.resource_rules.as_ref().is_none_or(Vec::is_empty) {
+                errs.push(FieldError::required(
+                    "spec.matchConstraints.resourceRules",
+                    "",
+                ));
+            }
+            errs.extend(mutating_operations(
+                mc.resource_rules.as_deref().unwrap_or_default(),
+                "spec.matchConstraints.resourceRules.operations",
+            ));
+        }
+    }
+    if !opts.ignore_match_conditions {
+        errs.extend(validate_match_conditions(
+            spec.match_conditions.as_deref().unwrap_or_default(),
+            &opts,
+            server,
+        ));
+    }
+    let has_params = spec.param_kind.is_some();
+    for (i, v) in spec.variables.iter().flatten().enumerate() {
+        errs.extend(validate_variable(&mut compiler, v, has_params, &opts, i));
+    }
+    let mutations = spec.mutations.as_deref().unwrap_or_default();
+    if mutations.is_empty() {
+        errs.push(FieldError::required(
+            "spec.mutations",
+            "mutations must contain at least one item",
+        ));
+    } else {
+        for (i, m) in mutations.iter().enumerate() {
+            errs.extend(validate_mutation(&compiler, m, has_params, &opts, i));
+        }
+    }
+    match spec.reinvocation_policy.as_deref().unwrap_or_default() {
+        "" => errs.push(FieldError::required("spec.reinvocationPolicy", "")),
+        r if REINVOCATION_POLICIES.contains(&r) => {}
+        other => errs.push(FieldError::not_supported(
+            "spec.reinvocationPolicy",
+            other,
+            &REINVOCATION_POLICIES,
+        )),
+    }
+    errs
+}
+
+/// "It is only possible to mutate create and update requests": every operation of every
+/// resource rule (not the excluded ones), reported at the rules' path without an index (so
+/// the same operation in two rules gives the same error twice, of which the API server
+/// returns one: [`as_returned`]).
+fn mutating_operations(
+    rules: &[k8s_openapi::api::admissionregistration::v1::NamedRuleWithOperations],
+    path: &str,
+) -> Vec<FieldError> {
+    rules
+        .iter()
+        .flat_map(|r| r.operations.iter().flatten())
+        .filter(|op| !MUTATING_OPERATIONS.contains(&op.as_str()))
+        .map(|op| FieldError::not_supported(path, op, &MUTATING_OPERATIONS))
+        .collect()
+}
+
+/// `validateMutation`.
+fn validate_mutation(
+    compiler: &Compiler,
+    m: &Mutation,
+    has_params: bool,
+    opts: &Options,
+    i: usize,
+) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    let p = format!("spec.mutations[{i}]");
+    match m.patch_type.as_str() {
+        "" => errs.push(FieldError::required(format!("{p}.patchType"), "")),
+        "JSONPatch" => {
+            match &m.json_patch {
+                None => errs.push(FieldError::required(
+                    format!("{p}.jsonPatch"),
+                    "must be specified when patchType is JSONPatch",
+                )),
+                Some(jp) => errs.extend(validate_mutation_expression(
+                    compiler,
+                    jp.expression.as_deref().unwrap_or_default(),
+                    Returns::JsonPatches,
+                    has_params,
+                    opts,
+                    &format!("{p}.jsonPatch.expression"),
+                )),
+            }
+            if m.apply_configuration.is_some() {
+                errs.push(FieldError::invalid(
+                    format!("{p}.applyConfiguration"),
+                    "{applyConfiguration}",
+                    "must not be specified when patchType is JSONPatch",
+                ));
+            }
+        }
+        "ApplyConfiguration" => {
+            match &m.apply_configuration {
+                None => errs.push(FieldError::required(
+                    format!("{p}.applyConfiguration"),
+                    "must be specified when patchType is ApplyConfiguration",
+                )),
+                Some(ac) => errs.extend(validate_mutation_expression(
+                    compiler,
+                    ac.expression.as_deref().unwrap_or_default(),
+                    Returns::Object,
+                    has_params,
+                    opts,
+                    &format!("{p}.applyConfiguration.expression"),
+                )),
+            }
+            if m.json_patch.is_some() {
+                errs.push(FieldError::invalid(
+                    format!("{p}.jsonPatch"),
+                    "{jsonPatch}",
+                    "must not be specified when patchType is ApplyConfiguration",
+                ));
+            }
+        }
+        other => errs.push(FieldError::not_supported(
+            format!("{p}.patchType"),
+            other,
+            &PATCH_TYPES,
+        )),
+    }
+    errs
+}
+
+/// `validateApplyConfiguration` and `validateJSONPatch`: the trimmed expression is compiled
+/// (and shown in the error) with params (when a paramKind is set), the authorizer and the
+/// patch types; the environment is StoredExpressions when the untrimmed expression was an
+/// apply configuration of the stored object (for both patch types, as upstream).
+fn validate_mutation_expression(
+    compiler: &Compiler,
+    expression: &str,
+    returns: Returns,
+    has_params: bool,
+    opts: &Options,
+    path: &str,
+) -> Vec<FieldError> {
+    let trimmed = go_trim_space(expression);
+    if trimmed.is_empty() {
+        return vec![FieldError::required(path, "")];
+    }
+    let kind: EnvKind = Preexisting::kind(&opts.preexisting.apply_configurations, expression);
+    let decls = Decls {
+        has_params,
+        has_authorizer: true,
+        has_patch_types: true,
+    };
+    match compiler.compile(trimmed, decls, kind, returns) {
+        (Err(detail), _) => vec![FieldError::invalid(path, trimmed, detail)],
+        (Ok(()), _) => Vec::new(),
+    }
+}
+
+/// What the API server answers to a create of `binding`
+/// (`mutatingAdmissionPolicyBindingStrategy.Validate`). The paramRef authorization is not
+/// reproduced (it depends on the user).
+pub fn validate_mutating_binding_create(
+    binding: &MutatingAdmissionPolicyBinding,
+    server: Server,
+) -> Vec<FieldError> {
+    let mut b = binding.clone();
+    default_mutating_binding(&mut b);
+    let mut errs = validate_binding(&b);
+    if server.reserves_static_suffix() {
+        errs.extend(validate_static_suffix(b.metadata.name.as_deref()));
+    }
+    as_returned(errs)
+}
+
+/// `ValidateMutatingAdmissionPolicyBindingUpdate`: the new binding validated as on create,
+/// without the static-suffix rule.
+pub fn validate_mutating_binding_update(
+    binding: &MutatingAdmissionPolicyBinding,
+) -> Vec<FieldError> {
+    let mut b = binding.clone();
+    default_mutating_binding(&mut b);
+    as_returned(validate_binding(&b))
+}
+
+/// `validateMutatingAdmissionPolicyBinding` and `validateMutatingAdmissionPolicyBindingSpec`.
+fn validate_binding(b: &MutatingAdmissionPolicyBinding) -> Vec<FieldError> {
+    let mut errs = validate_object_meta(&b.metadata, MetaContext::RestCreate);
+    let spec = b.spec.clone().unwrap_or_default();
+    let policy_name = spec.policy_name.as_deref().unwrap_or_default();
+    if policy_name.is_empty() {
+        errs.push(FieldError::required("spec.policyName", ""));
+    } else {
+        for msg in super::names::name_is_dns_subdomain(policy_name, false) {
+            errs.push(FieldError::invalid("spec.policyName", policy_name, msg));
+        }
+    }
+    if let Some(pr) = &spec.param_ref {
+        errs.extend(validate_param_ref(pr, "spec.paramRef"));
+    }
+    if let Some(mr) = &spec.match_resources {
+        errs.extend(validate_match_resources(mr, "spec.matchResources"));
+        errs.extend(mutating_operations(
+            mr.resource_rules.as_deref().unwrap_or_default(),
+            "spec.matchResources.resourceRules.operations",
+        ));
+    }
+    errs
+}
+
+#[cfg(test)]
+mod tests;
