@@ -420,18 +420,22 @@ impl<'a> Converter<'a> {
                     ]);
                 }
                 let mut fields = Vec::with_capacity(props.len());
+                let mut unexposed = Vec::new();
                 for (prop_name, prop) in props {
                     let Some(escaped) = escape(prop_name) else {
+                        unexposed.push(prop_name.to_owned());
                         continue;
                     };
                     let child_name = format!("{name}.{escaped}");
                     if let Some(t) = self.convert(prop, None, &child_name, depth + 1)? {
                         fields.push((escaped, t));
+                    } else {
+                        unexposed.push(escaped);
                     }
                 }
-                Ok(Some(DeclType::Object(Arc::new(ObjectType::new(
-                    name, fields,
-                )))))
+                Ok(Some(DeclType::Object(Arc::new(
+                    ObjectType::new(name, fields).with_unexposed(unexposed),
+                ))))
             }
             "string" => Ok(Some(DeclType::Scalar(match s.format() {
                 "byte" => Scalar::Bytes,
