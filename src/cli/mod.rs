@@ -6,6 +6,7 @@ pub mod ci;
 pub mod discovery;
 pub mod input;
 pub mod live;
+pub mod mutating;
 pub mod output;
 pub mod positions;
 
@@ -487,8 +488,13 @@ pub fn run_check(
         let _ = writeln!(stderr, "vapcheck: {msg}");
         EXIT_UNUSABLE
     };
-    let (inputs, others, input_sources) = match read_input_all(&args.files, stdin) {
+    let (inputs, mut others, input_sources) = match read_input_all(&args.files, stdin) {
         Ok(p) => p,
+        Err(e) => return fail(&e.to_string()),
+    };
+    // MutatingAdmissionPolicies (issue 12): checked like policies, no create-time verdict.
+    let maps = match mutating::take_policies(&mut others) {
+        Ok(m) => m,
         Err(e) => return fail(&e.to_string()),
     };
     let static_files = match &args.static_manifests {
@@ -498,7 +504,7 @@ pub fn run_check(
         },
         None => None,
     };
-    if inputs.is_empty() && static_files.is_none() {
+    if inputs.is_empty() && static_files.is_none() && maps.is_empty() {
         return fail(
             "no ValidatingAdmissionPolicy or ValidatingAdmissionPolicyBinding found in the input",
         );
@@ -532,9 +538,10 @@ pub fn run_check(
         }
         static_load = Some((dir.clone(), load));
     }
-    let has_policies = objects
-        .iter()
-        .any(|(o, _)| matches!(o, InputObject::Policy(_)));
+    let has_policies = !maps.is_empty()
+        || objects
+            .iter()
+            .any(|(o, _)| matches!(o, InputObject::Policy(_)));
     let mut options = SchemaOptions {
         openapi: args.openapi.clone(),
         crds: args.crds.clone(),
@@ -646,6 +653,17 @@ pub fn run_check(
             return fail(&e.to_string());
         }
     }
+    let map_backends = loaded.as_ref().map(|loaded| Backends {
+        rest_mapper: loaded.rest_mapper.as_ref(),
+        discovery: loaded.discovery.as_deref(),
+        schemas: loaded.schemas.as_ref(),
+        checker: loaded.checker.as_ref(),
+    });
+    checked.extend(
+        maps.iter().map(|m| {
+            mutating::checked_entry(m, &check_options, map_backends.as_ref(), server.minor)
+        }),
+    );
     let mut sources = input_sources;
     if let Some((_, files)) = &static_files {
         for f in files {
