@@ -79,6 +79,10 @@ struct Counts {
     policies: usize,
     expressions: usize,
     input_errors: usize,
+    /// MAPs with at least one kind checked against a schema.
+    with_kinds: usize,
+    /// Expressions × checked kinds.
+    checks: usize,
 }
 
 fn compute(backends: &Backends<'_>, mode: Mode) -> (String, Counts) {
@@ -88,6 +92,8 @@ fn compute(backends: &Backends<'_>, mode: Mode) -> (String, Counts) {
         policies: 0,
         expressions: 0,
         input_errors: 0,
+        with_kinds: 0,
+        checks: 0,
     };
     let files = corpus_files(&corpus);
     assert!(files.len() >= 197, "corpus has {} MAP files", files.len());
@@ -113,12 +119,15 @@ fn compute(backends: &Backends<'_>, mode: Mode) -> (String, Counts) {
         assert_eq!(maps.len(), 1, "{rel}: one MAP per corpus file");
         for m in maps {
             counts.policies += 1;
-            counts.expressions += vapcheck::mutating::mutation_sites(&m.policy, mode).len();
+            let sites = vapcheck::mutating::mutation_sites(&m.policy, mode).len();
+            counts.expressions += sites;
             let options = CheckOptions {
                 mode,
                 ..CheckOptions::default()
             };
             let status = check_mutating_policy(&m.policy, &options, backends);
+            counts.with_kinds += usize::from(!status.checked_kinds.is_empty());
+            counts.checks += sites * status.checked_kinds.len();
             let name = m.policy.metadata.name.clone().unwrap_or_default();
             if mode == Mode::Strict {
                 for w in &status.expression_warnings {
@@ -163,9 +172,11 @@ fn mutating_findings_match_the_reviewed_table() {
         (ext, strict)
     });
     println!(
-        "{} MAPs, {} expressions (extended), {} input errors, {} findings, checked in {:?}",
+        "{} MAPs ({} with a kind checked), {} expressions (extended), {} expression×kind checks, {} input errors, {} findings, both modes checked in {:?}",
         counts.policies,
+        counts.with_kinds,
         counts.expressions,
+        counts.checks,
         counts.input_errors,
         ours.lines().count() - 1 - counts.input_errors,
         started.elapsed()
