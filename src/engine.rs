@@ -54,8 +54,9 @@ impl RootTypes {
         }
     }
 
-    /// The same provider, declaring the properties the conversion could not type as `dyn`
-    /// fields instead of leaving them undefined. Upstream's type checker of
+    /// The same provider, declaring the properties the conversion could not type, and any
+    /// field of an object that keeps unknown fields, as `dyn` fields instead of leaving them
+    /// undefined. Upstream's type checker of
     /// ValidatingAdmissionPolicies leaves them undefined; no upstream component type-checks
     /// MutatingAdmissionPolicies, whose `object` is an unstructured value at admission
     /// (compile.go `createEnvForOpts` declares it `dyn`) that has these properties.
@@ -86,7 +87,7 @@ impl TypeProvider for RootTypes {
                 && root
                     .find_type(struct_name)
                     .and_then(DeclType::as_object)
-                    .is_some_and(|o| o.is_unexposed(field)) =>
+                    .is_some_and(|o| o.is_unexposed(field) || o.preserves_unknown_fields()) =>
             {
                 Some(Type::dyn_type())
             }

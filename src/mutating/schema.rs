@@ -60,8 +60,9 @@ fn field_of<'t>(o: &'t crate::schema::ObjectType, name: &str) -> Result<Option<&
     };
     match o.field(&esc) {
         Some(t) => Ok(Some(t)),
-        // The schema has it, without a CEL type (e.g. a map of quantities): not checked.
-        None if o.is_unexposed(&esc) => Ok(None),
+        // The schema has it, without a CEL type (e.g. a map of quantities), or keeps unknown
+        // fields (x-kubernetes-preserve-unknown-fields): not checked.
+        None if o.is_unexposed(&esc) || o.preserves_unknown_fields() => Ok(None),
         None => Err(()),
     }
 }

@@ -583,3 +583,66 @@ fn unescaping_json_pointer_segments() {
     assert_eq!(schema::unescape_segment("a~1b~0c"), "a/b~c");
     assert_eq!(schema::unescape_segment("~01"), "~1");
 }
+
+#[test]
+fn objects_that_keep_unknown_fields_accept_any_field() {
+    let root = obj(
+        "Widget",
+        vec![(
+            "spec",
+            DeclType::Object(Arc::new(
+                ObjectType::new("Widget.spec", vec![("size".to_owned(), s(Scalar::Int))])
+                    .with_preserved_unknown_fields(true),
+            )),
+        )],
+    );
+    let lits = literal::Literals {
+        objects: vec![literal::Message {
+            type_name: "Object.spec".into(),
+            at: None,
+            fields: vec![
+                literal::Field {
+                    name: "anything".into(),
+                    at: None,
+                    optional: false,
+                    value: literal::Value::Int(None),
+                },
+                literal::Field {
+                    name: "size".into(),
+                    at: None,
+                    optional: false,
+                    value: literal::Value::Str("x".into(), None),
+                },
+            ],
+        }],
+        patches: vec![],
+    };
+    let mut out = Vec::new();
+    schema::check_apply_configuration(&root, &lits, &mut out);
+    // the undeclared field is fine, the declared one is still typed
+    assert_eq!(out.len(), 1, "{out:?}");
+    assert!(out[0].1.contains("field 'size' is 'int'"), "{out:?}");
+}
+
+#[test]
+fn findings_in_branches_not_evaluated_for_the_kind_are_dropped() {
+    // `object.kind == 'Pod'` is false for a Deployment: the `undefined field` inside that
+    // branch is classified unreachable and not reported, for mutations too.
+    let p = policy(&[M::Apply(
+        "object.kind == 'Pod' ? Object{spec: Object.spec{nodeName: object.spec.nodeName}} : Object{}",
+    )]);
+    let s = run_mode(&p, Mode::Extended);
+    assert!(
+        s.expression_warnings.is_empty(),
+        "{:?}",
+        s.expression_warnings
+    );
+    assert!(
+        s.findings
+            .iter()
+            .all(|f| f.class == crate::policy::narrowing::FindingClass::Unreachable),
+        "{:?}",
+        s.findings
+    );
+    assert!(!s.findings.is_empty());
+}

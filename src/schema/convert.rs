@@ -33,6 +33,7 @@ pub const COMPONENT_REF_PREFIX: &str = "#/components/schemas/";
 
 const EXT_INT_OR_STRING: &str = "x-kubernetes-int-or-string";
 const EXT_EMBEDDED_RESOURCE: &str = "x-kubernetes-embedded-resource";
+const EXT_PRESERVE_UNKNOWN_FIELDS: &str = "x-kubernetes-preserve-unknown-fields";
 /// `intstr.IntOrString{}.OpenAPISchemaFormat()` in apimachinery v0.37.1.
 const FORMAT_INT_OR_STRING: &str = "int-or-string";
 
@@ -434,7 +435,9 @@ impl<'a> Converter<'a> {
                     }
                 }
                 Ok(Some(DeclType::Object(Arc::new(
-                    ObjectType::new(name, fields).with_unexposed(unexposed),
+                    ObjectType::new(name, fields)
+                        .with_unexposed(unexposed)
+                        .with_preserved_unknown_fields(s.ext(EXT_PRESERVE_UNKNOWN_FIELDS)),
                 ))))
             }
             "string" => Ok(Some(DeclType::Scalar(match s.format() {

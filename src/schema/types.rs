@@ -171,6 +171,9 @@ pub struct ObjectType {
     /// e.g. maps of `resource.Quantity`), by escaped name (the raw name when it has no
     /// escaped form); sorted. Not fields for CEL; known to exist for apply configurations.
     unexposed: Vec<String>,
+    /// `x-kubernetes-preserve-unknown-fields: true`: the API server keeps fields the schema
+    /// does not declare (upstream's CEL conversion ignores the extension).
+    preserves_unknown: bool,
 }
 
 impl ObjectType {
@@ -190,7 +193,20 @@ impl ObjectType {
             name: name.into(),
             fields: deduped,
             unexposed: Vec::new(),
+            preserves_unknown: false,
         }
+    }
+
+    /// The same type, marked as keeping undeclared fields
+    /// (`x-kubernetes-preserve-unknown-fields`).
+    pub fn with_preserved_unknown_fields(mut self, preserves: bool) -> Self {
+        self.preserves_unknown = preserves;
+        self
+    }
+
+    /// Whether the schema keeps fields it does not declare.
+    pub fn preserves_unknown_fields(&self) -> bool {
+        self.preserves_unknown
     }
 
     /// The same type, recording properties the schema declares without a CEL type.
