@@ -130,7 +130,8 @@ pub struct CheckArgs {
     /// type-checked.
     #[arg(long = "static-manifests", value_name = "DIR")]
     pub static_manifests: Option<PathBuf>,
-    /// Policy files (YAML or JSON, one or many documents); `-` reads standard input.
+    /// Policy files (YAML or JSON, one or many documents): ValidatingAdmissionPolicies, their
+    /// bindings and MutatingAdmissionPolicies; `-` reads standard input.
     #[arg(required_unless_present = "static_manifests", value_name = "FILE")]
     pub files: Vec<PathBuf>,
 }
