@@ -2,7 +2,7 @@
 # Short fuzzing smoke run on stable Rust (no sanitizer): needs `cargo install cargo-fuzz`.
 # Usage: fuzz/run-smoke.sh [seconds per target] [target...]   (default: 60 s, every target)
 # FUZZ_DEV=1 builds unoptimised: much faster to build.
-# Targets: check (CEL parse + check), policy (policy documents through `vapcheck check`),
+# Targets: check (CEL parse + check), policy (VAP and MAP documents through `vapcheck check`),
 # schema (OpenAPI v3 documents and CRD manifests through the schema conversion), manifests
 # (static-manifest files through the loader, documents through the CI position mapping).
 set -eu

@@ -41,6 +41,8 @@ pub fn cel_type(decl: &DeclType) -> Type {
 #[derive(Debug, Clone, Default)]
 pub struct RootTypes {
     roots: Vec<Arc<RootType>>,
+    /// Properties without a CEL type are `dyn` fields (MutatingAdmissionPolicies).
+    unexposed_as_dyn: bool,
 }
 
 impl RootTypes {
@@ -48,7 +50,19 @@ impl RootTypes {
     pub fn new(roots: impl IntoIterator<Item = Arc<RootType>>) -> Self {
         Self {
             roots: roots.into_iter().collect(),
+            unexposed_as_dyn: false,
         }
+    }
+
+    /// The same provider, declaring the properties the conversion could not type, and any
+    /// field of an object that keeps unknown fields, as `dyn` fields instead of leaving them
+    /// undefined. Upstream's type checker of
+    /// ValidatingAdmissionPolicies leaves them undefined; no upstream component type-checks
+    /// MutatingAdmissionPolicies, whose `object` is an unstructured value at admission
+    /// (compile.go `createEnvForOpts` declares it `dyn`) that has these properties.
+    pub fn with_unexposed_as_dyn(mut self) -> Self {
+        self.unexposed_as_dyn = true;
+        self
     }
 }
 
@@ -67,7 +81,18 @@ impl TypeProvider for RootTypes {
             .roots
             .iter()
             .find(|r| r.find_type(struct_name).is_some())?;
-        root.find_field(struct_name, field).map(cel_type)
+        match root.find_field(struct_name, field) {
+            Some(t) => Some(cel_type(t)),
+            None if self.unexposed_as_dyn
+                && root
+                    .find_type(struct_name)
+                    .and_then(DeclType::as_object)
+                    .is_some_and(|o| o.is_unexposed(field) || o.preserves_unknown_fields()) =>
+            {
+                Some(Type::dyn_type())
+            }
+            None => None,
+        }
     }
 
     /// Never: upstream names these types `<Kind><random digits>`, so no expression can name
@@ -178,12 +203,20 @@ impl ExpressionChecker for KubeChecker {
                 Params::Typed(ty)
             }
         };
-        let types: Option<Arc<dyn TypeProvider>> =
-            (!roots.is_empty()).then(|| Arc::new(RootTypes::new(roots)) as Arc<dyn TypeProvider>);
+        let types: Option<Arc<dyn TypeProvider>> = (!roots.is_empty()).then(|| {
+            let provider = RootTypes::new(roots);
+            let provider = if request.mutating {
+                provider.with_unexposed_as_dyn()
+            } else {
+                provider
+            };
+            Arc::new(provider) as Arc<dyn TypeProvider>
+        });
         let decls = KindDecls {
             object,
             params,
             types,
+            patch_types: request.patch_types,
         };
         let newer = match &self.newer {
             Some((target, base)) => Some(
@@ -200,6 +233,12 @@ impl ExpressionChecker for KubeChecker {
         downcast(parsed)
             .ok()
             .map(crate::k8s_env::narrowing::analyze)
+    }
+
+    fn patch_literals(&self, parsed: &ParsedExpr) -> Option<crate::mutating::literal::Literals> {
+        downcast(parsed)
+            .ok()
+            .map(crate::k8s_env::mutation::patch_literals)
     }
 }
 
@@ -342,6 +381,8 @@ mod tests {
                     gvk: &Gvk::new("apps", "v1", "Deployment"),
                     object: ObjectDecl::Dyn,
                     params: ParamsDecl::Absent,
+                    patch_types: false,
+                    mutating: false,
                 })
                 .unwrap_or_else(|e| panic!("{e}"));
             env.declare_variable("x", &OutputType::Int);

@@ -14,6 +14,7 @@ pub mod engine;
 pub mod health;
 pub mod k8s_env;
 pub mod metrics;
+pub mod mutating;
 pub mod policy;
 pub mod schema;
 

@@ -621,3 +621,74 @@ fn bindings_alone_get_the_api_server_verdict() {
     );
     assert!(v[0].get("status").is_none());
 }
+
+/// MutatingAdmissionPolicies (issue 12) end to end with the real backends and the built-in
+/// Kubernetes 1.37 kinds: the text, JSON and GitHub outputs, exact positions, exit codes,
+/// and the create-time verdict beside the findings.
+#[test]
+fn mutating_admission_policies_in_every_output_format() {
+    let factory = |o: &SchemaOptions, _: &[vapcheck::cli::CustomResourceDefinition]| {
+        vapcheck::engine::offline_backends(o)
+    };
+    let provider = vapcheck::cli::OfflineProvider { factory: &factory };
+    let map = r#"apiVersion: admissionregistration.k8s.io/v1beta1
+kind: MutatingAdmissionPolicy
+metadata:
+  name: typo
+spec:
+  matchConstraints:
+    resourceRules:
+    - apiGroups: ["apps"]
+      apiVersions: ["v1"]
+      operations: ["CREATE"]
+      resources: ["deployments"]
+  mutations:
+  - patchType: ApplyConfiguration
+    applyConfiguration:
+      expression: >
+        Object{spec: Object.spec{replicaz: 3}}
+  - patchType: JSONPatch
+    jsonPatch:
+      expression: '[JSONPatch{op: "add", path: "/spec/replicas", value: 2}]'
+  reinvocationPolicy: Never
+"#;
+    let with = |output| {
+        let mut a = args(output, ModeArg::Extended, &["-"]);
+        a.openapi = None;
+        run(&a, map, &provider)
+    };
+    let (code, out, err) = with(OutputFormat::Text);
+    assert_eq!((code, err.as_str()), (1, ""), "{out}");
+    assert!(
+        out.contains("typo [mutating] (<stdin>: document 1): 1 warning\n  <stdin>:16:42: spec.mutations[0].applyConfiguration.expression\n    apps/v1, Kind=Deployment: ERROR: <input>:1:34: undefined field 'replicaz'"),
+        "{out}"
+    );
+    let (code, out, _) = with(OutputFormat::Json);
+    assert_eq!(code, 1);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v[0]["kind"], "MutatingAdmissionPolicy");
+    assert_eq!(v[0]["apiServer"], serde_json::json!({"accepted": true}), "{out}");
+    let (_, out, _) = with(OutputFormat::Github);
+    assert!(
+        out.starts_with("::warning file=<stdin>,line=16,col=42,title=MutatingAdmissionPolicy typo%3A type-checking warning (apps/v1%2C Kind=Deployment)::spec.mutations[0].applyConfiguration.expression: ERROR: <input>:1:34: undefined field 'replicaz'"),
+        "{out}"
+    );
+    // The same policy without the typo is clean.
+    let mut a = args(OutputFormat::Text, ModeArg::Extended, &["-"]);
+    a.openapi = None;
+    let (code, out, err) = run(&a, &map.replace("replicaz", "replicas"), &provider);
+    assert_eq!((code, err.as_str()), (0, ""), "{out}");
+    // A malformed MAP is an unusable input naming the document and the field.
+    let (code, _, err) = run(
+        &a,
+        &map.replace("patchType: JSONPatch", "patchType: [1]"),
+        &provider,
+    );
+    assert_eq!(code, 2);
+    assert!(
+        err.contains(
+            "<stdin>: document 1: invalid MutatingAdmissionPolicy: spec.mutations[1].patchType"
+        ),
+        "{err}"
+    );
+}

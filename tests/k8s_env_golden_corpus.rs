@@ -78,6 +78,7 @@ fn corpus_per_gvk_warnings_match_kcm() {
                 object,
                 params,
                 types: Some(Arc::new(RootTypes::new(roots))),
+                patch_types: false,
             },
         )
         .expect("env builds");

@@ -125,6 +125,7 @@ fn typed_vap_cases_match_kcm() {
                 object,
                 params,
                 types: Some(Arc::new(RootTypes::new(roots))),
+                patch_types: false,
             },
         )
         .expect("env builds");

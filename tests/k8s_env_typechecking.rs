@@ -47,6 +47,7 @@ fn check(policy: &Policy<'_>, schema: Option<StructTypes>) -> Vec<(String, Strin
             object,
             params,
             types,
+            patch_types: false,
         },
     )
     .expect("env builds");

@@ -1,14 +1,17 @@
 //! Fuzzes the `vapcheck check` pipeline on policy documents: YAML/JSON bytes → every
 //! ValidatingAdmissionPolicy in them (`cli::input::read_policies`, as for a FILE argument) →
-//! `check_policy` in strict and extended mode with the offline backends of
+//! `check_policy`, and every MutatingAdmissionPolicy (`cli::mutating::read`) →
+//! `check_mutating_policy`, in strict and extended mode with the offline backends of
 //! `shared/openapi/v1.35` (`vapcheck check --openapi`, loaded once). No input may panic, and
 //! checking is deterministic: the same policy checked twice gives the same status.
 //! Seeds: fuzz/seeds/policy (fuzz/make-seeds: the policy files of the shared corpus).
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use vapcheck::cli::input::read_policies;
+use vapcheck::cli::input::{read_all, read_policies};
+use vapcheck::cli::mutating::{policies, read};
 use vapcheck::cli::{BackendProvider, LoadedBackends, OfflineProvider, SchemaOptions};
+use vapcheck::mutating::check_mutating_policy;
 use vapcheck::policy::{Backends, CheckOptions, Mode, check_policy};
 
 fn load() -> LoadedBackends {
@@ -36,8 +39,10 @@ fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else {
         return;
     };
-    let Ok(policies) = read_policies("<fuzz>", text) else {
-        return;
+    let policies = read_policies("<fuzz>", text).unwrap_or_default();
+    let maps = match read_all("<fuzz>", text) {
+        Ok((_, others)) => read(&others).unwrap_or_default(),
+        Err(_) => Vec::new(),
     };
     LOADED.with(|loaded| {
         let backends = Backends {
@@ -58,6 +63,21 @@ fuzz_target!(|data: &[u8]| {
                     first, second,
                     "{mode:?} check of {} is not deterministic",
                     p.origin
+                );
+            }
+        }
+        for (origin, policy) in policies(&maps) {
+            for mode in [Mode::Strict, Mode::Extended] {
+                let options = CheckOptions {
+                    mode,
+                    ..CheckOptions::default()
+                };
+                let first = check_mutating_policy(policy, &options, &backends);
+                let second = check_mutating_policy(policy, &options, &backends);
+                assert_eq!(
+                    first, second,
+                    "{mode:?} check of MAP {} is not deterministic",
+                    origin
                 );
             }
         }

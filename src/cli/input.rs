@@ -462,7 +462,7 @@ fn policy_of(value: &Value) -> Result<Option<ValidatingAdmissionPolicy>, String>
 
 /// `Ok(None)` unless `value` is a `wanted` of a supported admissionregistration version;
 /// then the object read as v1 (without its status).
-pub(super) fn v1_object_of<T: serde::de::DeserializeOwned>(
+pub(crate) fn v1_object_of<T: serde::de::DeserializeOwned>(
     value: &Value,
     wanted: &str,
 ) -> Result<Option<T>, String> {

@@ -130,7 +130,8 @@ pub struct CheckArgs {
     /// type-checked.
     #[arg(long = "static-manifests", value_name = "DIR")]
     pub static_manifests: Option<PathBuf>,
-    /// Policy files (YAML or JSON, one or many documents); `-` reads standard input.
+    /// Policy files (YAML or JSON, one or many documents): ValidatingAdmissionPolicies, their
+    /// bindings and MutatingAdmissionPolicies; `-` reads standard input.
     #[arg(required_unless_present = "static_manifests", value_name = "FILE")]
     pub files: Vec<PathBuf>,
 }
@@ -499,10 +500,11 @@ pub fn run_check(
         },
         None => None,
     };
-    // MutatingAdmissionPolicies and bindings: the API server's verdict only (mutating.rs).
+    // MutatingAdmissionPolicies and bindings: the API server's verdict, and type checking of
+    // the policies (mutating.rs).
     let mutating_objects = match mutating::read(&others) {
         Ok(m) => m,
-        Err(e) => return fail(&e),
+        Err(e) => return fail(&e.to_string()),
     };
     if inputs.is_empty() && mutating_objects.is_empty() && static_files.is_none() {
         return fail(
@@ -542,9 +544,12 @@ pub fn run_check(
         }
         static_load = Some((dir.clone(), load));
     }
-    let has_policies = objects
+    let has_policies = mutating_objects
         .iter()
-        .any(|(o, _)| matches!(o, InputObject::Policy(_)));
+        .any(|o| matches!(o, mutating::MutatingObject::Policy(..)))
+        || objects
+            .iter()
+            .any(|(o, _)| matches!(o, InputObject::Policy(_)));
     let mut options = SchemaOptions {
         openapi: args.openapi.clone(),
         crds: args.crds.clone(),
@@ -657,9 +662,19 @@ pub fn run_check(
         }
     }
     if !mutating_objects.is_empty() {
+        let backends = loaded.as_ref().map(|loaded| Backends {
+            rest_mapper: loaded.rest_mapper.as_ref(),
+            discovery: loaded.discovery.as_deref(),
+            schemas: loaded.schemas.as_ref(),
+            checker: loaded.checker.as_ref(),
+        });
         let entries = mutating_objects
             .iter()
-            .map(|o| mutating::verdict(o, &previous_mutating, server))
+            .map(|o| {
+                let mut entry = mutating::verdict(o, &previous_mutating, server);
+                entry.status = mutating::type_check(o, &check_options, backends.as_ref());
+                entry
+            })
             .collect();
         let files: Vec<String> = args
             .files

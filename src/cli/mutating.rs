@@ -1,7 +1,7 @@
 //! `vapcheck check` and MutatingAdmissionPolicy / MutatingAdmissionPolicyBinding documents:
 //! what kube-apiserver answers to their create (or update, with `--previous`), as the same
-//! `apiServer` block validating policies get ([`crate::apiserver::map`]). Only the verdict:
-//! these objects are not type-checked here.
+//! `apiServer` block validating policies get ([`crate::apiserver::map`]), and the policies'
+//! type checking ([`crate::mutating::check_mutating_policy`], docs/mutating.md).
 //!
 //! The documents are picked from the input's other objects (the ones that are not validating
 //! policies or bindings), so the reading of validating policies is untouched.
@@ -12,7 +12,7 @@ use k8s_openapi::api::admissionregistration::v1::{
 
 use crate::apiserver::{self, Server, map};
 
-use super::input::{InputOther, Origin, v1_object_of};
+use super::input::{InputError, InputOther, Origin, v1_object_of};
 use super::output::{ApiServerVerdict, CheckedPolicy};
 
 /// The policy kind.
@@ -58,10 +58,16 @@ impl MutatingObject {
 /// The MutatingAdmissionPolicies and bindings among `others` (`admissionregistration.k8s.io`
 /// v1, v1beta1 or v1alpha1, read as v1), in input order. `Err`: a document of one of these
 /// kinds that does not deserialise (`<origin>: invalid <Kind>: <field>: <error>`).
-pub fn read(others: &[InputOther]) -> Result<Vec<MutatingObject>, String> {
+pub fn read(others: &[InputOther]) -> Result<Vec<MutatingObject>, InputError> {
     let mut out = Vec::new();
     for o in others {
-        let at = |e: String| format!("{}: {e}", o.origin);
+        let at = |message: String| InputError {
+            file: o.origin.source.clone(),
+            document: Some(o.origin.document),
+            item: o.origin.item,
+            line: None,
+            message,
+        };
         if let Some(p) =
             v1_object_of::<MutatingAdmissionPolicy>(&o.value, MUTATING_POLICY_KIND).map_err(at)?
         {
@@ -74,6 +80,16 @@ pub fn read(others: &[InputOther]) -> Result<Vec<MutatingObject>, String> {
         }
     }
     Ok(out)
+}
+
+/// The policies among `objects`, with where they came from.
+pub fn policies(
+    objects: &[MutatingObject],
+) -> impl Iterator<Item = (&Origin, &MutatingAdmissionPolicy)> {
+    objects.iter().filter_map(|o| match o {
+        MutatingObject::Policy(origin, p) => Some((origin, p.as_ref())),
+        MutatingObject::Binding(..) => None,
+    })
 }
 
 /// The cause given when the target server does not serve the kind at all (vapcheck's own
@@ -128,6 +144,21 @@ pub fn verdict(
         status: None,
         bound_by: None,
         effect: None,
+    }
+}
+
+/// The type checking of a MutatingAdmissionPolicy (`None` for bindings, or without schema
+/// backends).
+pub fn type_check(
+    object: &MutatingObject,
+    options: &crate::policy::CheckOptions,
+    backends: Option<&crate::policy::Backends<'_>>,
+) -> Option<crate::policy::PolicyStatus> {
+    match object {
+        MutatingObject::Policy(_, p) => {
+            backends.map(|b| crate::mutating::check_mutating_policy(p, options, b))
+        }
+        MutatingObject::Binding(..) => None,
     }
 }
 
@@ -204,7 +235,8 @@ mod tests {
             json!({"apiVersion": "admissionregistration.k8s.io/v1",
                    "kind": "MutatingAdmissionPolicy", "spec": {"mutations": "x"}}),
         )])
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
         assert!(
             bad.starts_with(
                 "f.yaml: document 4: invalid MutatingAdmissionPolicy: spec.mutations: "

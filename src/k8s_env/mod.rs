@@ -32,6 +32,7 @@ pub mod decls;
 pub mod format_validator;
 pub mod libraries;
 pub mod macros;
+pub mod mutation;
 pub mod narrowing;
 pub mod versions;
 
@@ -265,6 +266,9 @@ pub struct KindDecls {
     /// converted OpenAPI types). Wrapped in [`KeywordFieldNames`] when the target version
     /// has the reserved-word field fallback (1.31 and later).
     pub types: Option<Arc<dyn TypeProvider>>,
+    /// The mutations of a MutatingAdmissionPolicy: `Object`, `JSONPatch` and
+    /// `jsonpatch.escapeKey` are declared ([`mutation::add_patch_types`]).
+    pub patch_types: bool,
 }
 
 impl KindDecls {
@@ -274,6 +278,7 @@ impl KindDecls {
             object: None,
             params,
             types: None,
+            patch_types: false,
         }
     }
 }
@@ -284,6 +289,7 @@ impl fmt::Debug for KindDecls {
             .field("object", &self.object)
             .field("params", &self.params)
             .field("types", &self.types.as_ref().map(|_| "<provider>"))
+            .field("patch_types", &self.patch_types)
             .finish()
     }
 }
@@ -334,6 +340,9 @@ impl PolicyEnv {
             } else {
                 b.add_provider(p);
             }
+        }
+        if kind.patch_types {
+            mutation::add_patch_types(&mut b)?;
         }
         let object = kind.object.unwrap_or_else(Type::dyn_type);
         b.add_variable(admission::OBJECT_VAR, object.clone())?;

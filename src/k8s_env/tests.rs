@@ -272,6 +272,7 @@ fn params_declarations() {
                     .with_type("Obj1", [("foo", Type::int())])
                     .with_type("Params1", [("bar", Type::string())]),
             )),
+            patch_types: false,
         },
     )
     .expect("env builds");
@@ -294,6 +295,7 @@ fn keyword_field_fallback_from_1_31() {
         object: Some(Type::object("Obj1")),
         params: Params::Absent,
         types: Some(types.clone()),
+        patch_types: false,
     };
     let at = |minor: u32| Target {
         version: KubeVersion::new(minor).expect("supported"),

@@ -95,6 +95,13 @@ pub struct EnvRequest<'a> {
     pub object: ObjectDecl<'a>,
     /// `params`.
     pub params: ParamsDecl<'a>,
+    /// Declare the patch types of MutatingAdmissionPolicy mutations (`Object`, `JSONPatch`,
+    /// `jsonpatch.escapeKey`; k8s.io/apiserver v0.37.1 admission/plugin/cel/compile.go
+    /// `hasPatchTypes`).
+    pub patch_types: bool,
+    /// The policy is a MutatingAdmissionPolicy: schema properties the conversion gives no
+    /// type are `dyn` fields rather than undefined (docs/mutating.md).
+    pub mutating: bool,
 }
 
 /// Parses expressions and builds per-kind checking environments (upstream: the
@@ -114,6 +121,12 @@ pub trait ExpressionChecker: Send + Sync {
     /// each AST node, [`Guards`](super::narrowing::Guards)). `None`: no analysis, every
     /// finding counts for every kind.
     fn guards(&self, _parsed: &ParsedExpr) -> Option<super::narrowing::Guards> {
+        None
+    }
+
+    /// MutatingAdmissionPolicy mutations: the `Object…{}` and `JSONPatch{}` literals of a
+    /// parsed expression ([`crate::mutating::literal`]). `None`: no analysis.
+    fn patch_literals(&self, _parsed: &ParsedExpr) -> Option<crate::mutating::literal::Literals> {
         None
     }
 }

@@ -2,7 +2,9 @@
 
 use std::collections::HashMap;
 
-use k8s_openapi::api::admissionregistration::v1::{ExpressionWarning, ValidatingAdmissionPolicy};
+use k8s_openapi::api::admissionregistration::v1::{
+    ExpressionWarning, MatchResources, ParamKind, ValidatingAdmissionPolicy,
+};
 
 use super::backend::{
     EnvRequest, ExpressionChecker, ObjectDecl, ParamsDecl, ParsedExpr, SchemaError, SchemaLookup,
@@ -72,11 +74,8 @@ struct SiteResults {
 /// The params declaration for a policy (upstream `paramsGVK` + `declType`): no `paramKind`,
 /// an unparseable `apiVersion` or an empty GVK → absent; otherwise typed when the schema
 /// resolves to a type, `dyn` when it does not.
-fn params_type(
-    policy: &ValidatingAdmissionPolicy,
-    schemas: &dyn SchemaSource,
-) -> Option<Option<SchemaType>> {
-    let pk = policy.spec.as_ref()?.param_kind.as_ref()?;
+fn params_type(pk: Option<&ParamKind>, schemas: &dyn SchemaSource) -> Option<Option<SchemaType>> {
+    let pk = pk?;
     let gvk = Gvk::from_api_version(
         pk.api_version.as_deref().unwrap_or(""),
         pk.kind.as_deref().unwrap_or(""),
@@ -89,6 +88,29 @@ fn params_type(
         Ok(SchemaLookup::Untyped) | Err(_) => None,
     })
 }
+
+/// What [`check_input`] checks of one policy: the parts shared by ValidatingAdmissionPolicies
+/// and MutatingAdmissionPolicies.
+pub struct PolicyInput<'p> {
+    /// `metadata.generation`.
+    pub generation: Option<i64>,
+    /// `spec.matchConstraints`.
+    pub constraints: Option<&'p MatchResources>,
+    /// `spec.paramKind`.
+    pub param_kind: Option<&'p ParamKind>,
+    /// The expressions to check, in output order.
+    pub sites: Vec<ExpressionSite<'p>>,
+    /// `spec.variables` as `(name, expression)`, in order.
+    pub variables: Vec<(&'p str, &'p str)>,
+    /// A MutatingAdmissionPolicy ([`EnvRequest::mutating`]).
+    pub mutating: bool,
+}
+
+/// A check run after an expression type-checked for one kind, in extended mode (the
+/// MutatingAdmissionPolicy literal analysis): the kind, its schema type (`None`: untyped),
+/// the site and the parsed expression → cel-go-formatted issues, or `None`.
+pub type ExtraCheck<'a> =
+    dyn Fn(&Gvk, Option<&SchemaType>, &ExpressionSite<'_>, &ParsedExpr) -> Option<String> + 'a;
 
 /// Computes the status of one policy.
 ///
@@ -109,14 +131,42 @@ pub fn check_policy(
     options: &CheckOptions,
     backends: &Backends<'_>,
 ) -> PolicyStatus {
-    let generation = policy.metadata.generation;
+    let spec = policy.spec.as_ref();
+    let input = PolicyInput {
+        generation: policy.metadata.generation,
+        constraints: spec.and_then(|s| s.match_constraints.as_ref()),
+        param_kind: spec.and_then(|s| s.param_kind.as_ref()),
+        sites: expression_sites(policy, options.mode),
+        variables: spec
+            .and_then(|s| s.variables.as_ref())
+            .map(|vs| {
+                vs.iter()
+                    .map(|v| (v.name.as_str(), v.expression.as_str()))
+                    .collect()
+            })
+            .unwrap_or_default(),
+        mutating: false,
+    };
+    check_input(&input, options, backends, None)
+}
+
+/// [`check_policy`] over the shared parts of a policy ([`PolicyInput`]), with an optional
+/// extra per-kind check of each expression (extended mode only).
+pub fn check_input(
+    input: &PolicyInput<'_>,
+    options: &CheckOptions,
+    backends: &Backends<'_>,
+    extra: Option<&ExtraCheck<'_>>,
+) -> PolicyStatus {
+    let generation = input.generation;
     let mode = options.mode;
+    let constraints = input.constraints;
     let mut reset = ResetOnce::default();
-    let strict_selection = types_to_check_with(policy, backends.rest_mapper, &mut reset);
+    let strict_selection = types_to_check_with(&constraints, backends.rest_mapper, &mut reset);
     let selection = match mode {
         Mode::Strict => strict_selection.clone(),
         Mode::Extended => extend_selection(
-            policy,
+            &constraints,
             strict_selection.kinds.clone(),
             backends.rest_mapper,
             backends.discovery,
@@ -164,21 +214,12 @@ pub fn check_policy(
     let params = if resolved.is_empty() {
         None
     } else {
-        params_type(policy, backends.schemas)
+        params_type(input.param_kind, backends.schemas)
     };
 
     // 4. parse once per distinct expression
-    let sites = expression_sites(policy, mode);
-    let variables: Vec<(&str, &str)> = policy
-        .spec
-        .as_ref()
-        .and_then(|s| s.variables.as_ref())
-        .map(|vs| {
-            vs.iter()
-                .map(|v| (v.name.as_str(), v.expression.as_str()))
-                .collect()
-        })
-        .unwrap_or_default();
+    let sites = &input.sites;
+    let variables = &input.variables;
     let mut parsed: HashMap<&str, Result<ParsedExpr, String>> = HashMap::new();
     // Nothing to check against: no parsing either (upstream compiles only per kind).
     if !resolved.is_empty() {
@@ -199,11 +240,13 @@ pub fn check_policy(
         check_kind(
             kind,
             mode,
-            &sites,
-            &variables,
+            sites,
+            variables,
             &parsed,
             params.as_ref(),
             backends.checker,
+            extra,
+            input.mutating,
             &mut results,
         );
     }
@@ -230,6 +273,7 @@ pub fn check_policy(
                 &site.field.to_string(),
                 res,
                 guards.get(site.expression),
+                input.mutating,
                 &mut findings,
             )
         } else {
@@ -275,10 +319,15 @@ pub fn check_policy(
 /// Extended mode: classifies every finding of one expression ([`classify`]) and drops, from
 /// the results upstream does not report, the findings in branches not evaluated for their
 /// kind. Upstream's results keep their text (strict's text is a prefix of extended's).
+///
+/// MutatingAdmissionPolicies (`mutating`) have no upstream text to keep: every finding in a
+/// branch not evaluated for its kind is dropped, and so is every static-typing-only finding
+/// that involves an `Object` type ([`is_patch_typing_artefact`]).
 fn narrow_site(
     field_ref: &str,
     res: SiteResults,
     guards: Option<&Guards>,
+    mutating: bool,
     findings: &mut Vec<Finding>,
 ) -> Vec<KindResult> {
     let issues_of = |r: &KindResult| match &r.outcome {
@@ -326,7 +375,14 @@ fn narrow_site(
                 why,
                 message: issue.text.lines().next().unwrap_or_default().to_owned(),
             });
-            if upstream || class != FindingClass::Unreachable {
+            let keep = if mutating {
+                class != FindingClass::Unreachable
+                    && !(class == FindingClass::StaticTypingOnly
+                        && is_patch_typing_artefact(issue.message()))
+            } else {
+                upstream || class != FindingClass::Unreachable
+            };
+            if keep {
                 kept.push(issue);
             }
         }
@@ -342,6 +398,20 @@ fn narrow_site(
     out
 }
 
+/// Whether a checker message is about a type `Object` or `Object.<path>` (the patch types of
+/// MutatingAdmissionPolicies), e.g. `found no matching overload for '_+_' applied to
+/// '(list(Object.spec.x), list(Job.spec.x.@idx))'`. vapcheck types `object` with the kind's
+/// schema, where the same path has a schema type distinct from its `Object` type; upstream
+/// declares `object` `dyn` for MAPs (k8s.io/apiserver v0.37.1 admission/plugin/cel/compile.go
+/// `createEnvForOpts`), so a static-typing-only mismatch between the two is no mistake.
+fn is_patch_typing_artefact(message: &str) -> bool {
+    message.match_indices("Object").any(|(i, _)| {
+        let before = message[..i].chars().next_back();
+        let after = message[i + "Object".len()..].chars().next();
+        matches!(before, Some('(' | ' ')) && matches!(after, Some('.' | ')' | ',' | '\''))
+    })
+}
+
 #[allow(clippy::too_many_arguments)]
 fn check_kind(
     kind: &ResolvedKind,
@@ -351,6 +421,8 @@ fn check_kind(
     parsed: &HashMap<&str, Result<ParsedExpr, String>>,
     params: Option<&Option<SchemaType>>,
     checker: &dyn ExpressionChecker,
+    extra: Option<&ExtraCheck<'_>>,
+    mutating: bool,
     results: &mut [SiteResults],
 ) {
     let object = match &kind.object {
@@ -378,12 +450,27 @@ fn check_kind(
             results[i].extra.push(r);
         }
     };
-    let mut env = match checker.environment(&EnvRequest {
+    let request = |patch_types: bool| EnvRequest {
         gvk: &kind.gvk,
         object,
         params,
-    }) {
-        Ok(env) => env,
+        patch_types,
+        mutating,
+    };
+    // Mutations are compiled with the patch types, variables and match conditions without
+    // (k8s.io/apiserver v0.37.1 mutating/compilation.go compilePolicy): a second environment
+    // when the policy has mutations.
+    let needs_patch_env = sites.iter().any(|s| s.field.has_patch_types());
+    let envs = checker.environment(&request(false)).and_then(|env| {
+        let patch = if needs_patch_env {
+            Some(checker.environment(&request(true))?)
+        } else {
+            None
+        };
+        Ok((env, patch))
+    });
+    let (mut env, mut patch_env) = match envs {
+        Ok(envs) => envs,
         Err(e) => {
             // upstream typeCheckingCompiler.CompileCELExpression: "fail to build env: %v",
             // rendered as a `type checking error`.
@@ -416,6 +503,9 @@ fn check_kind(
             Err(_) => OutputType::Dyn,
         };
         env.declare_variable(name, &ty);
+        if let Some(p) = patch_env.as_mut() {
+            p.declare_variable(name, &ty);
+        }
         variable_results.push(result);
     }
     for (i, site) in sites.iter().enumerate() {
@@ -424,6 +514,10 @@ fn check_kind(
                 .get(vi)
                 .cloned()
                 .unwrap_or_else(|| check(env.as_ref(), site.expression)),
+            f if f.has_patch_types() => match &patch_env {
+                Some(p) => check(p.as_ref(), site.expression),
+                None => check(env.as_ref(), site.expression),
+            },
             _ => check(env.as_ref(), site.expression),
         };
         if mode == Mode::Extended
@@ -439,6 +533,13 @@ fn check_kind(
                     && let Some(msg) = site.field.expected_type().mismatch(&out)
                 {
                     push(results, i, site.field, KindOutcome::Issues(msg), false);
+                }
+                if mode == Mode::Extended
+                    && let Some(extra) = extra
+                    && let Some(Ok(p)) = parsed.get(site.expression)
+                    && let Some(issues) = extra(&kind.gvk, kind.object.as_ref(), site, p)
+                {
+                    push(results, i, site.field, KindOutcome::Issues(issues), false);
                 }
             }
         }

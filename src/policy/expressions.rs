@@ -38,6 +38,10 @@ pub enum ExpressionField {
     Variable(usize),
     /// `spec.auditAnnotations[i].valueExpression`
     AuditAnnotation(usize),
+    /// `spec.mutations[i].applyConfiguration.expression` (MutatingAdmissionPolicy)
+    ApplyConfiguration(usize),
+    /// `spec.mutations[i].jsonPatch.expression` (MutatingAdmissionPolicy)
+    JsonPatch(usize),
 }
 
 /// apimachinery `field.Path` rendering, e.g. `spec.validations[0].expression`.
@@ -55,17 +59,36 @@ impl fmt::Display for ExpressionField {
             ExpressionField::AuditAnnotation(i) => {
                 write!(f, "spec.auditAnnotations[{i}].valueExpression")
             }
+            ExpressionField::ApplyConfiguration(i) => {
+                write!(f, "spec.mutations[{i}].applyConfiguration.expression")
+            }
+            ExpressionField::JsonPatch(i) => write!(f, "spec.mutations[{i}].jsonPatch.expression"),
         }
     }
 }
 
 impl ExpressionField {
-    /// Whether kube-controller-manager checks this field.
+    /// Whether kube-controller-manager checks this field. Mutations count as upstream
+    /// fields: no upstream component type-checks MutatingAdmissionPolicies, and strict mode
+    /// checks a MAP's mutations as kube-controller-manager checks a VAP's validations (see
+    /// docs/mutating.md).
     pub fn is_upstream(&self) -> bool {
         matches!(
             self,
             ExpressionField::ValidationExpression(_)
                 | ExpressionField::ValidationMessageExpression(_)
+                | ExpressionField::ApplyConfiguration(_)
+                | ExpressionField::JsonPatch(_)
+        )
+    }
+
+    /// Whether the expression is compiled with the patch types (`Object`, `JSONPatch`,
+    /// `jsonpatch.escapeKey`): only mutations (mutating/compilation.go `compilePolicy` sets
+    /// `HasPatchTypes` for them, not for variables or match conditions).
+    pub fn has_patch_types(&self) -> bool {
+        matches!(
+            self,
+            ExpressionField::ApplyConfiguration(_) | ExpressionField::JsonPatch(_)
         )
     }
 
@@ -86,6 +109,14 @@ impl ExpressionField {
                 ExpectedType::OneOf(vec![OutputType::String, OutputType::Null])
             }
             ExpressionField::Variable(_) => ExpectedType::Any,
+            // mutating/patch/smd.go ApplyConfigurationCondition.ReturnTypes: `Object`;
+            // json_patch.go JSONPatchCondition.ReturnTypes: `list(JSONPatch)`.
+            ExpressionField::ApplyConfiguration(_) => {
+                ExpectedType::One(OutputType::Other("Object".into()))
+            }
+            ExpressionField::JsonPatch(_) => ExpectedType::One(OutputType::List(Box::new(
+                OutputType::Other("JSONPatch".into()),
+            ))),
         }
     }
 }

@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 use std::fmt;
 
 use k8s_openapi::api::admissionregistration::v1::{
-    NamedRuleWithOperations, ValidatingAdmissionPolicy,
+    MatchResources, MutatingAdmissionPolicy, NamedRuleWithOperations, ValidatingAdmissionPolicy,
 };
 
 use super::gvk::{Gvk, Gvr};
@@ -146,11 +146,36 @@ impl ResetOnce {
     }
 }
 
-fn resource_rules(policy: &ValidatingAdmissionPolicy) -> &[NamedRuleWithOperations] {
+/// A policy whose `spec.matchConstraints` selects the kinds to check: the kind selection is
+/// the same for ValidatingAdmissionPolicies and MutatingAdmissionPolicies (both use
+/// `admissionregistration/v1.MatchResources`; only `resourceRules` and
+/// `excludeResourceRules` are read).
+pub trait MatchConstraints {
+    /// `spec.matchConstraints`, when present.
+    fn match_constraints(&self) -> Option<&MatchResources>;
+}
+
+impl MatchConstraints for ValidatingAdmissionPolicy {
+    fn match_constraints(&self) -> Option<&MatchResources> {
+        self.spec.as_ref()?.match_constraints.as_ref()
+    }
+}
+
+impl MatchConstraints for MutatingAdmissionPolicy {
+    fn match_constraints(&self) -> Option<&MatchResources> {
+        self.spec.as_ref()?.match_constraints.as_ref()
+    }
+}
+
+impl MatchConstraints for Option<&MatchResources> {
+    fn match_constraints(&self) -> Option<&MatchResources> {
+        *self
+    }
+}
+
+fn resource_rules(policy: &(impl MatchConstraints + ?Sized)) -> &[NamedRuleWithOperations] {
     policy
-        .spec
-        .as_ref()
-        .and_then(|s| s.match_constraints.as_ref())
+        .match_constraints()
         .and_then(|m| m.resource_rules.as_deref())
         .unwrap_or(&[])
 }
@@ -180,7 +205,7 @@ fn sorted(v: Vec<&str>) -> Vec<&str> {
 ///
 /// `skipped` records what upstream silently leaves out (for conditions only).
 pub fn types_to_check(
-    policy: &ValidatingAdmissionPolicy,
+    policy: &(impl MatchConstraints + ?Sized),
     mapper: &dyn RestMapper,
 ) -> KindSelection {
     types_to_check_with(policy, mapper, &mut ResetOnce::default())
@@ -188,7 +213,7 @@ pub fn types_to_check(
 
 /// [`types_to_check`] sharing a [`ResetOnce`] with other lookups of the same policy.
 pub fn types_to_check_with(
-    policy: &ValidatingAdmissionPolicy,
+    policy: &(impl MatchConstraints + ?Sized),
     mapper: &dyn RestMapper,
     reset: &mut ResetOnce,
 ) -> KindSelection {
@@ -320,7 +345,7 @@ fn split_resource(entry: &str) -> (&str, Option<&str>) {
 /// reported as [`SkipReason::Limit`]. Without discovery, wildcards and subresources are
 /// reported as skipped. Mapping failures are reported too.
 pub fn types_to_check_extended(
-    policy: &ValidatingAdmissionPolicy,
+    policy: &(impl MatchConstraints + ?Sized),
     mapper: &dyn RestMapper,
     discovery: Option<&dyn Discovery>,
     limit: usize,
@@ -381,7 +406,7 @@ fn excludes(
 /// The extended enumeration on top of already computed strict kinds, sharing the policy's
 /// [`ResetOnce`].
 pub fn extend_selection(
-    policy: &ValidatingAdmissionPolicy,
+    policy: &(impl MatchConstraints + ?Sized),
     strict_kinds: Vec<Gvk>,
     mapper: &dyn RestMapper,
     discovery: Option<&dyn Discovery>,
@@ -401,9 +426,7 @@ pub fn extend_selection(
         _ => None,
     };
     let exclude_rules: &[NamedRuleWithOperations] = policy
-        .spec
-        .as_ref()
-        .and_then(|s| s.match_constraints.as_ref())
+        .match_constraints()
         .and_then(|m| m.exclude_resource_rules.as_deref())
         .unwrap_or(&[]);
     let mut found: BTreeSet<Gvk> = BTreeSet::new();

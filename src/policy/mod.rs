@@ -23,13 +23,13 @@ pub use backend::{
     CheckEnv, EnvRequest, ExpressionChecker, ObjectDecl, ParamsDecl, ParsedExpr, SchemaError,
     SchemaLookup, SchemaSource, SchemaType,
 };
-pub use check::{Backends, CheckOptions, check_policy};
+pub use check::{Backends, CheckOptions, ExtraCheck, PolicyInput, check_input, check_policy};
 pub use expressions::{ExpressionField, ExpressionSite, Mode, expression_sites};
 pub use gvk::{Gvk, Gvr};
 pub use kinds::{
-    DEFAULT_EXTENDED_KIND_LIMIT, KindSelection, ResetOnce, SkipReason, SkipSubject, Skipped,
-    UPSTREAM_KIND_LIMIT, extend_selection, types_to_check, types_to_check_extended,
-    types_to_check_with,
+    DEFAULT_EXTENDED_KIND_LIMIT, KindSelection, MatchConstraints, ResetOnce, SkipReason,
+    SkipSubject, Skipped, UPSTREAM_KIND_LIMIT, extend_selection, types_to_check,
+    types_to_check_extended, types_to_check_with,
 };
 pub use render::{KindOutcome, KindResult, render_warning};
 pub use restmapper::{

@@ -33,6 +33,7 @@ pub const COMPONENT_REF_PREFIX: &str = "#/components/schemas/";
 
 const EXT_INT_OR_STRING: &str = "x-kubernetes-int-or-string";
 const EXT_EMBEDDED_RESOURCE: &str = "x-kubernetes-embedded-resource";
+const EXT_PRESERVE_UNKNOWN_FIELDS: &str = "x-kubernetes-preserve-unknown-fields";
 /// `intstr.IntOrString{}.OpenAPISchemaFormat()` in apimachinery v0.37.1.
 const FORMAT_INT_OR_STRING: &str = "int-or-string";
 
@@ -420,18 +421,24 @@ impl<'a> Converter<'a> {
                     ]);
                 }
                 let mut fields = Vec::with_capacity(props.len());
+                let mut unexposed = Vec::new();
                 for (prop_name, prop) in props {
                     let Some(escaped) = escape(prop_name) else {
+                        unexposed.push(prop_name.to_owned());
                         continue;
                     };
                     let child_name = format!("{name}.{escaped}");
                     if let Some(t) = self.convert(prop, None, &child_name, depth + 1)? {
                         fields.push((escaped, t));
+                    } else {
+                        unexposed.push(escaped);
                     }
                 }
-                Ok(Some(DeclType::Object(Arc::new(ObjectType::new(
-                    name, fields,
-                )))))
+                Ok(Some(DeclType::Object(Arc::new(
+                    ObjectType::new(name, fields)
+                        .with_unexposed(unexposed)
+                        .with_preserved_unknown_fields(s.ext(EXT_PRESERVE_UNKNOWN_FIELDS)),
+                ))))
             }
             "string" => Ok(Some(DeclType::Scalar(match s.format() {
                 "byte" => Scalar::Bytes,

@@ -167,6 +167,13 @@ pub struct ObjectType {
     name: String,
     /// Sorted by field name (byte order), unique.
     fields: Vec<(String, DeclType)>,
+    /// Properties the schema declares but the conversion gives no type (upstream drops them:
+    /// e.g. maps of `resource.Quantity`), by escaped name (the raw name when it has no
+    /// escaped form); sorted. Not fields for CEL; known to exist for apply configurations.
+    unexposed: Vec<String>,
+    /// `x-kubernetes-preserve-unknown-fields: true`: the API server keeps fields the schema
+    /// does not declare (upstream's CEL conversion ignores the extension).
+    preserves_unknown: bool,
 }
 
 impl ObjectType {
@@ -185,7 +192,36 @@ impl ObjectType {
         ObjectType {
             name: name.into(),
             fields: deduped,
+            unexposed: Vec::new(),
+            preserves_unknown: false,
         }
+    }
+
+    /// The same type, marked as keeping undeclared fields
+    /// (`x-kubernetes-preserve-unknown-fields`).
+    pub fn with_preserved_unknown_fields(mut self, preserves: bool) -> Self {
+        self.preserves_unknown = preserves;
+        self
+    }
+
+    /// Whether the schema keeps fields it does not declare.
+    pub fn preserves_unknown_fields(&self) -> bool {
+        self.preserves_unknown
+    }
+
+    /// The same type, recording properties the schema declares without a CEL type.
+    pub fn with_unexposed(mut self, mut names: Vec<String>) -> Self {
+        names.sort();
+        names.dedup();
+        self.unexposed = names;
+        self
+    }
+
+    /// Whether the schema declares a property `name` (escaped) that has no CEL type.
+    pub fn is_unexposed(&self, name: &str) -> bool {
+        self.unexposed
+            .binary_search_by(|n| n.as_str().cmp(name))
+            .is_ok()
     }
 
     /// The type name, e.g. `Deployment.spec.template`.
