@@ -667,7 +667,11 @@ spec:
     assert_eq!(code, 1);
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v[0]["kind"], "MutatingAdmissionPolicy");
-    assert_eq!(v[0]["apiServer"], serde_json::json!({"accepted": true}), "{out}");
+    assert_eq!(
+        v[0]["apiServer"],
+        serde_json::json!({"accepted": true}),
+        "{out}"
+    );
     let (_, out, _) = with(OutputFormat::Github);
     assert!(
         out.starts_with("::warning file=<stdin>,line=16,col=42,title=MutatingAdmissionPolicy typo%3A type-checking warning (apps/v1%2C Kind=Deployment)::spec.mutations[0].applyConfiguration.expression: ERROR: <input>:1:34: undefined field 'replicaz'"),
