@@ -44,9 +44,11 @@ test:
 	@scripts/stage doc-test cargo test --doc
 	@scripts/stage fuzz-smoke $(MAKE) --no-print-directory fuzz-smoke
 
-## A fuzzing smoke run, 30 seconds per target: check (CEL parse + check), policy (policy
-## documents through the `vapcheck check` pipeline) and schema (OpenAPI documents and CRDs
-## through the schema conversion); cargo-fuzz on stable, no sanitizer, an
+## A fuzzing smoke run, 30 seconds per target (after the seeds): check (CEL parse + check),
+## k8s_expr (an expression in every site of a policy, checked against real kinds and by the
+## API server's create validation), policy (VAP and MAP documents through the `vapcheck check`
+## pipeline), schema (OpenAPI documents and CRDs through the schema conversion) and manifests
+## (static-manifest folders, CI positions); cargo-fuzz on stable, no sanitizer, an
 ## unoptimised build; a longer run: fuzz/run-smoke.sh 3600, see docs/cel-checker.md.
 fuzz-smoke:
 	@command -v cargo-fuzz >/dev/null 2>&1 || cargo install cargo-fuzz --locked

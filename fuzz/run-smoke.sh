@@ -2,14 +2,16 @@
 # Short fuzzing smoke run on stable Rust (no sanitizer): needs `cargo install cargo-fuzz`.
 # Usage: fuzz/run-smoke.sh [seconds per target] [target...]   (default: 60 s, every target)
 # FUZZ_DEV=1 builds unoptimised: much faster to build.
-# Targets: check (CEL parse + check), policy (VAP and MAP documents through `vapcheck check`),
+# Targets: check (CEL parse + check), k8s_expr (an expression in every site of a policy checked
+# against real kinds in the Kubernetes environment, and kube-apiserver's create validation),
+# policy (VAP and MAP documents through `vapcheck check`),
 # schema (OpenAPI v3 documents and CRD manifests through the schema conversion), manifests
 # (static-manifest files through the loader, documents through the CI position mapping).
 set -eu
 cd "$(dirname "$0")/.."
 secs="${1:-60}"
 [ $# -gt 0 ] && shift
-targets="${*:-check policy schema manifests}"
+targets="${*:-check k8s_expr policy schema manifests}"
 dev=""
 if [ "${FUZZ_DEV:-}" = "1" ]; then dev="--dev"; fi
 # A stable build folder (the CI cache) when one is set, so a fresh clone does not rebuild.
@@ -21,6 +23,7 @@ fuzz/make-seeds
 for t in $targets; do
 	case "$t" in
 	check) max_len=4096 ;;
+	k8s_expr) max_len=4096 ;;
 	policy) max_len=32768 ;;
 	schema) max_len=131072 ;;
 	manifests) max_len=16384 ;;
@@ -30,6 +33,9 @@ for t in $targets; do
 	# fuzz/corpus/<t> (not committed) collects what the run finds; fuzz/seeds/<t> is the
 	# seed corpus fuzz/make-seeds wrote above, read only.
 	mkdir -p "fuzz/corpus/$t"
-	cargo fuzz run "$t" -s none $dev $target_dir "fuzz/corpus/$t" "fuzz/seeds/$t" -- \
+	# k8s_expr reads expressions, like check: the same seeds.
+	seeds="fuzz/seeds/$t"
+	if [ "$t" = k8s_expr ]; then seeds=fuzz/seeds/check; fi
+	cargo fuzz run "$t" -s none $dev $target_dir "fuzz/corpus/$t" "$seeds" -- \
 		-max_total_time="$secs" -max_len="$max_len"
 done
