@@ -15,6 +15,7 @@ use crate::cel::cost::{
     SizeEstimate,
 };
 use crate::cel::{CheckedTypes, Env, ParsedExpr, Type, TypeKind};
+use crate::schema::sizes::SizeNode;
 
 /// k8s.io/apiserver `pkg/cel/limits.go` `MaxNameFormatRegexSize`.
 const MAX_NAME_FORMAT_REGEX_SIZE: f64 = 128.0;
@@ -42,6 +43,78 @@ pub fn estimate_cost(
         parsed,
         types,
         &KubeCostEstimator::default(),
+        &OPTIONS,
+    )
+}
+
+/// The sizes of the variables of an admission policy, from the matched kind's and the
+/// parameter kind's schemas ([`crate::schema::RootType::sizes`]).
+///
+/// kube-apiserver has no such estimator for admission policies (it compiles `object`,
+/// `oldObject` and `params` as `dyn`); this is apiextensions-apiserver v0.37.1's
+/// `pkg/apiserver/schema/cel/compilation.go` `sizeEstimator` (which CRD validation rules use
+/// with `self` as the root), with `object` and `oldObject` rooted at the matched kind and
+/// `params` at the parameter kind. Every other variable is unknown (`None`).
+#[derive(Clone, Copy, Default)]
+pub struct SchemaSizeEstimator<'s> {
+    /// The matched kind's sizes (`object`, `oldObject`).
+    pub object: Option<&'s SizeNode>,
+    /// The parameter kind's sizes (`params`).
+    pub params: Option<&'s SizeNode>,
+}
+
+impl SchemaSizeEstimator<'_> {
+    /// The root node of a variable name.
+    pub fn root(&self, variable: &str) -> Option<&SizeNode> {
+        match variable {
+            "object" | "oldObject" => self.object,
+            "params" => self.params,
+            _ => None,
+        }
+    }
+}
+
+impl CostEstimator for SchemaSizeEstimator<'_> {
+    /// `sizeEstimator.EstimateSize`: follows the path from its root and answers
+    /// `{Min: 0, Max: uint64(MaxElements)}`; `None` for an empty or unknown path.
+    fn estimate_size(&self, node: &AstNode<'_>) -> Option<SizeEstimate> {
+        let (root, rest) = node.path.split_first()?;
+        let n = self.root(root)?.at_path(rest)?;
+        // Go's uint64(int64) conversion.
+        Some(SizeEstimate {
+            min: 0,
+            max: n.max_elements as u64,
+        })
+    }
+
+    /// `sizeEstimator.EstimateCallCost` returns nil.
+    fn estimate_call_cost(
+        &self,
+        _: &str,
+        _: &str,
+        _: Option<&AstNode<'_>>,
+        _: &[AstNode<'_>],
+    ) -> Option<CallEstimate> {
+        None
+    }
+}
+
+/// [`estimate_cost`] with the schema sizes: cel-go `Env.EstimateCost` with
+/// `&library.CostEstimator{SizeEstimator: sizes}`.
+pub fn estimate_cost_sized(
+    env: &Env,
+    parsed: &ParsedExpr,
+    types: &CheckedTypes,
+    sizes: &SchemaSizeEstimator<'_>,
+) -> Result<CostEstimate, crate::cel::cost::Unsupported> {
+    static OPTIONS: std::sync::LazyLock<CostOptions> = std::sync::LazyLock::new(kube_cost_options);
+    crate::cel::cost::estimate_cost_with(
+        env,
+        parsed,
+        types,
+        &KubeCostEstimator {
+            size_estimator: Some(sizes),
+        },
         &OPTIONS,
     )
 }
