@@ -159,10 +159,13 @@ impl ExpressionChecker for KubeChecker {
 
     fn environment(&self, request: &EnvRequest<'_>) -> Result<Box<dyn CheckEnv>, String> {
         let mut roots = Vec::new();
+        let mut object_root = None;
+        let mut params_root = None;
         let object = match request.object {
             ObjectDecl::Typed(t) => {
                 let root = root_of(t)?;
                 let ty = cel_type(root.root());
+                object_root = Some(Arc::clone(&root));
                 roots.push(root);
                 Some(ty)
             }
@@ -174,6 +177,7 @@ impl ExpressionChecker for KubeChecker {
             ParamsDecl::Typed(t) => {
                 let root = root_of(t)?;
                 let ty = cel_type(root.root());
+                params_root = Some(Arc::clone(&root));
                 roots.push(root);
                 Params::Typed(ty)
             }
@@ -193,7 +197,12 @@ impl ExpressionChecker for KubeChecker {
         };
         let env =
             PolicyEnv::with_base(self.target, &self.base, decls).map_err(|e| e.to_string())?;
-        Ok(Box::new(KindEnv { env, newer }))
+        Ok(Box::new(KindEnv {
+            env,
+            newer,
+            object_root,
+            params_root,
+        }))
     }
 
     fn guards(&self, parsed: &ParsedExpr) -> Option<crate::policy::narrowing::Guards> {
@@ -208,6 +217,10 @@ struct KindEnv {
     env: PolicyEnv,
     /// The same declarations in the pinned release's extended environment (for notes).
     newer: Option<PolicyEnv>,
+    /// The kind's converted schema (its sizes size `object`/`oldObject` for [`CheckEnv::cost`]).
+    object_root: Option<Arc<RootType>>,
+    /// The params kind's converted schema (sizes `params`).
+    params_root: Option<Arc<RootType>>,
 }
 
 fn downcast(parsed: &ParsedExpr) -> Result<&cel::ParsedExpr, String> {
@@ -232,6 +245,28 @@ impl CheckEnv for KindEnv {
         if let Some(newer) = &mut self.newer {
             newer.declare_variable(name, Some(&ty));
         }
+    }
+
+    /// cel-go's estimate with Kubernetes' estimator and the schemas' sizes
+    /// (`k8s_env::cost::estimate_cost_sized`), with the unbounded schema paths it used.
+    fn cost(&self, parsed: &ParsedExpr) -> Option<crate::policy::CostOutcome> {
+        let parsed = downcast(parsed).ok()?;
+        let types = self.env.check(parsed).ok()?;
+        let recorded = std::cell::RefCell::new(Vec::new());
+        let sizes = crate::k8s_env::cost::SchemaSizeEstimator {
+            object: self.object_root.as_deref().and_then(RootType::sizes),
+            params: self.params_root.as_deref().and_then(RootType::sizes),
+            record: Some(&recorded),
+        };
+        let estimate =
+            crate::k8s_env::cost::estimate_cost_sized(self.env.env(), parsed, &types, &sizes)
+                .ok()?;
+        let unbounded = crate::k8s_env::cost::unbounded_reasons(&sizes, &recorded.borrow());
+        Some(crate::policy::CostOutcome {
+            min: estimate.min,
+            max: estimate.max,
+            unbounded,
+        })
     }
 
     /// The functions the target version lacks, found by checking in the pinned release's

@@ -8,6 +8,7 @@ use super::backend::{
     EnvRequest, ExpressionChecker, ObjectDecl, ParamsDecl, ParsedExpr, SchemaError, SchemaLookup,
     SchemaSource, SchemaType,
 };
+use super::cost::{CostOutcome, analyze as analyze_cost};
 use super::expressions::{ExpressionField, ExpressionSite, Mode, expression_sites};
 use super::gvk::Gvk;
 use super::kinds::{
@@ -195,6 +196,8 @@ pub fn check_policy(
 
     // 5. per kind
     let mut results: Vec<SiteResults> = sites.iter().map(|_| SiteResults::default()).collect();
+    let mut estimates: Vec<Vec<(ExpressionField, Gvk, CostOutcome)>> =
+        sites.iter().map(|_| Vec::new()).collect();
     for kind in &resolved {
         check_kind(
             kind,
@@ -205,8 +208,11 @@ pub fn check_policy(
             params.as_ref(),
             backends.checker,
             &mut results,
+            &mut estimates,
         );
     }
+    // Extended mode: the cost estimates, in site order then kind order.
+    let cost = analyze_cost(estimates.into_iter().flatten().collect());
 
     // 5b. extended mode: kind narrowing and runtime classes (docs/extended-mode.md)
     let guards: HashMap<&str, Guards> = if mode == Mode::Extended {
@@ -269,6 +275,7 @@ pub fn check_policy(
         checked_kinds,
         skipped,
         findings,
+        cost,
     }
 }
 
@@ -352,6 +359,7 @@ fn check_kind(
     params: Option<&Option<SchemaType>>,
     checker: &dyn ExpressionChecker,
     results: &mut [SiteResults],
+    estimates: &mut [Vec<(ExpressionField, Gvk, CostOutcome)>],
 ) {
     let object = match &kind.object {
         Some(t) => ObjectDecl::Typed(t),
@@ -439,6 +447,12 @@ fn check_kind(
                     && let Some(msg) = site.field.expected_type().mismatch(&out)
                 {
                     push(results, i, site.field, KindOutcome::Issues(msg), false);
+                }
+                if mode == Mode::Extended
+                    && let Some(Ok(p)) = parsed.get(site.expression)
+                    && let Some(c) = env.cost(p)
+                {
+                    estimates[i].push((site.field, kind.gvk.clone(), c));
                 }
             }
         }
