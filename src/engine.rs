@@ -202,6 +202,7 @@ impl ExpressionChecker for KubeChecker {
             newer,
             object_root,
             params_root,
+            last_checked: std::cell::RefCell::new(None),
         }))
     }
 
@@ -221,6 +222,15 @@ struct KindEnv {
     object_root: Option<Arc<RootType>>,
     /// The params kind's converted schema (sizes `params`).
     params_root: Option<Arc<RootType>>,
+    /// The checked types of the last expression [`CheckEnv::check`] accepted (by address),
+    /// for [`CheckEnv::cost`], which the policy layer calls right after: saves a second check.
+    last_checked: std::cell::RefCell<Option<(usize, crate::cel::CheckedTypes)>>,
+}
+
+/// The address of a parsed expression (the policy layer keeps each one alive in an `Arc` for
+/// the whole check, so an address names one expression).
+fn address(parsed: &cel::ParsedExpr) -> usize {
+    std::ptr::from_ref(parsed) as usize
 }
 
 fn downcast(parsed: &ParsedExpr) -> Result<&cel::ParsedExpr, String> {
@@ -234,12 +244,18 @@ impl CheckEnv for KindEnv {
     fn check(&self, parsed: &ParsedExpr) -> Result<OutputType, String> {
         let parsed = downcast(parsed)?;
         match self.env.check(parsed) {
-            Ok(types) => Ok(output_type(types.result_type())),
+            Ok(types) => {
+                let out = output_type(types.result_type());
+                *self.last_checked.borrow_mut() = Some((address(parsed), types));
+                Ok(out)
+            }
             Err(issues) => Err(issues.to_display_string()),
         }
     }
 
     fn declare_variable(&mut self, name: &str, ty: &OutputType) {
+        // The environment changes: a cached check no longer stands.
+        self.last_checked.get_mut().take();
         let ty = from_output_type(ty);
         self.env.declare_variable(name, Some(&ty));
         if let Some(newer) = &mut self.newer {
@@ -251,7 +267,16 @@ impl CheckEnv for KindEnv {
     /// (`k8s_env::cost::estimate_cost_sized`), with the unbounded schema paths it used.
     fn cost(&self, parsed: &ParsedExpr) -> Option<crate::policy::CostOutcome> {
         let parsed = downcast(parsed).ok()?;
-        let types = self.env.check(parsed).ok()?;
+        let cached = self
+            .last_checked
+            .borrow_mut()
+            .take()
+            .filter(|(a, _)| *a == address(parsed))
+            .map(|(_, t)| t);
+        let types = match cached {
+            Some(t) => t,
+            None => self.env.check(parsed).ok()?,
+        };
         let recorded = std::cell::RefCell::new(Vec::new());
         let sizes = crate::k8s_env::cost::SchemaSizeEstimator {
             object: self.object_root.as_deref().and_then(RootType::sizes),
