@@ -16,13 +16,15 @@ SHELL := /bin/bash
 test: export CELCHECK = $(CURDIR)/e2e/oracle/bin/celcheck
 # The comparisons with the oracle run in their own stage with --nocapture, so that the log shows
 # their exact counts ("oracle diff: 12054 comparisons ...", "compared 571 cases ...",
-# "cost: 933/933 identical ..."); the main
+# "cost: 933/933 identical ...", "typed cost: .../... identical ..."); the main
 # cargo run skips these tests (exact names) instead of running them twice.
 ORACLE_REPLAY_TARGETS := cel_oracle_diff k8s_env_golden_exprs k8s_env_golden_vap \
-	k8s_env_golden_vap_typed k8s_env_golden_corpus k8s_env_golden_cost
+	k8s_env_golden_vap_typed k8s_env_golden_corpus k8s_env_golden_cost \
+	k8s_env_golden_cost_typed
 ORACLE_REPLAY_TESTS := same_as_cel_go extension_library_cases_match_cel_go \
 	schema_independent_vap_cases_match_kcm typed_vap_cases_match_kcm \
-	corpus_per_gvk_warnings_match_kcm cost_estimates_match_cel_go
+	corpus_per_gvk_warnings_match_kcm cost_estimates_match_cel_go \
+	typed_cost_estimates_match_cel_go
 test:
 	@scripts/check-tools
 	@scripts/stage lint $(MAKE) --no-print-directory lint

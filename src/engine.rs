@@ -184,10 +184,13 @@ impl ExpressionChecker for KubeChecker {
 
     fn environment(&self, request: &EnvRequest<'_>) -> Result<Box<dyn CheckEnv>, String> {
         let mut roots = Vec::new();
+        let mut object_root = None;
+        let mut params_root = None;
         let object = match request.object {
             ObjectDecl::Typed(t) => {
                 let root = root_of(t)?;
                 let ty = cel_type(root.root());
+                object_root = Some(Arc::clone(&root));
                 roots.push(root);
                 Some(ty)
             }
@@ -199,6 +202,7 @@ impl ExpressionChecker for KubeChecker {
             ParamsDecl::Typed(t) => {
                 let root = root_of(t)?;
                 let ty = cel_type(root.root());
+                params_root = Some(Arc::clone(&root));
                 roots.push(root);
                 Params::Typed(ty)
             }
@@ -226,7 +230,13 @@ impl ExpressionChecker for KubeChecker {
         };
         let env =
             PolicyEnv::with_base(self.target, &self.base, decls).map_err(|e| e.to_string())?;
-        Ok(Box::new(KindEnv { env, newer }))
+        Ok(Box::new(KindEnv {
+            env,
+            newer,
+            object_root,
+            params_root,
+            last_checked: std::cell::RefCell::new(None),
+        }))
     }
 
     fn guards(&self, parsed: &ParsedExpr) -> Option<crate::policy::narrowing::Guards> {
@@ -247,6 +257,19 @@ struct KindEnv {
     env: PolicyEnv,
     /// The same declarations in the pinned release's extended environment (for notes).
     newer: Option<PolicyEnv>,
+    /// The kind's converted schema (its sizes size `object`/`oldObject` for [`CheckEnv::cost`]).
+    object_root: Option<Arc<RootType>>,
+    /// The params kind's converted schema (sizes `params`).
+    params_root: Option<Arc<RootType>>,
+    /// The checked types of the last expression [`CheckEnv::check`] accepted (by address),
+    /// for [`CheckEnv::cost`], which the policy layer calls right after: saves a second check.
+    last_checked: std::cell::RefCell<Option<(usize, crate::cel::CheckedTypes)>>,
+}
+
+/// The address of a parsed expression (the policy layer keeps each one alive in an `Arc` for
+/// the whole check, so an address names one expression).
+fn address(parsed: &cel::ParsedExpr) -> usize {
+    std::ptr::from_ref(parsed) as usize
 }
 
 fn downcast(parsed: &ParsedExpr) -> Result<&cel::ParsedExpr, String> {
@@ -260,17 +283,54 @@ impl CheckEnv for KindEnv {
     fn check(&self, parsed: &ParsedExpr) -> Result<OutputType, String> {
         let parsed = downcast(parsed)?;
         match self.env.check(parsed) {
-            Ok(types) => Ok(output_type(types.result_type())),
+            Ok(types) => {
+                let out = output_type(types.result_type());
+                *self.last_checked.borrow_mut() = Some((address(parsed), types));
+                Ok(out)
+            }
             Err(issues) => Err(issues.to_display_string()),
         }
     }
 
     fn declare_variable(&mut self, name: &str, ty: &OutputType) {
+        // The environment changes: a cached check no longer stands.
+        self.last_checked.get_mut().take();
         let ty = from_output_type(ty);
         self.env.declare_variable(name, Some(&ty));
         if let Some(newer) = &mut self.newer {
             newer.declare_variable(name, Some(&ty));
         }
+    }
+
+    /// cel-go's estimate with Kubernetes' estimator and the schemas' sizes
+    /// (`k8s_env::cost::estimate_cost_sized`), with the unbounded schema paths it used.
+    fn cost(&self, parsed: &ParsedExpr) -> Option<crate::policy::CostOutcome> {
+        let parsed = downcast(parsed).ok()?;
+        let cached = self
+            .last_checked
+            .borrow_mut()
+            .take()
+            .filter(|(a, _)| *a == address(parsed))
+            .map(|(_, t)| t);
+        let types = match cached {
+            Some(t) => t,
+            None => self.env.check(parsed).ok()?,
+        };
+        let recorded = std::cell::RefCell::new(Vec::new());
+        let sizes = crate::k8s_env::cost::SchemaSizeEstimator {
+            object: self.object_root.as_deref().and_then(RootType::sizes),
+            params: self.params_root.as_deref().and_then(RootType::sizes),
+            record: Some(&recorded),
+        };
+        let estimate =
+            crate::k8s_env::cost::estimate_cost_sized(self.env.env(), parsed, &types, &sizes)
+                .ok()?;
+        let unbounded = crate::k8s_env::cost::unbounded_reasons(&sizes, &recorded.borrow());
+        Some(crate::policy::CostOutcome {
+            min: estimate.min,
+            max: estimate.max,
+            unbounded,
+        })
     }
 
     /// The functions the target version lacks, found by checking in the pinned release's

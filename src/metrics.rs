@@ -328,6 +328,7 @@ pub struct Metrics {
     policy_warnings: Family<PolicyLabels, Gauge>,
     policy_rejected_on_create: Family<PolicyLabels, Gauge>,
     typecheck_duration: Histogram,
+    estimated_cost: Histogram,
     kinds_skipped: Family<ReasonLabels, Counter>,
     schema_fetches: Family<FetchLabels, Counter>,
     schema_cache_kinds: Gauge,
@@ -377,6 +378,9 @@ impl Metrics {
             policy_rejected_on_create: Family::default(),
             // 100 µs … 3.3 s, doubling.
             typecheck_duration: Histogram::new(exponential_buckets(0.0001, 2.0, 16)),
+            // 1 … 1e12, times ten: PerCallLimit (1e6) and RuntimeCELCostBudget (1e7) are
+            // bucket bounds.
+            estimated_cost: Histogram::new(exponential_buckets(1.0, 10.0, 13)),
             kinds_skipped: Family::default(),
             schema_fetches: Family::default(),
             schema_cache_kinds: Gauge::default(),
@@ -474,6 +478,11 @@ impl Metrics {
             "vapcheck_typecheck_duration_seconds",
             "Time to type-check one policy against all its kinds",
             m.typecheck_duration.clone(),
+        );
+        r.register(
+            "vapcheck_cel_estimated_cost",
+            "Worst-case estimated CEL cost of each expression for each checked kind (extended mode, schema sizes; docs/cost.md)",
+            m.estimated_cost.clone(),
         );
         r.register(
             "vapcheck_kinds_skipped",
@@ -739,6 +748,17 @@ impl Metrics {
     /// Records the time one policy's type check took.
     pub fn observe_typecheck(&self, took: Duration) {
         self.typecheck_duration.observe(took.as_secs_f64());
+    }
+
+    /// Observes the worst-case estimate of each expression for each kind of one check
+    /// (`PolicyStatus::cost`, extended mode; one observation per expression and kind).
+    pub fn observe_estimated_costs(&self, cost: &crate::policy::PolicyCost) {
+        for e in &cost.expressions {
+            for _ in &e.gvks {
+                // u64 → f64 rounds above 2^53; bucket bounds are far below.
+                self.estimated_cost.observe(e.max as f64);
+            }
+        }
     }
 
     /// Counts `n` kinds skipped for `reason`.
@@ -1536,6 +1556,7 @@ mod tests {
         ("vapcheck_policy_expression_warnings", "gauge"),
         ("vapcheck_policy_rejected_on_create", "gauge"),
         ("vapcheck_typecheck_duration_seconds", "histogram"),
+        ("vapcheck_cel_estimated_cost", "histogram"),
         ("vapcheck_kinds_skipped_total", "counter"),
         ("vapcheck_schema_fetches_total", "counter"),
         ("vapcheck_schema_cache_kinds", "gauge"),
@@ -1715,6 +1736,59 @@ mod tests {
         assert!(value(&s, "process_start_time_seconds", &[]) > 1.6e9);
         assert!(value(&s, "process_open_fds", &[]) >= 1.0);
         assert!(value(&s, "process_cpu_seconds_total", &[]) >= 0.0);
+    }
+
+    #[test]
+    fn estimated_costs_are_observed_per_expression_and_kind() {
+        use crate::policy::cost::{CostOutcome, analyze};
+        use crate::policy::{ExpressionField, Gvk};
+        let m = Metrics::new();
+        let outcome = |max| CostOutcome {
+            min: 1,
+            max,
+            unbounded: Vec::new(),
+        };
+        let cost = analyze(vec![
+            (
+                ExpressionField::ValidationExpression(0),
+                Gvk::new("", "v1", "Pod"),
+                outcome(5),
+            ),
+            (
+                ExpressionField::ValidationExpression(0),
+                Gvk::new("", "v1", "Service"),
+                outcome(5),
+            ),
+            (
+                ExpressionField::ValidationExpression(1),
+                Gvk::new("", "v1", "Pod"),
+                outcome(7_340_029),
+            ),
+        ]);
+        m.observe_estimated_costs(&cost);
+        let text = m.encode_prometheus_text();
+        let s = parse_exposition(&text, Format::Classic).unwrap_or_else(|e| panic!("{e}\n{text}"));
+        assert_eq!(value(&s, "vapcheck_cel_estimated_cost_count", &[]), 3.0);
+        assert_eq!(
+            value(&s, "vapcheck_cel_estimated_cost_bucket", &[("le", "10.0")]),
+            2.0
+        );
+        assert_eq!(
+            value(
+                &s,
+                "vapcheck_cel_estimated_cost_bucket",
+                &[("le", "1000000.0")]
+            ),
+            2.0
+        );
+        assert_eq!(
+            value(
+                &s,
+                "vapcheck_cel_estimated_cost_bucket",
+                &[("le", "10000000.0")]
+            ),
+            3.0
+        );
     }
 
     #[test]

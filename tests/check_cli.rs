@@ -696,3 +696,88 @@ spec:
         "{err}"
     );
 }
+
+/// Extended mode reports the worst-case cost of each expression per kind (with the embedded
+/// 1.37 schemas) and a finding for a maximum over the per-expression limit, naming the limit,
+/// the estimate and the unbounded schema paths; strict mode reports nothing about cost.
+#[test]
+fn extended_mode_reports_cost_estimates_and_limits() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("p.yaml");
+    std::fs::write(
+        &file,
+        r#"apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata:
+  name: images
+spec:
+  matchConstraints:
+    resourceRules:
+    - apiGroups: [""]
+      apiVersions: ["v1"]
+      operations: ["CREATE"]
+      resources: ["pods"]
+  validations:
+  - expression: "object.spec.containers.all(c, c.image.startsWith('registry.example/'))"
+  - expression: "object.spec.nodeName == 'a'"
+"#,
+    )
+    .unwrap();
+    let o = binary()
+        .args(["check", "-o", "json"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let cost = &v[0]["status"]["cost"];
+    assert_eq!(
+        cost["expressions"][0],
+        serde_json::json!({
+            "fieldRef": "spec.validations[0].expression",
+            "gvks": ["/v1, Kind=Pod"],
+            "min": 4,
+            "max": 7340029,
+            "unbounded": [
+                "`spec.containers[*].image` has no maxLength",
+                "`spec.containers` has no maxItems"
+            ]
+        })
+    );
+    assert_eq!(cost["expressions"][1]["max"], 4);
+    assert_eq!(cost["budgets"][0]["max"], 7340033);
+    assert_eq!(cost["budgets"][0]["budget"], "RuntimeCELCostBudget");
+    assert_eq!(cost["findings"].as_array().map(Vec::len), Some(1));
+    assert_eq!(cost["findings"][0]["limit"], "PerCallLimit");
+    assert_eq!(cost["findings"][0]["estimate"], 7340029);
+
+    let o = binary().args(["check"]).arg(&file).output().unwrap();
+    let text = String::from_utf8(o.stdout).unwrap();
+    assert!(
+        text.contains(
+            "  cost: spec.validations[0].expression on /v1, Kind=Pod: worst-case cost 7,340,029 \
+             exceeds the per-expression limit (PerCallLimit) of 1,000,000: \
+             `spec.containers[*].image` has no maxLength, `spec.containers` has no maxItems\n"
+        ),
+        "{text}"
+    );
+
+    let o = binary()
+        .args(["check", "-o", "json", "--mode", "strict"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(v[0]["status"].get("cost").is_none(), "{v}");
+    let o = binary()
+        .args(["check", "--mode", "strict"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(!String::from_utf8(o.stdout).unwrap().contains("cost"));
+}

@@ -10,8 +10,10 @@
 //! comprehensions, `optMap`, `cel.bind`) are not estimated: [`estimate_cost`] returns
 //! [`Unsupported`] naming the call.
 
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::ops::Add;
+use std::rc::Rc;
 
 use cel::common::ast::{
     CallExpr, ComprehensionExpr, EntryExpr, Expr, IdedExpr, ListExpr, LiteralValue, MapExpr,
@@ -321,10 +323,140 @@ fn entry_union(a: Option<EntrySize>, b: Option<EntrySize>) -> Option<EntrySize> 
     })
 }
 
+/// A field path as cel-go holds it: a Go `[]string`. cel-go builds paths with
+/// `append(c.getPath(x), step)` and stores the results, so two paths appended to the same
+/// slice share its backing array when it has spare capacity, and the later `append`
+/// overwrites the element the earlier one wrote (e.g. `pushIterKey`'s `@keys` becomes
+/// `pushIterValue`'s `@values` for the key variable of a two-variable comprehension whose
+/// range path has spare capacity). This type reproduces Go's slice semantics (length,
+/// capacity, shared backing array, and the capacity `append` picks: runtime `growslice` /
+/// `nextslicecap` / `roundupsize` of Go 1.26 for 16-byte elements) so that the estimator sees
+/// the same paths as cel-go.
+#[derive(Clone, Debug, Default)]
+struct GoPath {
+    /// The backing array (`None` for a nil slice); its length is how far it was written.
+    buf: Option<Rc<RefCell<Vec<String>>>>,
+    len: usize,
+    cap: usize,
+}
+
+/// Go 1.26 `internal/runtime/gc` `SizeClassToSize`.
+const GO_SIZE_CLASSES: [usize; 68] = [
+    0, 8, 16, 24, 32, 48, 64, 80, 96, 112, 128, 144, 160, 176, 192, 208, 224, 240, 256, 288, 320,
+    352, 384, 416, 448, 480, 512, 576, 640, 704, 768, 896, 1024, 1152, 1280, 1408, 1536, 1792,
+    2048, 2304, 2688, 3072, 3200, 3456, 4096, 4864, 5376, 6144, 6528, 6784, 6912, 8192, 9472, 9728,
+    10240, 10880, 12288, 13568, 14336, 16384, 18432, 19072, 20480, 21760, 24576, 27264, 28672,
+    32768,
+];
+
+/// Go 1.26 runtime `roundupsize(size, noscan=false)` (msize.go): the size class of a small
+/// object (with the 8-byte malloc header above 512 bytes, subtracted again), or whole pages.
+fn go_roundupsize(size: usize) -> usize {
+    const MAX_SMALL_SIZE: usize = 32768;
+    const MALLOC_HEADER_SIZE: usize = 8;
+    const MIN_SIZE_FOR_MALLOC_HEADER: usize = 512;
+    const PAGE_SIZE: usize = 8192;
+    if size <= MAX_SMALL_SIZE - MALLOC_HEADER_SIZE {
+        let req = if size > MIN_SIZE_FOR_MALLOC_HEADER {
+            size + MALLOC_HEADER_SIZE
+        } else {
+            size
+        };
+        let class = GO_SIZE_CLASSES
+            .iter()
+            .copied()
+            .find(|c| *c >= req)
+            .unwrap_or(MAX_SMALL_SIZE);
+        return class - (req - size);
+    }
+    size.checked_next_multiple_of(PAGE_SIZE).unwrap_or(size)
+}
+
+/// Go 1.26 runtime `nextslicecap` followed by `growslice`'s rounding for `[]string`.
+fn go_grow_cap(new_len: usize, old_cap: usize) -> usize {
+    const ELEM: usize = 16;
+    let double = old_cap.saturating_mul(2);
+    let cap = if new_len > double {
+        new_len
+    } else if old_cap < 256 {
+        double
+    } else {
+        let mut c = old_cap;
+        while c < new_len {
+            c = c.saturating_add((c + 3 * 256) >> 2);
+        }
+        c
+    };
+    match cap.checked_mul(ELEM) {
+        Some(bytes) => go_roundupsize(bytes) / ELEM,
+        None => cap,
+    }
+}
+
+impl GoPath {
+    /// `[]string{name}`.
+    fn single(name: &str) -> Self {
+        GoPath {
+            buf: Some(Rc::new(RefCell::new(vec![name.to_string()]))),
+            len: 1,
+            cap: 1,
+        }
+    }
+
+    /// Go's `append(p, step)`.
+    fn append(&self, step: &str) -> GoPath {
+        match &self.buf {
+            Some(buf) if self.len < self.cap => {
+                let mut b = buf.borrow_mut();
+                if b.len() > self.len {
+                    b[self.len] = step.to_string();
+                } else {
+                    b.push(step.to_string());
+                }
+                GoPath {
+                    buf: Some(Rc::clone(buf)),
+                    len: self.len + 1,
+                    cap: self.cap,
+                }
+            }
+            _ => {
+                let new_len = self.len + 1;
+                let cap = go_grow_cap(new_len, self.cap);
+                let mut v = Vec::with_capacity(new_len);
+                if let Some(buf) = &self.buf {
+                    v.extend(buf.borrow().iter().take(self.len).cloned());
+                }
+                v.push(step.to_string());
+                GoPath {
+                    buf: Some(Rc::new(RefCell::new(v))),
+                    len: new_len,
+                    cap,
+                }
+            }
+        }
+    }
+
+    /// The elements as they read now.
+    fn to_vec(&self) -> Vec<String> {
+        match &self.buf {
+            Some(buf) => buf.borrow().iter().take(self.len).cloned().collect(),
+            None => Vec::new(),
+        }
+    }
+
+    /// The first element.
+    fn first_is(&self, f: impl Fn(&str) -> bool) -> bool {
+        match &self.buf {
+            Some(buf) if self.len > 0 => buf.borrow().first().is_some_and(|p| f(p)),
+            _ => false,
+        }
+    }
+}
+
 /// cel-go `checker/cost.go` `localVar`.
 #[derive(Clone, Debug)]
 struct LocalVar {
-    path: Vec<String>,
+    path: GoPath,
     size: Option<SizeEstimate>,
     entry_size: Option<EntrySize>,
 }
@@ -334,7 +466,7 @@ struct Coster<'a> {
     env: &'a Env,
     types: &'a CheckedTypes,
     estimator: &'a dyn CostEstimator,
-    paths: HashMap<u64, Vec<String>>,
+    paths: HashMap<u64, GoPath>,
     locals: HashMap<String, Vec<LocalVar>>,
     sizes: HashMap<u64, SizeEstimate>,
     entry_sizes: HashMap<u64, EntrySize>,
@@ -444,7 +576,7 @@ impl<'a> Coster<'a> {
     }
 
     /// cel-go `coster.getPath`.
-    fn get_path(&self, e: &IdedExpr) -> Vec<String> {
+    fn get_path(&self, e: &IdedExpr) -> GoPath {
         if let Expr::Ident(n) = &e.expr
             && let Some(v) = self.peek_local(n)
         {
@@ -473,8 +605,7 @@ impl<'a> Coster<'a> {
             IterVar::Single if is_list => (entry.map(|e| e.val), "@items"),
             IterVar::Single => (entry.map(|e| e.key), "@keys"),
         };
-        let mut path = self.get_path(range);
-        path.push(sub.to_string());
+        let path = self.get_path(range).append(sub);
         self.push_local(
             name,
             LocalVar {
@@ -508,7 +639,7 @@ impl<'a> Coster<'a> {
                 // cel-go `coster.costIdent`.
                 let path = match self.peek_local(name) {
                     Some(v) => v.path.clone(),
-                    None => vec![name.clone()],
+                    None => GoPath::single(name),
                 };
                 self.paths.insert(e.id, path);
                 CostEstimate::fixed(SELECT_AND_IDENT_COST)
@@ -527,8 +658,7 @@ impl<'a> Coster<'a> {
                     }
                     _ => {}
                 }
-                let mut path = self.get_path(&sel.operand);
-                path.push(sel.field.clone());
+                let path = self.get_path(&sel.operand).append(&sel.field);
                 self.paths.insert(e.id, path);
                 sum
             }
@@ -792,13 +922,13 @@ impl<'a> Coster<'a> {
 
     /// cel-go `coster.newAstNode`.
     fn new_node<'e>(&mut self, e: &'e IdedExpr) -> AstNode<'e> {
-        let mut path = self.get_path(e);
-        if path
-            .first()
-            .is_some_and(|p| p == "@result" || p == "@__result__")
-        {
-            path = Vec::new();
-        }
+        let p = self.get_path(e);
+        // "only provide paths to root vars; omit accumulator vars"
+        let path = if p.first_is(|p| p == "@result" || p == "@__result__") {
+            Vec::new()
+        } else {
+            p.to_vec()
+        };
         AstNode {
             path,
             ty: self.get_type(e),
@@ -895,15 +1025,13 @@ impl<'a> Coster<'a> {
             match overload.as_str() {
                 ids::INDEX_LIST | ids::INDEX_MAP if !call.args.is_empty() => {
                     result_size = self.compute_entry_size(&call.args[0]).map(|s| s.val);
-                    let mut path = self.get_path(&call.args[0]);
-                    path.push(
-                        if overload == ids::INDEX_LIST {
-                            "@items"
-                        } else {
-                            "@values"
-                        }
-                        .to_string(),
-                    );
+                    let path =
+                        self.get_path(&call.args[0])
+                            .append(if overload == ids::INDEX_LIST {
+                                "@items"
+                            } else {
+                                "@values"
+                            });
                     self.paths.insert(e.id, path);
                 }
                 _ => {}
@@ -1096,7 +1224,7 @@ impl<'a> Coster<'a> {
             return Some(s);
         }
         let node = AstNode {
-            path: self.get_path(e),
+            path: self.get_path(e).to_vec(),
             ty: self.get_type(e),
             expr: Some(e),
             computed_size: None,
@@ -1389,6 +1517,30 @@ mod tests {
         let env = Arc::new(b.build());
         let c = compile(&env, text).unwrap();
         estimate_cost(&env, &c.parsed, &c.types, &NoEstimator).unwrap()
+    }
+
+    #[test]
+    fn go_path_reproduces_slice_aliasing() {
+        // [object](cap 1) -> spec (cap 2) -> labels (len 3, cap 4): spare capacity.
+        let p = GoPath::single("object").append("spec").append("labels");
+        assert_eq!((p.len, p.cap), (3, 4));
+        let keys = p.append("@keys");
+        let values = p.append("@values");
+        // Both share p's backing array: the key path now reads @values, as in cel-go.
+        assert_eq!(keys.to_vec(), ["object", "spec", "labels", "@values"]);
+        assert_eq!(values.to_vec(), ["object", "spec", "labels", "@values"]);
+        // A full slice reallocates: no sharing.
+        let full = values.append("x");
+        let other = values.append("y");
+        assert_eq!((full.len, full.cap), (5, 8));
+        assert_eq!(full.to_vec()[4], "x");
+        assert_eq!(other.to_vec()[4], "y");
+        assert_eq!(GoPath::default().append("a").cap, 1);
+        // Go 1.26 growth: doubling up to 256 elements, size classes above 512 bytes.
+        // Checked against go1.26: cap(append(make([]string, 32), "x")) == 71, and 591 for 256.
+        assert_eq!(go_grow_cap(33, 32), 71);
+        assert_eq!(go_grow_cap(257, 256), 591);
+        assert_eq!(go_grow_cap(5, 1), 5);
     }
 
     #[test]

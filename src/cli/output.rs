@@ -160,6 +160,11 @@ pub struct OutputStatus<'a> {
     pub type_checking: TypeChecking,
     /// `TypeChecked` and `ExpressionsValid` (without `lastTransitionTime`).
     pub conditions: &'a [PolicyCondition],
+    /// Extended mode: the worst-case cost estimates per expression and kind, the per-kind
+    /// sums of each runtime budget, and the limits they can exceed (docs/cost.md). Absent in
+    /// strict mode and when nothing was estimated.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cost: Option<&'a crate::policy::PolicyCost>,
 }
 
 /// The entries for `-o json` and `-o yaml`, in input order.
@@ -173,6 +178,7 @@ pub fn entries(policies: &[CheckedPolicy]) -> Vec<OutputEntry<'_>> {
             status: p.status.as_ref().map(|s| OutputStatus {
                 type_checking: s.type_checking(),
                 conditions: &s.conditions,
+                cost: (!s.cost.is_empty()).then_some(&s.cost),
             }),
             bound_by: p.bound_by.as_deref(),
             verdict: p.effect.as_ref().map(|e| e.verdict.to_string()),
@@ -363,6 +369,15 @@ pub fn render_text_at(policies: &[CheckedPolicy], colour: bool, locate: &Locator
             out.push_str(&format!("  {at}{}\n", st.yellow(&w.field_ref)));
             push_indented(&mut out, w.warning.trim_end_matches('\n'), "    ", "    ");
         }
+        // Extended mode: maxima that can exceed a runtime cost limit (docs/cost.md).
+        for f in p.status.iter().flat_map(|s| s.cost.findings.iter()) {
+            push_indented(
+                &mut out,
+                &st.yellow(&format!("cost: {}", f.text())),
+                "  ",
+                "    ",
+            );
+        }
         for c in p.status.iter().flat_map(|s| s.conditions.iter()) {
             if c.reason != "AllKindsChecked" && c.type_ == "TypeChecked" {
                 out.push_str(&format!(
@@ -459,6 +474,7 @@ mod tests {
             checked_kinds: kinds.to_vec(),
             skipped: skipped.to_vec(),
             findings: Vec::new(),
+            cost: Default::default(),
         };
         let good = PolicyStatus {
             observed_generation: None,

@@ -256,6 +256,7 @@ async fn reconcile_inner(
         .map_err(|e| ReconcileError::Check(e.to_string()))?
         .map_err(ReconcileError::Check)?;
     ctx.metrics.observe_typecheck(started.elapsed());
+    ctx.metrics.observe_estimated_costs(&computed.cost);
     for skipped in &computed.skipped {
         ctx.metrics.kinds_skipped(skip_label(&skipped.reason), 1);
     }

@@ -14,7 +14,9 @@ use crate::cel::cost::{
     REGEX_STRING_LENGTH_COST_FACTOR, STRING_TRAVERSAL_COST_FACTOR, STRUCT_CREATE_BASE_COST,
     SizeEstimate,
 };
-use crate::cel::{CheckedTypes, Env, ParsedExpr, Type, TypeKind};
+use crate::cel::{CheckedTypes, Env, Kind, ParsedExpr, Type, TypeKind};
+use crate::schema::sizes::{Bound, Shape, SizeNode};
+use std::cell::RefCell;
 
 /// k8s.io/apiserver `pkg/cel/limits.go` `MaxNameFormatRegexSize`.
 const MAX_NAME_FORMAT_REGEX_SIZE: f64 = 128.0;
@@ -42,6 +44,155 @@ pub fn estimate_cost(
         parsed,
         types,
         &KubeCostEstimator::default(),
+        &OPTIONS,
+    )
+}
+
+/// The sizes of the variables of an admission policy, from the matched kind's and the
+/// parameter kind's schemas ([`crate::schema::RootType::sizes`]).
+///
+/// kube-apiserver has no such estimator for admission policies (it compiles `object`,
+/// `oldObject` and `params` as `dyn`); this is apiextensions-apiserver v0.37.1's
+/// `pkg/apiserver/schema/cel/compilation.go` `sizeEstimator` (which CRD validation rules use
+/// with `self` as the root), with `object` and `oldObject` rooted at the matched kind and
+/// `params` at the parameter kind. Every other variable is unknown (`None`).
+#[derive(Clone, Copy, Default)]
+pub struct SchemaSizeEstimator<'s> {
+    /// The matched kind's sizes (`object`, `oldObject`).
+    pub object: Option<&'s SizeNode>,
+    /// The parameter kind's sizes (`params`).
+    pub params: Option<&'s SizeNode>,
+    /// When set, every path of a list, map, string or bytes whose size was answered from a
+    /// default derived from the request size (no `maxItems`/`maxProperties`/`maxLength`), or
+    /// not answered at all (not typed by a schema: `request`, `variables`, `dyn` parts), is
+    /// recorded here (for the reasons of cost findings; does not change any estimate).
+    pub record: Option<&'s RefCell<Vec<Vec<String>>>>,
+}
+
+/// The reasons behind recorded paths ([`SchemaSizeEstimator::record`]), deduplicated and
+/// sorted: "`spec.containers` has no maxItems", "`spec.containers[*].image` has no
+/// maxLength", "`spec.names` of the params kind has no maxItems".
+pub fn unbounded_reasons(sizes: &SchemaSizeEstimator<'_>, paths: &[Vec<String>]) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for path in paths {
+        let Some((root, rest)) = path.split_first() else {
+            continue;
+        };
+        let node = sizes.root(root).and_then(|r| r.at_path(rest));
+        let mut rendered = String::new();
+        for step in rest {
+            match step.as_str() {
+                "@items" | "@values" => rendered.push_str("[*]"),
+                "@keys" => rendered.push_str("[key]"),
+                field => {
+                    if !rendered.is_empty() {
+                        rendered.push('.');
+                    }
+                    rendered.push_str(field);
+                }
+            }
+        }
+        let reason = match node {
+            Some(node) => {
+                let missing = match node.shape {
+                    Shape::List(_) => "maxItems",
+                    Shape::Map(_) => "maxProperties",
+                    Shape::Leaf | Shape::Object(_) => "maxLength",
+                };
+                let whose = if root == "params" {
+                    " of the params kind"
+                } else {
+                    ""
+                };
+                format!("`{rendered}`{whose} has no {missing}")
+            }
+            None => {
+                let full = if rendered.is_empty() {
+                    root.clone()
+                } else if rendered.starts_with('[') {
+                    format!("{root}{rendered}")
+                } else {
+                    format!("{root}.{rendered}")
+                };
+                format!("`{full}` has no known size (no schema)")
+            }
+        };
+        if !out.contains(&reason) {
+            out.push(reason);
+        }
+    }
+    out.sort();
+    out
+}
+
+impl SchemaSizeEstimator<'_> {
+    /// The root node of a variable name.
+    pub fn root(&self, variable: &str) -> Option<&SizeNode> {
+        match variable {
+            "object" | "oldObject" => self.object,
+            "params" => self.params,
+            _ => None,
+        }
+    }
+}
+
+impl CostEstimator for SchemaSizeEstimator<'_> {
+    /// `sizeEstimator.EstimateSize`: follows the path from its root and answers
+    /// `{Min: 0, Max: uint64(MaxElements)}`; `None` for an empty or unknown path.
+    fn estimate_size(&self, node: &AstNode<'_>) -> Option<SizeEstimate> {
+        let (root, rest) = node.path.split_first()?;
+        let found = self.root(root).and_then(|r| r.at_path(rest));
+        if found.is_none()
+            && let Some(record) = self.record
+            && matches!(
+                node.ty.kind(),
+                Kind::List | Kind::Map | Kind::String | Kind::Bytes
+            )
+        {
+            record.borrow_mut().push(node.path.clone());
+        }
+        let n = found?;
+        if let Some(record) = self.record
+            && n.bound == Bound::Request
+            && !rest.is_empty()
+        {
+            record.borrow_mut().push(node.path.clone());
+        }
+        // Go's uint64(int64) conversion.
+        Some(SizeEstimate {
+            min: 0,
+            max: n.max_elements as u64,
+        })
+    }
+
+    /// `sizeEstimator.EstimateCallCost` returns nil.
+    fn estimate_call_cost(
+        &self,
+        _: &str,
+        _: &str,
+        _: Option<&AstNode<'_>>,
+        _: &[AstNode<'_>],
+    ) -> Option<CallEstimate> {
+        None
+    }
+}
+
+/// [`estimate_cost`] with the schema sizes: cel-go `Env.EstimateCost` with
+/// `&library.CostEstimator{SizeEstimator: sizes}`.
+pub fn estimate_cost_sized(
+    env: &Env,
+    parsed: &ParsedExpr,
+    types: &CheckedTypes,
+    sizes: &SchemaSizeEstimator<'_>,
+) -> Result<CostEstimate, crate::cel::cost::Unsupported> {
+    static OPTIONS: std::sync::LazyLock<CostOptions> = std::sync::LazyLock::new(kube_cost_options);
+    crate::cel::cost::estimate_cost_with(
+        env,
+        parsed,
+        types,
+        &KubeCostEstimator {
+            size_estimator: Some(sizes),
+        },
         &OPTIONS,
     )
 }

@@ -148,4 +148,11 @@ pub trait CheckEnv {
     fn notes(&self, _parsed: &ParsedExpr) -> Option<String> {
         None
     }
+
+    /// Extended mode only: the worst-case cost estimate of an expression that checks in this
+    /// environment, with the sizes of the kinds' schemas (docs/cost.md). `None` when the
+    /// backend does not estimate (or the expression does not check).
+    fn cost(&self, _parsed: &ParsedExpr) -> Option<super::cost::CostOutcome> {
+        None
+    }
 }

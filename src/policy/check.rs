@@ -10,6 +10,7 @@ use super::backend::{
     EnvRequest, ExpressionChecker, ObjectDecl, ParamsDecl, ParsedExpr, SchemaError, SchemaLookup,
     SchemaSource, SchemaType,
 };
+use super::cost::{CostOutcome, analyze as analyze_cost};
 use super::expressions::{ExpressionField, ExpressionSite, Mode, expression_sites};
 use super::gvk::Gvk;
 use super::kinds::{
@@ -236,6 +237,8 @@ pub fn check_input(
 
     // 5. per kind
     let mut results: Vec<SiteResults> = sites.iter().map(|_| SiteResults::default()).collect();
+    let mut estimates: Vec<Vec<(ExpressionField, Gvk, CostOutcome)>> =
+        sites.iter().map(|_| Vec::new()).collect();
     for kind in &resolved {
         check_kind(
             kind,
@@ -248,8 +251,11 @@ pub fn check_input(
             extra,
             input.mutating,
             &mut results,
+            &mut estimates,
         );
     }
+    // Extended mode: the cost estimates, in site order then kind order.
+    let cost = analyze_cost(estimates.into_iter().flatten().collect());
 
     // 5b. extended mode: kind narrowing and runtime classes (docs/extended-mode.md)
     let guards: HashMap<&str, Guards> = if mode == Mode::Extended {
@@ -313,6 +319,7 @@ pub fn check_input(
         checked_kinds,
         skipped,
         findings,
+        cost,
     }
 }
 
@@ -424,6 +431,7 @@ fn check_kind(
     extra: Option<&ExtraCheck<'_>>,
     mutating: bool,
     results: &mut [SiteResults],
+    estimates: &mut [Vec<(ExpressionField, Gvk, CostOutcome)>],
 ) {
     let object = match &kind.object {
         Some(t) => ObjectDecl::Typed(t),
@@ -540,6 +548,14 @@ fn check_kind(
                     && let Some(issues) = extra(&kind.gvk, kind.object.as_ref(), site, p)
                 {
                     push(results, i, site.field, KindOutcome::Issues(issues), false);
+                }
+                // Cost estimates: validating policies only (docs/cost.md).
+                if mode == Mode::Extended
+                    && !mutating
+                    && let Some(Ok(p)) = parsed.get(site.expression)
+                    && let Some(c) = env.cost(p)
+                {
+                    estimates[i].push((site.field, kind.gvk.clone(), c));
                 }
             }
         }

@@ -6,6 +6,7 @@
 
 pub mod backend;
 pub mod check;
+pub mod cost;
 pub mod discovery;
 pub mod expressions;
 pub mod gvk;
@@ -24,6 +25,7 @@ pub use backend::{
     SchemaLookup, SchemaSource, SchemaType,
 };
 pub use check::{Backends, CheckOptions, ExtraCheck, PolicyInput, check_input, check_policy};
+pub use cost::{CostFinding, CostLimit, CostOutcome, ExpressionCost, PolicyCost};
 pub use expressions::{ExpressionField, ExpressionSite, Mode, expression_sites};
 pub use gvk::{Gvk, Gvr};
 pub use kinds::{

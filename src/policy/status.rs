@@ -70,6 +70,9 @@ pub struct PolicyStatus {
     pub skipped: Vec<Skipped>,
     /// Extended mode: every finding with its runtime class (empty in strict mode).
     pub findings: Vec<Finding>,
+    /// Extended mode: the worst-case cost estimates and the limits they can exceed (empty in
+    /// strict mode).
+    pub cost: super::cost::PolicyCost,
 }
 
 impl PolicyStatus {

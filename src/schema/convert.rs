@@ -26,6 +26,12 @@ use std::sync::Arc;
 use serde_json::{Map, Value};
 
 use super::escape::escape;
+use super::sizes::{
+    Bound, JSON_DATE_SIZE, MAX_DATETIME_SIZE_JSON, MAX_DURATION_SIZE_JSON, MAX_REQUEST_SIZE_BYTES,
+    MIN_BOOL_SIZE, MIN_DATETIME_SIZE_JSON, MIN_DURATION_SIZE_JSON, MIN_NUMBER_SIZE,
+    MIN_STRING_SIZE, Shape, SizeNode, estimate_max_additional_properties_from_min_size,
+    estimate_max_array_items_from_min_size, zero_if_negative,
+};
 use super::types::{DeclType, ObjectType, Scalar};
 
 /// Prefix of references to component schemas in OpenAPI v3 documents.
@@ -124,6 +130,20 @@ impl<'a> Components<'a> {
         limits: Limits,
         options: ConvertOptions,
     ) -> Result<Option<DeclType>, ConvertError> {
+        Ok(self
+            .convert_root_sized(component, kind, limits, options)?
+            .map(|(t, _)| t))
+    }
+
+    /// [`Components::convert_root`] with the size bounds upstream attaches to every
+    /// declaration type (`MaxElements`, `MinSerializedSize`; see [`super::sizes`]).
+    pub fn convert_root_sized(
+        &self,
+        component: &str,
+        kind: &str,
+        limits: Limits,
+        options: ConvertOptions,
+    ) -> Result<Option<(DeclType, SizeNode)>, ConvertError> {
         let root = self
             .schemas
             .get(component)
@@ -289,6 +309,46 @@ impl<'a> Node<'a> {
             .map(Node::Json)
     }
 
+    /// An integer keyword (`maxItems`, `maxLength`, `maxProperties`; `*int64` upstream). A
+    /// value that is not an integer in the `i64` range counts as absent (upstream fails to
+    /// decode such a document).
+    fn int(self, key: &str) -> Option<i64> {
+        self.json()?.get(key)?.as_i64()
+    }
+
+    /// Whether the schema has a non-null `default` (upstream `Default() != nil`).
+    fn has_default(self) -> bool {
+        self.json()
+            .and_then(|v| v.get("default"))
+            .is_some_and(|d| !d.is_null())
+    }
+
+    /// The `required` property names.
+    fn required(self) -> Vec<&'a str> {
+        self.json()
+            .and_then(|v| v.get("required"))
+            .and_then(Value::as_array)
+            .map(|a| a.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default()
+    }
+
+    /// `estimateMaxStringEnumLength` when the `enum` is not empty: the byte length of its
+    /// longest string value (0 if none is a string).
+    fn string_enum_max_len(self) -> Option<i64> {
+        let values = self.json()?.get("enum")?.as_array()?;
+        if values.is_empty() {
+            return None;
+        }
+        Some(
+            values
+                .iter()
+                .filter_map(Value::as_str)
+                .map(|s| s.len() as i64)
+                .max()
+                .unwrap_or(0),
+        )
+    }
+
     /// The published Quantity shape: no type, and every oneOf/anyOf branch is a string or number.
     fn is_untyped_scalar_union(self) -> bool {
         let Some(v) = self.json() else { return false };
@@ -310,6 +370,16 @@ impl<'a> Node<'a> {
             && branches
                 .iter()
                 .any(|b| b.get("type").and_then(Value::as_str) == Some("string"))
+    }
+}
+
+/// A leaf size node.
+fn leaf(min_serialized_size: i64, max_elements: i64, bound: Bound) -> SizeNode {
+    SizeNode {
+        max_elements,
+        min_serialized_size,
+        bound,
+        shape: Shape::Leaf,
     }
 }
 
@@ -367,20 +437,22 @@ impl<'a> Converter<'a> {
         root: Option<bool>,
         name: &str,
         depth: usize,
-    ) -> Result<Option<DeclType>, ConvertError> {
+    ) -> Result<Option<(DeclType, SizeNode)>, ConvertError> {
         self.with_resolved(node, |this, effective| {
             let is_root = root.unwrap_or_else(|| effective.is_embedded_resource());
             this.convert_resolved(effective, is_root, name, depth)
         })
     }
 
+    /// One node of `SchemaDeclType` (k8s.io/apiserver v0.37.1 `pkg/cel/common/schemas.go`),
+    /// with the `MaxElements` and `MinSerializedSize` it sets on each declaration type.
     fn convert_resolved(
         &mut self,
         s: Node<'a>,
         is_root: bool,
         name: &str,
         depth: usize,
-    ) -> Result<Option<DeclType>, ConvertError> {
+    ) -> Result<Option<(DeclType, SizeNode)>, ConvertError> {
         if depth > self.limits.max_depth {
             return Err(ConvertError::TooDeep {
                 limit: self.limits.max_depth,
@@ -392,7 +464,13 @@ impl<'a> Converter<'a> {
             return Err(ConvertError::TooLarge(self.limits.max_nodes));
         }
         if s.is_int_or_string() {
-            return Ok(Some(DeclType::Dyn));
+            // `NewSimpleTypeWithMinSize("dyn", …, 1)`; MaxElements from maxLength (times 4,
+            // `estimateMaxElementsFromMaxLength`) or `estimateMaxStringLengthPerRequest`.
+            let (max, bound) = match s.int("maxLength") {
+                Some(l) => (zero_if_negative(l).wrapping_mul(4), Bound::Declared),
+                None => (MAX_REQUEST_SIZE_BYTES - 2, Bound::Request),
+            };
+            return Ok(Some((DeclType::Dyn, leaf(1, max, bound))));
         }
         // x-kubernetes-preserve-unknown-fields is deliberately ignored (schemas.go).
         let with_meta = is_root && !self.has_type_and_object_meta(s)?;
@@ -401,13 +479,53 @@ impl<'a> Converter<'a> {
                 let Some(items) = s.items() else {
                     return Ok(None);
                 };
-                let elem = self.convert(items, None, &format!("{name}.@idx"), depth + 1)?;
-                Ok(elem.map(|e| DeclType::List(Arc::new(e))))
+                let Some((elem, elem_size)) =
+                    self.convert(items, None, &format!("{name}.@idx"), depth + 1)?
+                else {
+                    return Ok(None);
+                };
+                // `NewListType(itemsType, maxItems)`: maxItems, or
+                // `estimateMaxArrayItemsFromMinSize(itemsType.MinSerializedSize)`.
+                let (max, bound) = match s.int("maxItems") {
+                    Some(m) => (zero_if_negative(m), Bound::Declared),
+                    None => (
+                        estimate_max_array_items_from_min_size(elem_size.min_serialized_size),
+                        Bound::Request,
+                    ),
+                };
+                let size = SizeNode {
+                    max_elements: max,
+                    min_serialized_size: 2,
+                    bound,
+                    shape: Shape::List(Box::new(elem_size)),
+                };
+                Ok(Some((DeclType::List(Arc::new(elem)), size)))
             }
             "object" => {
                 if let Some(ap) = s.additional_properties() {
-                    let value = self.convert(ap, None, &format!("{name}.@elem"), depth + 1)?;
-                    return Ok(value.map(|v| DeclType::Map(Arc::new(v))));
+                    let Some((value, value_size)) =
+                        self.convert(ap, None, &format!("{name}.@elem"), depth + 1)?
+                    else {
+                        return Ok(None);
+                    };
+                    // `NewMapType(StringType, propsType, maxProperties)`: maxProperties, or
+                    // `estimateMaxAdditionalPropertiesFromMinSize(propsType.MinSerializedSize)`.
+                    let (max, bound) = match s.int("maxProperties") {
+                        Some(m) => (zero_if_negative(m), Bound::Declared),
+                        None => (
+                            estimate_max_additional_properties_from_min_size(
+                                value_size.min_serialized_size,
+                            ),
+                            Bound::Request,
+                        ),
+                    };
+                    let size = SizeNode {
+                        max_elements: max,
+                        min_serialized_size: 2,
+                        bound,
+                        shape: Shape::Map(Box::new(value_size)),
+                    };
+                    return Ok(Some((DeclType::Map(Arc::new(value)), size)));
                 }
                 let mut props = s.properties();
                 if with_meta {
@@ -420,38 +538,111 @@ impl<'a> Converter<'a> {
                         ("metadata", Node::Meta),
                     ]);
                 }
+                let required = s.required();
+                // "an object will always be serialized at least as {}"; plus, for each required
+                // property without a default whose type is exposed,
+                // len(name) + its MinSerializedSize + 4.
+                let mut min_size: i64 = 2;
                 let mut fields = Vec::with_capacity(props.len());
+                let mut field_sizes = Vec::with_capacity(props.len());
+                // Properties without a CEL field (a name CEL cannot spell, or a schema the
+                // conversion gives no type): recorded so that checks above the checker know
+                // the field exists.
                 let mut unexposed = Vec::new();
                 for (prop_name, prop) in props {
-                    let Some(escaped) = escape(prop_name) else {
-                        unexposed.push(prop_name.to_owned());
+                    let escaped = escape(prop_name);
+                    let child_name = format!("{name}.{}", escaped.as_deref().unwrap_or(prop_name));
+                    let Some((t, size)) = self.convert(prop, None, &child_name, depth + 1)? else {
+                        unexposed.push(escaped.unwrap_or_else(|| prop_name.to_owned()));
                         continue;
                     };
-                    let child_name = format!("{name}.{escaped}");
-                    if let Some(t) = self.convert(prop, None, &child_name, depth + 1)? {
-                        fields.push((escaped, t));
-                    } else {
-                        unexposed.push(escaped);
+                    if required.contains(&prop_name)
+                        && !self.with_resolved(prop, |_, e| Ok(e.has_default()))?
+                    {
+                        min_size = min_size
+                            .wrapping_add(prop_name.len() as i64)
+                            .wrapping_add(size.min_serialized_size)
+                            .wrapping_add(4);
+                    }
+                    match escaped {
+                        Some(escaped) => {
+                            field_sizes.push((escaped.clone(), size));
+                            fields.push((escaped, t));
+                        }
+                        None => unexposed.push(prop_name.to_owned()),
                     }
                 }
-                Ok(Some(DeclType::Object(Arc::new(
-                    ObjectType::new(name, fields)
-                        .with_unexposed(unexposed)
-                        .with_preserved_unknown_fields(s.ext(EXT_PRESERVE_UNKNOWN_FIELDS)),
-                ))))
+                Ok(Some((
+                    DeclType::Object(Arc::new(
+                        ObjectType::new(name, fields)
+                            .with_unexposed(unexposed)
+                            .with_preserved_unknown_fields(s.ext(EXT_PRESERVE_UNKNOWN_FIELDS)),
+                    )),
+                    SizeNode::object(min_size, field_sizes),
+                )))
             }
-            "string" => Ok(Some(DeclType::Scalar(match s.format() {
-                "byte" => Scalar::Bytes,
-                "duration" => Scalar::Duration,
-                "date" | "date-time" => Scalar::Timestamp,
-                _ => Scalar::String,
-            }))),
-            "boolean" => Ok(Some(DeclType::Scalar(Scalar::Bool))),
-            "number" => Ok(Some(DeclType::Scalar(Scalar::Double))),
-            "integer" => Ok(Some(DeclType::Scalar(Scalar::Int))),
-            "" if self.options.quantity_as_string && s.is_untyped_scalar_union() => {
-                Ok(Some(DeclType::Scalar(Scalar::String)))
+            "string" => {
+                let request = MAX_REQUEST_SIZE_BYTES - 2;
+                let (scalar, size) = match s.format() {
+                    "byte" => (
+                        Scalar::Bytes,
+                        match s.int("maxLength") {
+                            Some(l) => leaf(MIN_STRING_SIZE, zero_if_negative(l), Bound::Declared),
+                            None => leaf(MIN_STRING_SIZE, request, Bound::Request),
+                        },
+                    ),
+                    "duration" => (
+                        Scalar::Duration,
+                        leaf(
+                            MIN_DURATION_SIZE_JSON,
+                            MAX_DURATION_SIZE_JSON,
+                            Bound::Format,
+                        ),
+                    ),
+                    "date" => (
+                        Scalar::Timestamp,
+                        leaf(JSON_DATE_SIZE, JSON_DATE_SIZE, Bound::Format),
+                    ),
+                    "date-time" => (
+                        Scalar::Timestamp,
+                        leaf(
+                            MIN_DATETIME_SIZE_JSON,
+                            MAX_DATETIME_SIZE_JSON,
+                            Bound::Format,
+                        ),
+                    ),
+                    _ => (
+                        Scalar::String,
+                        match (s.int("maxLength"), s.string_enum_max_len()) {
+                            (Some(l), _) => leaf(
+                                MIN_STRING_SIZE,
+                                zero_if_negative(l).wrapping_mul(4),
+                                Bound::Declared,
+                            ),
+                            (None, Some(e)) => leaf(MIN_STRING_SIZE, e, Bound::Enum),
+                            (None, None) => leaf(MIN_STRING_SIZE, request, Bound::Request),
+                        },
+                    ),
+                };
+                Ok(Some((DeclType::Scalar(scalar), size)))
             }
+            "boolean" => Ok(Some((
+                DeclType::Scalar(Scalar::Bool),
+                SizeNode::scalar(MIN_BOOL_SIZE),
+            ))),
+            "number" => Ok(Some((
+                DeclType::Scalar(Scalar::Double),
+                SizeNode::scalar(MIN_NUMBER_SIZE),
+            ))),
+            "integer" => Ok(Some((
+                DeclType::Scalar(Scalar::Int),
+                SizeNode::scalar(MIN_NUMBER_SIZE),
+            ))),
+            "" if self.options.quantity_as_string && s.is_untyped_scalar_union() => Ok(Some((
+                // Deliberate deviation (not upstream): sized as an unbounded string.
+                DeclType::Scalar(Scalar::String),
+                leaf(MIN_STRING_SIZE, MAX_REQUEST_SIZE_BYTES - 2, Bound::Request),
+            ))),
             _ => Ok(None),
         }
     }

@@ -270,14 +270,14 @@ impl OpenApiDocument {
         })?;
         let converted = self
             .components()
-            .convert_root(component, kind, limits, options)
+            .convert_root_sized(component, kind, limits, options)
             .map_err(|error| KindError::Convert {
                 gv: self.gv.clone(),
                 component: component.clone(),
                 error,
             })?;
         Ok(Arc::new(match converted {
-            Some(t) => RootType::new(t),
+            Some((t, sizes)) => RootType::new(t).with_sizes(sizes),
             // Upstream declares object/oldObject/params as dyn when the schema is not exposed.
             None => RootType::untyped(DeclType::Dyn),
         }))

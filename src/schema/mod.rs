@@ -18,6 +18,7 @@ pub mod files;
 pub mod gvk;
 pub mod live;
 pub mod mapper;
+pub mod sizes;
 pub mod source;
 pub mod types;
 

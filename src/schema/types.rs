@@ -250,6 +250,7 @@ pub struct RootType {
     root: DeclType,
     by_name: HashMap<String, DeclType>,
     typed: bool,
+    sizes: Option<super::sizes::SizeNode>,
 }
 
 impl RootType {
@@ -271,7 +272,21 @@ impl RootType {
             root,
             by_name,
             typed: true,
+            sizes: None,
         }
+    }
+
+    /// Attaches the size bounds computed with `root` (same shape; see
+    /// [`super::Components::convert_root_sized`]).
+    pub fn with_sizes(mut self, sizes: super::sizes::SizeNode) -> Self {
+        self.sizes = Some(sizes);
+        self
+    }
+
+    /// The size bounds of [`RootType::root`] (upstream `DeclType.MaxElements` and
+    /// `MinSerializedSize` of every node), when the conversion computed them.
+    pub fn sizes(&self) -> Option<&super::sizes::SizeNode> {
+        self.sizes.as_ref()
     }
 
     /// A root whose schema upstream does not expose (its `SchemaDeclType` is nil, e.g. no

@@ -19,11 +19,10 @@ import yaml
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cost_exprs import CASES  # noqa: E402
 
-celcheck, corpus, out_path = sys.argv[1:4]
 DOC_SPLIT = re.compile(r"^---[^\n]*$", re.M)
 
 
-def policies():
+def policies(corpus):
     for root, dirs, files in os.walk(corpus):
         dirs.sort()
         for f in sorted(files):
@@ -82,27 +81,33 @@ def policy_requests(pid, doc):
             yield req(f"spec.auditAnnotations[{i}].valueExpression", a["valueExpression"], len(variables))
 
 
-def requests():
+def requests(corpus):
     for i, case in enumerate(CASES):
         yield dict({"id": f"exprs#{i}", "env": "cost"}, **case)
-    for pid, doc in policies():
+    for pid, doc in policies(corpus):
         yield from policy_requests(pid, doc)
 
 
-proc = subprocess.Popen([celcheck, "-echo"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, encoding="utf-8")
-n = n_issues = 0
-with open(out_path, "w", encoding="utf-8") as out:
-    for r in requests():
-        proc.stdin.write(json.dumps(r, ensure_ascii=False) + "\n")
-        proc.stdin.flush()
-        line = proc.stdout.readline()
-        resp = json.loads(line)
-        if "error" in resp["output"]:
-            sys.exit(f"cost: {r['id']}: {resp['output']['error']}")
-        n += 1
-        n_issues += 1 if "issues" in resp["output"] else 0
-        out.write(json.dumps(resp, ensure_ascii=False) + "\n")
-proc.stdin.close()
-if proc.wait() != 0:
-    sys.exit(f"cost: {celcheck} exited with status {proc.returncode}")
-print(f"cost: {n} expressions ({n_issues} do not compile)", file=sys.stderr)
+def main():
+    celcheck, corpus, out_path = sys.argv[1:4]
+    proc = subprocess.Popen([celcheck, "-echo"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, encoding="utf-8")
+    n = n_issues = 0
+    with open(out_path, "w", encoding="utf-8") as out:
+        for r in requests(corpus):
+            proc.stdin.write(json.dumps(r, ensure_ascii=False) + "\n")
+            proc.stdin.flush()
+            line = proc.stdout.readline()
+            resp = json.loads(line)
+            if "error" in resp["output"]:
+                sys.exit(f"cost: {r['id']}: {resp['output']['error']}")
+            n += 1
+            n_issues += 1 if "issues" in resp["output"] else 0
+            out.write(json.dumps(resp, ensure_ascii=False) + "\n")
+    proc.stdin.close()
+    if proc.wait() != 0:
+        sys.exit(f"cost: {celcheck} exited with status {proc.returncode}")
+    print(f"cost: {n} expressions ({n_issues} do not compile)", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

@@ -572,3 +572,88 @@ fn registry_lookups_work_on_converted_types() {
         Some("list(K.spec.items.@idx)")
     );
 }
+
+/// The size bounds of field `f` of a complete resource: (MaxElements, MinSerializedSize).
+fn sizes_of(prop: Value) -> (i64, i64) {
+    let schemas = match json!({"Root": resource(json!({"f": prop}))}) {
+        Value::Object(m) => m,
+        _ => unreachable!(),
+    };
+    let (_, sizes) = Components::new(&schemas)
+        .convert_root_sized("Root", "K", Limits::default(), ConvertOptions::default())
+        .expect("converts")
+        .expect("exposed");
+    let f = sizes.field("f").expect("field f");
+    (f.max_elements, f.min_serialized_size)
+}
+
+#[test]
+fn sizes_follow_schemas_go() {
+    let req = 3 * 1024 * 1024;
+    // strings: maxLength x 4, enum's longest value, else the request size.
+    assert_eq!(sizes_of(json!({"type": "string", "maxLength": 5})), (20, 2));
+    assert_eq!(sizes_of(json!({"type": "string", "maxLength": -5})), (0, 2));
+    assert_eq!(
+        sizes_of(json!({"type": "string", "enum": ["a", "abc", 7, null]})),
+        (3, 2)
+    );
+    assert_eq!(sizes_of(json!({"type": "string"})), (req - 2, 2));
+    // byte: maxLength as is; formats with fixed sizes.
+    assert_eq!(
+        sizes_of(json!({"type": "string", "format": "byte", "maxLength": 5})),
+        (5, 2)
+    );
+    assert_eq!(
+        sizes_of(json!({"type": "string", "format": "duration", "maxLength": 1})),
+        (32, 3)
+    );
+    assert_eq!(
+        sizes_of(json!({"type": "string", "format": "date"})),
+        (12, 12)
+    );
+    assert_eq!(
+        sizes_of(json!({"type": "string", "format": "date-time"})),
+        (32, 21)
+    );
+    assert_eq!(
+        sizes_of(json!({"x-kubernetes-int-or-string": true, "maxLength": 3})),
+        (12, 1)
+    );
+    assert_eq!(
+        sizes_of(json!({"x-kubernetes-int-or-string": true})),
+        (req - 2, 1)
+    );
+    assert_eq!(sizes_of(json!({"type": "boolean"})), (0, 4));
+    assert_eq!(sizes_of(json!({"type": "integer"})), (0, 1));
+    // lists and maps: declared bounds, else (3 MiB - 2) / (min + 1) and / (min + 6).
+    assert_eq!(
+        sizes_of(json!({"type": "array", "maxItems": 7, "items": {"type": "integer"}})),
+        (7, 2)
+    );
+    assert_eq!(
+        sizes_of(json!({"type": "array", "items": {"type": "boolean"}})),
+        ((req - 2) / 5, 2)
+    );
+    assert_eq!(
+        sizes_of(json!({"type": "object", "additionalProperties": {"type": "string"}})),
+        ((req - 2) / 8, 2)
+    );
+    assert_eq!(
+        sizes_of(json!({"type": "object", "maxProperties": 2,
+            "additionalProperties": {"type": "string"}})),
+        (2, 2)
+    );
+    // objects: 2 + len(name) + min + 4 per required property without a default, including
+    // properties whose names CEL cannot expose.
+    assert_eq!(
+        sizes_of(
+            json!({"type": "object", "required": ["a", "b", "1x", "c"], "properties": {
+            "a": {"type": "string"},
+            "b": {"type": "integer", "default": 1},
+            "1x": {"type": "boolean"},
+            "c": {"type": "string", "default": null},
+            "d": {"type": "string"}}})
+        ),
+        (0, 2 + (1 + 2 + 4) + (2 + 4 + 4) + (1 + 2 + 4))
+    );
+}

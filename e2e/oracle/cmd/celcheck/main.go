@@ -28,6 +28,10 @@ import (
 // (api/discovery) of kubernetes v1.37.1 in the module cache.
 var defaultDiscovery = ""
 
+// defaultOpenAPI is set by the build script to the published OpenAPI v3 documents
+// (api/openapi-spec/v3) of kubernetes v1.37.1 in the module cache (typed cost requests).
+var defaultOpenAPI = ""
+
 type request struct {
 	ID        json.RawMessage        `json:"id,omitempty"`
 	Env       string                 `json:"env"`
@@ -66,6 +70,7 @@ type server struct {
 	discoveryPath string
 	mu            sync.Mutex
 	mappers       map[string]meta.RESTMapper
+	published     *oracle.PublishedSchemas
 }
 
 func (s *server) mapper(which string) (meta.RESTMapper, error) {
@@ -219,6 +224,9 @@ func (s *server) handle(line []byte) (resp any) {
 		if req.Expr == nil {
 			return fail(errors.New("cost: expr is required"))
 		}
+		if len(req.GVK) > 0 {
+			return s.typedCost(req, withID)
+		}
 		r := oracle.EstimateCost(oracle.CostRequest{HasParams: req.ParamKind != nil, Variables: req.Variables, Expression: *req.Expr})
 		if r.Error != "" {
 			return fail(errors.New(r.Error))
@@ -232,12 +240,60 @@ func (s *server) handle(line []byte) (resp any) {
 	}
 }
 
+// typedCost answers a cost request with a gvk: object/oldObject typed from the published
+// schema of that kind, params from paramsGvk (or paramKind), sizes from the schemas.
+func (s *server) typedCost(req request, withID func(map[string]any) map[string]any) any {
+	fail := func(err error) any { return withID(map[string]any{"error": err.Error()}) }
+	if len(s.published.Dirs) == 0 || s.published.Dirs[0] == "" {
+		return fail(errors.New("no OpenAPI documents: pass -openapi <kubernetes module>/api/openapi-spec/v3"))
+	}
+	gvk, err := parseGVKField(req.GVK)
+	if err != nil {
+		return fail(err)
+	}
+	tr := oracle.TypedCostRequest{GVK: gvk, Variables: req.Variables, Expression: *req.Expr}
+	// As TypeChecker: params are declared when the params GVK is not empty.
+	if req.ParamKind != nil {
+		return fail(errors.New("cost with gvk: give the params kind as paramsGvk"))
+	}
+	if len(req.ParamsGVK) > 0 {
+		pg, err := parseGVKField(req.ParamsGVK)
+		if err != nil {
+			return fail(fmt.Errorf("paramsGvk: %w", err))
+		}
+		tr.ParamsGVK = &pg
+	}
+	r := s.published.EstimateTypedCost(tr)
+	if r.Error != "" {
+		return fail(errors.New(r.Error))
+	}
+	out := map[string]any{"schemaFound": r.SchemaFound}
+	if r.ObjectDyn {
+		out["objectDyn"] = true
+	}
+	if r.ParamsSchemaFound != nil {
+		out["paramsSchemaFound"] = *r.ParamsSchemaFound
+	}
+	if r.Issues != "" {
+		out["issues"] = r.Issues
+	}
+	if r.Min != nil {
+		out["min"], out["max"] = *r.Min, *r.Max
+	}
+	return withID(out)
+}
+
 func main() {
 	echo := flag.Bool("echo", false, "wrap each response as {\"input\": <request>, \"output\": <response>}")
 	disc := flag.String("discovery", defaultDiscovery, "folder of the kubernetes discovery documents (policy env)")
+	openapi := flag.String("openapi", defaultOpenAPI, "folder of the published OpenAPI v3 documents (typed cost env)")
+	openapiExtra := flag.String("openapi-extra", "", "a further folder of OpenAPI v3 documents, same file names (typed cost env)")
 	klog.InitFlags(nil)
 	flag.Parse()
-	s := &server{oracle: &oracle.Oracle{Resolver: oracle.NewCachingResolver(oracle.NewSchemaResolver())}, discoveryPath: *disc, mappers: map[string]meta.RESTMapper{}}
+	s := &server{oracle: &oracle.Oracle{Resolver: oracle.NewCachingResolver(oracle.NewSchemaResolver())}, discoveryPath: *disc, mappers: map[string]meta.RESTMapper{}, published: &oracle.PublishedSchemas{Dirs: []string{*openapi}}}
+	if *openapiExtra != "" {
+		s.published.Dirs = append(s.published.Dirs, *openapiExtra)
+	}
 	in := bufio.NewReaderSize(os.Stdin, 1<<20)
 	out := bufio.NewWriter(os.Stdout)
 	enc := json.NewEncoder(out)

@@ -208,3 +208,38 @@ func TestEstimateCostKnownAnswers(t *testing.T) {
 		}
 	}
 }
+
+// The typed cost mode against the fixture document of tests/fixtures/cost-openapi, with the
+// sizes worked out by hand from pkg/cel/common/schemas.go. `all(x, true)` costs 3 (object,
+// spec, field) + 1 (accumulator init) + 3 per element.
+func TestEstimateTypedCostKnownAnswers(t *testing.T) {
+	p := &PublishedSchemas{Dirs: []string{"../../../../tests/fixtures/cost-openapi"}}
+	bounded := schema.GroupVersionKind{Group: "cost.vapcheck.dev", Version: "v1", Kind: "Bounded"}
+	for _, c := range []struct {
+		expr     string
+		min, max uint64
+	}{
+		// maxItems: 10.
+		{"object.spec.items.all(x, true)", 4, 4 + 3*10},
+		// No maxItems; Item's MinSerializedSize is 2 + (4+2+4 for required `name`) + (3+4+4 for
+		// required `opt`; `port` has a default) = 23: (3 MiB - 2) / 24 = 131071 elements.
+		{"object.spec.freeItems.all(x, true)", 4, 4 + 3*131071},
+		// No maxItems, strings (min size 2): (3 MiB - 2) / 3 = 1048575.
+		{"object.spec.tags.all(x, true)", 4, 4 + 3*1048575},
+		// maxProperties: 4.
+		{"object.spec.labels.all(x, true)", 4, 4 + 3*4},
+	} {
+		r := p.EstimateTypedCost(TypedCostRequest{GVK: bounded, Expression: c.expr})
+		if r.Min == nil || r.Max == nil || !r.SchemaFound {
+			t.Errorf("%s: no estimate: %+v", c.expr, r)
+			continue
+		}
+		if *r.Min != c.min || *r.Max != c.max {
+			t.Errorf("%s: got (%d, %d), want (%d, %d)", c.expr, *r.Min, *r.Max, c.min, c.max)
+		}
+	}
+	r := p.EstimateTypedCost(TypedCostRequest{GVK: schema.GroupVersionKind{Group: "nope", Version: "v1", Kind: "Nope"}, Expression: "1"})
+	if r.SchemaFound || r.Min != nil {
+		t.Errorf("unknown kind: got %+v", r)
+	}
+}
