@@ -120,13 +120,13 @@ fn compute(backends: &Backends<'_>, mode: Mode) -> (String, Counts) {
         assert_eq!(maps.len(), 1, "{rel}: one MAP per corpus file");
         for policy in maps {
             counts.policies += 1;
-            let sites = vapcheck::mutating::mutation_sites(&policy, mode).len();
+            let sites = vapcheck::mutating::mutation_sites(policy, mode).len();
             counts.expressions += sites;
             let options = CheckOptions {
                 mode,
                 ..CheckOptions::default()
             };
-            let status = check_mutating_policy(&policy, &options, backends);
+            let status = check_mutating_policy(policy, &options, backends);
             counts.with_kinds += usize::from(!status.checked_kinds.is_empty());
             counts.checks += sites * status.checked_kinds.len();
             let name = policy.metadata.name.clone().unwrap_or_default();

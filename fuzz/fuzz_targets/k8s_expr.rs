@@ -85,7 +85,10 @@ fuzz_target!(|data: &[u8]| {
             };
             let first = check_policy(&p, &options, &backends);
             let second = check_policy(&p, &options, &backends);
-            assert_eq!(first, second, "{mode:?} check of {text:?} is not deterministic");
+            assert_eq!(
+                first, second,
+                "{mode:?} check of {text:?} is not deterministic"
+            );
         }
     });
 });
