@@ -462,3 +462,31 @@ pub fn http_get(addr: &str, path: &str) -> anyhow::Result<String> {
     stream.read_to_string(&mut text)?;
     Ok(text)
 }
+
+/// A server-side dry-run create (`POST <uri>` with `dryRun=All` in `uri`) of `body`:
+/// `Ok(None)` when admitted, `Ok(Some("HTTP <code>: <message>"))` when refused.
+pub async fn dry_run_create(
+    client: &Client,
+    uri: &str,
+    body: &serde_json::Value,
+) -> anyhow::Result<Option<String>> {
+    use http_body_util::BodyExt;
+    let req = http::Request::builder()
+        .method(http::Method::POST)
+        .uri(uri)
+        .header(http::header::CONTENT_TYPE, "application/json")
+        .header(http::header::ACCEPT, "application/json")
+        .body(kube::client::Body::from(serde_json::to_vec(body)?))?;
+    let response = client.send(req).await.context("sending a dry-run create")?;
+    let code = response.status().as_u16();
+    let bytes = response.into_body().collect().await?.to_bytes();
+    if (200..300).contains(&code) {
+        return Ok(None);
+    }
+    let status: serde_json::Value = serde_json::from_slice(&bytes)
+        .with_context(|| format!("HTTP {code}: {}", String::from_utf8_lossy(&bytes)))?;
+    Ok(Some(format!(
+        "HTTP {code}: {}",
+        status["message"].as_str().unwrap_or_default()
+    )))
+}

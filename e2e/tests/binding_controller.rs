@@ -21,12 +21,11 @@ mod support;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
-use http_body_util::BodyExt;
 use k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicy;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::api::ListParams;
 use kube::{Api, Client};
-use serde_json::{Value, json};
+use serde_json::json;
 use support::{Vapcheck, apply_yaml, shared_cluster, wait_for};
 
 const NS: &str = "bind13-ctl";
@@ -103,23 +102,13 @@ async fn wait_for_reason(
 async fn request(client: &Client, case: &str, name: &str) -> anyhow::Result<Option<String>> {
     let body = json!({"apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"name": name, "namespace": NS, "labels": {"bind13-ctl": case}}});
-    let req = http::Request::builder()
-        .method(http::Method::POST)
-        .uri(format!("/api/v1/namespaces/{NS}/configmaps?dryRun=All"))
-        .header(http::header::CONTENT_TYPE, "application/json")
-        .header(http::header::ACCEPT, "application/json")
-        .body(kube::client::Body::from(serde_json::to_vec(&body)?))?;
-    let response = client.send(req).await.context("sending a dry-run create")?;
-    let code = response.status().as_u16();
-    let bytes = response.into_body().collect().await?.to_bytes();
-    if (200..300).contains(&code) {
-        return Ok(None);
-    }
-    let status: Value = serde_json::from_slice(&bytes)
-        .with_context(|| format!("HTTP {code}: {}", String::from_utf8_lossy(&bytes)))?;
-    Ok(Some(
-        status["message"].as_str().unwrap_or_default().to_owned(),
-    ))
+    let uri = format!("/api/v1/namespaces/{NS}/configmaps?dryRun=All");
+    Ok(support::dry_run_create(client, &uri, &body)
+        .await?
+        .map(|m| {
+            m.split_once(": ")
+                .map_or(m.clone(), |(_, msg)| msg.to_owned())
+        }))
 }
 
 /// Waits until the admission plugin's answer for `name` satisfies `accept` (its policy

@@ -21,7 +21,6 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use http_body_util::BodyExt;
 use kube::Client;
 use serde_json::{Value, json};
 
@@ -71,24 +70,12 @@ async fn request(client: &Client, case: &str, len: usize) -> anyhow::Result<Opti
         "metadata": {"name": format!("{case}-{len}"), "namespace": NS,
                      "labels": {"cost15-case": case}},
         "data": {"k": "a".repeat(len)}});
-    let req = http::Request::builder()
-        .method(http::Method::POST)
-        .uri(format!("/api/v1/namespaces/{NS}/configmaps?dryRun=All"))
-        .header(http::header::CONTENT_TYPE, "application/json")
-        .header(http::header::ACCEPT, "application/json")
-        .body(kube::client::Body::from(serde_json::to_vec(&body)?))?;
-    let response = client.send(req).await.context("sending a dry-run create")?;
-    let code = response.status().as_u16();
-    let bytes = response.into_body().collect().await?.to_bytes();
-    if (200..300).contains(&code) {
-        return Ok(None);
-    }
-    let status: Value = serde_json::from_slice(&bytes)
-        .with_context(|| format!("HTTP {code}: {}", String::from_utf8_lossy(&bytes)))?;
-    Ok(Some(format!(
-        "HTTP {code}: {}",
-        status["message"].as_str().unwrap_or_default()
-    )))
+    support::dry_run_create(
+        client,
+        &format!("/api/v1/namespaces/{NS}/configmaps?dryRun=All"),
+        &body,
+    )
+    .await
 }
 
 /// vapcheck's `status.cost` per policy name.

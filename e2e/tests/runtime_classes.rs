@@ -23,7 +23,6 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use http_body_util::BodyExt;
 use kube::Client;
 use serde_json::{Value, json};
 
@@ -140,24 +139,7 @@ async fn request(client: &Client, case: &str, kind: &str) -> anyhow::Result<Opti
             format!("/apis/apps/v1/namespaces/{NS}/deployments?dryRun=All"),
         ),
     };
-    let req = http::Request::builder()
-        .method(http::Method::POST)
-        .uri(uri)
-        .header(http::header::CONTENT_TYPE, "application/json")
-        .header(http::header::ACCEPT, "application/json")
-        .body(kube::client::Body::from(serde_json::to_vec(&body)?))?;
-    let response = client.send(req).await.context("sending a dry-run create")?;
-    let code = response.status().as_u16();
-    let bytes = response.into_body().collect().await?.to_bytes();
-    if (200..300).contains(&code) {
-        return Ok(None);
-    }
-    let status: Value = serde_json::from_slice(&bytes)
-        .with_context(|| format!("HTTP {code}: {}", String::from_utf8_lossy(&bytes)))?;
-    Ok(Some(format!(
-        "HTTP {code}: {}",
-        status["message"].as_str().unwrap_or_default()
-    )))
+    support::dry_run_create(client, &uri, &body).await
 }
 
 /// vapcheck's `ExpressionsValid` (reason, message) per policy name.
