@@ -292,6 +292,9 @@ pub async fn watch_bindings(ctx: Arc<Context>) {
     let mut stream = std::pin::pin!(
         watcher(api, config)
             .backoff(WatchBackoff::default())
+            .modify(|b: &mut ValidatingAdmissionPolicyBinding| {
+                super::slim::slim_meta(&mut b.metadata)
+            })
             .reflect(writer)
     );
     while let Some(event) = stream.next().await {
@@ -384,6 +387,9 @@ fn start_param_watch(ctx: Arc<Context>, gvk: &Gvk, resource: &str, namespaced: b
             let mut stream = std::pin::pin!(
                 watcher(api, config)
                     .backoff(WatchBackoff::default())
+                    .modify(|o: &mut PartialObjectMeta<DynamicObject>| {
+                        super::slim::slim_meta(&mut o.metadata)
+                    })
                     .reflect(writer)
             );
             while let Some(event) = stream.next().await {

@@ -16,6 +16,7 @@ pub mod events;
 pub mod index;
 pub mod inputs;
 pub mod lease;
+pub mod slim;
 pub mod status;
 pub mod watch;
 
@@ -500,6 +501,8 @@ async fn run_controller(ctx: Arc<Context>, stop: impl Future<Output = ()> + Send
             }
             event
         })
+        // Only what the controller reads goes into the store (see slim.rs).
+        .modify(|p: &mut ValidatingAdmissionPolicy| slim::slim_meta(&mut p.metadata))
         .reflect(writer)
         .applied_objects()
         // Errors are handled above; passed on they would make the controller back off once more.

@@ -1,0 +1,422 @@
+//! Cold start side by side (issue 17): N policies on a fresh control plane, then either
+//! kube-controller-manager's ValidatingAdmissionPolicy status controller alone or vapcheck
+//! alone (the other one is not running), until every policy's status is written for its
+//! generation (`status.observedGeneration == metadata.generation`). Printed per side: wall time
+//! to converge (from the controller's start), CPU-seconds (`utime + stime` of the process, at
+//! convergence) and peak RSS (`VmHWM`, read after convergence); then the ratios.
+//!
+//! Run by `e2e/bench/cold` (see e2e/bench/README.md): `VAPCHECK_BENCH_N` policies (default
+//! 500), `VAPCHECK_BENCH_SIDES` (`both`, `vapcheck` or `kcm`), `VAPCHECK_BENCH_BIN` (the
+//! vapcheck binary, default the one cargo built with this test), `VAPCHECK_BENCH_TIMEOUT`
+//! (seconds per side, default 600), `VAPCHECK_BENCH_MAX_RSS_MIB` (vapcheck's peak RSS bound,
+//! default 64), `VAPCHECK_BENCH_WRAPPER` (a command put in front of vapcheck, e.g.
+//! `heaptrack -o /tmp/vapcheck`; the RSS is then the wrapper's and is not asserted).
+//!
+//! The policies are the corpus (`shared/corpus/policies`) cycled with renamed copies; the
+//! ones kube-apiserver refuses as invalid are left out of the cycle.
+
+#[allow(dead_code)]
+#[path = "../support/mod.rs"]
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use futures::StreamExt;
+use k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicy;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::Client;
+use kube::api::{Api, ListParams, PostParams};
+use support::{Cluster, UpOptions};
+use vapcheck::cli::input::read_policies;
+
+const PARALLEL_CREATES: usize = 16;
+
+fn env_number(name: &str, default: u64) -> u64 {
+    match std::env::var(name) {
+        Ok(v) => v
+            .parse()
+            .unwrap_or_else(|_| panic!("{name} must be a number, got {v:?}")),
+        Err(_) => default,
+    }
+}
+
+/// The corpus policies, in a fixed order.
+fn corpus() -> anyhow::Result<Vec<ValidatingAdmissionPolicy>> {
+    let root = support::shared_dir().join("corpus/policies");
+    let mut files = Vec::new();
+    let mut pending = vec![root.clone()];
+    while let Some(dir) = pending.pop() {
+        for entry in
+            std::fs::read_dir(&dir).with_context(|| format!("reading {}", dir.display()))?
+        {
+            let path = entry?.path();
+            if path.is_dir() {
+                pending.push(path);
+            } else {
+                files.push(path);
+            }
+        }
+    }
+    files.sort();
+    let mut out = Vec::new();
+    for path in files {
+        let text = std::fs::read_to_string(&path)?;
+        let source = path.display().to_string();
+        let policies = read_policies(&source, &text).map_err(|e| anyhow::anyhow!("{e}"))?;
+        out.extend(policies.into_iter().map(|p| p.policy));
+    }
+    if out.is_empty() {
+        bail!("no policies under {}", root.display());
+    }
+    Ok(out)
+}
+
+/// Creates `n` policies named `bench-00000`.. from the corpus, cycled. A template the API
+/// server refuses (422) is dropped from the cycle (its name is skipped, not reused).
+async fn create_policies(client: &Client, n: usize) -> anyhow::Result<usize> {
+    let mut templates = corpus()?;
+    let api: Api<ValidatingAdmissionPolicy> = Api::all(client.clone());
+    let mut created = 0usize;
+    let mut next_name = 0usize;
+    let mut next_template = 0usize;
+    while created < n {
+        if templates.is_empty() {
+            bail!("the API server refused every corpus policy");
+        }
+        let batch: Vec<(usize, usize)> = (0..(n - created).min(256))
+            .map(|k| (next_name + k, (next_template + k) % templates.len()))
+            .collect();
+        next_name += batch.len();
+        next_template = (next_template + batch.len()) % templates.len();
+        let results: Vec<(usize, usize, Result<(), kube::Error>)> =
+            futures::stream::iter(batch.into_iter().map(|(i, t)| {
+                let api = api.clone();
+                let object = ValidatingAdmissionPolicy {
+                    metadata: ObjectMeta {
+                        name: Some(format!("bench-{i:05}")),
+                        ..ObjectMeta::default()
+                    },
+                    spec: templates[t].spec.clone(),
+                    status: None,
+                };
+                async move {
+                    let r = api
+                        .create(&PostParams::default(), &object)
+                        .await
+                        .map(|_| ());
+                    (i, t, r)
+                }
+            }))
+            .buffer_unordered(PARALLEL_CREATES)
+            .collect()
+            .await;
+        let mut refused: Vec<usize> = Vec::new();
+        for (i, t, r) in results {
+            match r {
+                Ok(()) => created += 1,
+                Err(kube::Error::Api(s)) if s.code == 422 => refused.push(t),
+                Err(e) => return Err(e).context(format!("creating bench-{i:05}")),
+            }
+        }
+        refused.sort_unstable();
+        refused.dedup();
+        for t in refused.into_iter().rev() {
+            templates.remove(t);
+        }
+        if !templates.is_empty() {
+            next_template %= templates.len();
+        }
+    }
+    Ok(templates.len())
+}
+
+/// How many of the policies have a status for their generation, and how many there are.
+async fn converged(api: &Api<ValidatingAdmissionPolicy>) -> anyhow::Result<(usize, usize)> {
+    let list = api.list(&ListParams::default()).await?;
+    let total = list.items.len();
+    let done = list
+        .items
+        .iter()
+        .filter(|p| {
+            let generation = p.metadata.generation;
+            generation.is_some()
+                && p.status.as_ref().and_then(|s| s.observed_generation) == generation
+        })
+        .count();
+    Ok((done, total))
+}
+
+/// `utime + stime` of `pid` in seconds.
+fn cpu_seconds(pid: u32) -> anyhow::Result<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+    // Fields after the command name (which is in parentheses and may contain spaces).
+    let rest = stat
+        .rsplit_once(')')
+        .map(|(_, r)| r)
+        .context("malformed /proc/pid/stat")?;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // rest starts at field 3 (state); utime is field 14, stime field 15.
+    let utime: f64 = fields[11].parse()?;
+    let stime: f64 = fields[12].parse()?;
+    // SAFETY: sysconf has no preconditions.
+    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    Ok((utime + stime) / ticks)
+}
+
+/// Peak resident set (`VmHWM`) of `pid` in MiB.
+fn peak_rss_mib(pid: u32) -> anyhow::Result<f64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    let line = status
+        .lines()
+        .find(|l| l.starts_with("VmHWM:"))
+        .context("no VmHWM")?;
+    let kib: f64 = line
+        .split_whitespace()
+        .nth(1)
+        .context("malformed VmHWM")?
+        .parse()?;
+    Ok(kib / 1024.0)
+}
+
+struct Measured {
+    wall: Duration,
+    cpu_s: f64,
+    peak_rss_mib: f64,
+}
+
+struct Killed(Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        // SAFETY: plain kill(2) on our own child.
+        unsafe {
+            libc::kill(self.0.id() as i32, libc::SIGTERM);
+        }
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < deadline {
+            if matches!(self.0.try_wait(), Ok(Some(_))) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Side {
+    Kcm,
+    Vapcheck,
+}
+
+fn instance_env(kubeconfig: &Path, key: &str) -> anyhow::Result<String> {
+    let env = kubeconfig
+        .parent()
+        .context("kubeconfig has no parent")?
+        .join("instance.env");
+    let text = std::fs::read_to_string(&env).with_context(|| env.display().to_string())?;
+    text.lines()
+        .find_map(|l| l.strip_prefix(&format!("{key}=")))
+        .map(str::to_owned)
+        .with_context(|| format!("{key} not in {}", env.display()))
+}
+
+fn start(side: Side, kubeconfig: &Path, log: &Path) -> anyhow::Result<Killed> {
+    let instance = kubeconfig.parent().context("kubeconfig has no parent")?;
+    let file = std::fs::File::create(log).with_context(|| log.display().to_string())?;
+    let child = match side {
+        Side::Kcm => {
+            let bin =
+                PathBuf::from(instance_env(kubeconfig, "BIN_DIR")?).join("kube-controller-manager");
+            // The flags of e2e/cluster/up --with-upstream-controller, serving nothing.
+            Command::new(&bin)
+                .arg(format!(
+                    "--kubeconfig={}",
+                    instance.join("kcm.kubeconfig").display()
+                ))
+                .args([
+                    "--controllers=validatingadmissionpolicy-status-controller",
+                    "--leader-elect=false",
+                    "--bind-address=127.0.0.1",
+                    "--secure-port=0",
+                    "--profiling=false",
+                ])
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(file)
+                .spawn()
+                .with_context(|| format!("starting {}", bin.display()))?
+        }
+        Side::Vapcheck => {
+            let bin = std::env::var_os("VAPCHECK_BENCH_BIN")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_vapcheck")));
+            let wrapper = std::env::var("VAPCHECK_BENCH_WRAPPER").unwrap_or_default();
+            let mut words = wrapper.split_whitespace();
+            let mut command = match words.next() {
+                Some(first) => {
+                    let mut c = Command::new(first);
+                    c.args(words).arg(&bin);
+                    c
+                }
+                None => Command::new(&bin),
+            };
+            command
+                .args([
+                    "controller",
+                    "--metrics-bind-address",
+                    "127.0.0.1:0",
+                    "--health-bind-address",
+                    "127.0.0.1:0",
+                ])
+                .env("KUBECONFIG", kubeconfig)
+                .env("RUST_LOG", "warn")
+                .env_remove("POD_NAME")
+                .env_remove("POD_NAMESPACE")
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(file)
+                .spawn()
+                .with_context(|| format!("starting {}", bin.display()))?
+        }
+    };
+    Ok(Killed(child))
+}
+
+async fn run_side(side: Side, n: usize, timeout: Duration) -> anyhow::Result<Measured> {
+    let cluster = tokio::task::spawn_blocking(|| Cluster::start(UpOptions::default())).await??;
+    let client = cluster.client().await?;
+    let created = Instant::now();
+    let templates = create_policies(&client, n).await?;
+    eprintln!(
+        "bench: {side:?}: {n} policies created in {:.1?} ({templates} corpus templates)",
+        created.elapsed()
+    );
+    let api: Api<ValidatingAdmissionPolicy> = Api::all(client.clone());
+    let (done, total) = converged(&api).await?;
+    if total != n || done != 0 {
+        bail!(
+            "before the controller starts: {done} of {total} policies have a status, want 0 of {n}"
+        );
+    }
+    let log = std::env::temp_dir().join(format!(
+        "vapcheck-bench-{}-{side:?}.log",
+        std::process::id()
+    ));
+    let started = Instant::now();
+    let mut child = start(side, cluster.kubeconfig(), &log)?;
+    let pid = child.0.id();
+    eprintln!("bench: {side:?} (pid {pid}) logs to {}", log.display());
+    let mut last_print = Instant::now();
+    loop {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let (done, total) = converged(&api).await?;
+        if done == total {
+            break;
+        }
+        if started.elapsed() > timeout {
+            bail!(
+                "{side:?} did not converge within {timeout:?}: {done} of {total} statuses written (log {})",
+                log.display()
+            );
+        }
+        if let Ok(Some(exit)) = child.0.try_wait() {
+            bail!("{side:?} exited ({exit}; log {})", log.display());
+        }
+        if !Path::new(&format!("/proc/{pid}")).exists() {
+            bail!("{side:?} exited (log {})", log.display());
+        }
+        if last_print.elapsed() > Duration::from_secs(10) {
+            eprintln!(
+                "bench: {side:?}: {done}/{total} after {:.0?}",
+                started.elapsed()
+            );
+            last_print = Instant::now();
+        }
+    }
+    let wall = started.elapsed();
+    let cpu_s = cpu_seconds(pid)?;
+    let peak_rss_mib = peak_rss_mib(pid)?;
+    drop(child);
+    tokio::task::spawn_blocking(move || cluster.stop()).await?;
+    eprintln!(
+        "bench: {side:?}: converged in {wall:.1?}, {cpu_s:.2} CPU-s, peak RSS {peak_rss_mib:.1} MiB"
+    );
+    Ok(Measured {
+        wall,
+        cpu_s,
+        peak_rss_mib,
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "benchmark (minutes, two control planes): run by e2e/bench/cold"]
+async fn cold_start_kcm_vs_vapcheck() -> anyhow::Result<()> {
+    let n = env_number("VAPCHECK_BENCH_N", 500) as usize;
+    let timeout = Duration::from_secs(env_number("VAPCHECK_BENCH_TIMEOUT", 600));
+    let max_rss = env_number("VAPCHECK_BENCH_MAX_RSS_MIB", 64) as f64;
+    let sides = std::env::var("VAPCHECK_BENCH_SIDES").unwrap_or_else(|_| "both".to_owned());
+    let wrapped = std::env::var("VAPCHECK_BENCH_WRAPPER").is_ok_and(|w| !w.trim().is_empty());
+    let (kcm, vap) = match sides.as_str() {
+        "both" => (true, true),
+        "kcm" => (true, false),
+        "vapcheck" => (false, true),
+        other => bail!("VAPCHECK_BENCH_SIDES must be both, kcm or vapcheck, got {other:?}"),
+    };
+    let kcm = if kcm {
+        Some(run_side(Side::Kcm, n, timeout).await?)
+    } else {
+        None
+    };
+    let vap = if vap {
+        Some(run_side(Side::Vapcheck, n, timeout).await?)
+    } else {
+        None
+    };
+    println!(
+        "cold start, {n} policies, fresh control plane per side (nproc {}, load {})",
+        std::thread::available_parallelism()
+            .map(|p| p.get())
+            .unwrap_or(0),
+        std::fs::read_to_string("/proc/loadavg")
+            .unwrap_or_default()
+            .trim()
+    );
+    println!(
+        "{:<22} {:>12} {:>12} {:>14}",
+        "", "converge s", "CPU-s", "peak RSS MiB"
+    );
+    for (name, m) in [("kube-controller-manager", &kcm), ("vapcheck", &vap)] {
+        if let Some(m) = m {
+            println!(
+                "{name:<22} {:>12.1} {:>12.2} {:>14.1}",
+                m.wall.as_secs_f64(),
+                m.cpu_s,
+                m.peak_rss_mib
+            );
+        }
+    }
+    if let (Some(k), Some(v)) = (&kcm, &vap) {
+        println!(
+            "{:<22} {:>11.1}x {:>11.1}x {:>13.1}x",
+            "KCM / vapcheck",
+            k.wall.as_secs_f64() / v.wall.as_secs_f64(),
+            k.cpu_s / v.cpu_s.max(0.01),
+            k.peak_rss_mib / v.peak_rss_mib
+        );
+    }
+    if let Some(v) = &vap
+        && !wrapped
+        && v.peak_rss_mib >= max_rss
+    {
+        bail!(
+            "vapcheck's peak RSS {:.1} MiB at {n} policies is not under {max_rss} MiB",
+            v.peak_rss_mib
+        );
+    }
+    Ok(())
+}
