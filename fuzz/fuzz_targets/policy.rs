@@ -9,7 +9,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use vapcheck::cli::input::{read_all, read_policies};
-use vapcheck::cli::mutating::{policies, read};
+use vapcheck::cli::mutating::{policies as map_policies, read};
 use vapcheck::cli::{BackendProvider, LoadedBackends, OfflineProvider, SchemaOptions};
 use vapcheck::mutating::check_mutating_policy;
 use vapcheck::policy::{Backends, CheckOptions, Mode, check_policy};
@@ -66,7 +66,7 @@ fuzz_target!(|data: &[u8]| {
                 );
             }
         }
-        for (origin, policy) in policies(&maps) {
+        for (origin, policy) in map_policies(&maps) {
             for mode in [Mode::Strict, Mode::Extended] {
                 let options = CheckOptions {
                     mode,
