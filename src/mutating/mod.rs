@@ -139,14 +139,7 @@ pub fn check_mutating_policy(
         constraints: spec.and_then(|s| s.match_constraints.as_ref()),
         param_kind: spec.and_then(|s| s.param_kind.as_ref()),
         sites: mutation_sites(policy, options.mode),
-        variables: spec
-            .and_then(|s| s.variables.as_ref())
-            .map(|vs| {
-                vs.iter()
-                    .map(|v| (v.name.as_str(), v.expression.as_str()))
-                    .collect()
-            })
-            .unwrap_or_default(),
+        variables: crate::policy::check::variable_pairs(spec.and_then(|s| s.variables.as_deref())),
         mutating: true,
     };
     let checker = backends.checker;

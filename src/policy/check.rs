@@ -107,6 +107,18 @@ pub struct PolicyInput<'p> {
     pub mutating: bool,
 }
 
+/// `spec.variables` as `(name, expression)` pairs, in order (both policy kinds use the same
+/// `Variable` type).
+pub fn variable_pairs(
+    variables: Option<&[k8s_openapi::api::admissionregistration::v1::Variable]>,
+) -> Vec<(&str, &str)> {
+    variables
+        .unwrap_or_default()
+        .iter()
+        .map(|v| (v.name.as_str(), v.expression.as_str()))
+        .collect()
+}
+
 /// A check run after an expression type-checked for one kind, in extended mode (the
 /// MutatingAdmissionPolicy literal analysis): the kind, its schema type (`None`: untyped),
 /// the site and the parsed expression → cel-go-formatted issues, or `None`.
@@ -138,14 +150,7 @@ pub fn check_policy(
         constraints: spec.and_then(|s| s.match_constraints.as_ref()),
         param_kind: spec.and_then(|s| s.param_kind.as_ref()),
         sites: expression_sites(policy, options.mode),
-        variables: spec
-            .and_then(|s| s.variables.as_ref())
-            .map(|vs| {
-                vs.iter()
-                    .map(|v| (v.name.as_str(), v.expression.as_str()))
-                    .collect()
-            })
-            .unwrap_or_default(),
+        variables: variable_pairs(spec.and_then(|s| s.variables.as_deref())),
         mutating: false,
     };
     check_input(&input, options, backends, None)
