@@ -14,7 +14,9 @@ use vapcheck::mutating::check_mutating_policy;
 use vapcheck::policy::{Backends, CheckOptions, DiscoveryRestMapper, Mode};
 
 fn with_backends(f: impl FnOnce(&Backends<'_>)) {
-    let dir = std::env::temp_dir().join(format!("vapcheck-map-bad-{}", std::process::id()));
+    // One folder per call: the tests of this file run in parallel threads of one process.
+    let tmp = tempfile::tempdir().expect("temporary folder");
+    let dir = tmp.path().to_path_buf();
     vapcheck::schema::embedded::write_folder("1.37", &dir).expect("built-in schemas");
     let options = SchemaOptions {
         openapi: Some(dir.clone()),
@@ -28,7 +30,6 @@ fn with_backends(f: impl FnOnce(&Backends<'_>)) {
         schemas: schemas.as_ref(),
         checker: checker.as_ref(),
     });
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// Reads `text` as the CLI does and checks every MAP in both modes. Returns how many MAPs
