@@ -24,7 +24,7 @@ pub mod condition;
 pub mod rules;
 pub mod selector;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
 
 use k8s_openapi::api::admissionregistration::v1::{
@@ -156,6 +156,10 @@ pub struct BindingReport {
     pub notes: Vec<String>,
 }
 
+/// A param object's identity: group (`None` when its apiVersion does not parse), kind,
+/// namespace, name.
+type ParamKey<'a> = (Option<&'a str>, &'a str, Option<&'a str>, &'a str);
+
 /// Analyses every binding, in input order. Param objects of one group, kind, namespace and
 /// name are one object in a cluster: the last one given wins (as with `kubectl apply`).
 pub fn analyse(
@@ -163,17 +167,24 @@ pub fn analyse(
     bindings: &[BindingInput<'_>],
     params: &[ParamObject],
 ) -> Vec<BindingReport> {
+    // The same object listed twice (two files, or an apiVersion per version of its group): the
+    // last one wins, in the place of the first. A map, not a scan: the controller passes every
+    // object of a param kind (1,000s) to each reconcile.
     let mut unique: Vec<ParamObject> = Vec::with_capacity(params.len());
+    let mut index: HashMap<ParamKey<'_>, usize> = HashMap::with_capacity(params.len());
     for p in params {
-        let same = |q: &ParamObject| {
-            group_of(&q.api_version) == group_of(&p.api_version)
-                && q.kind == p.kind
-                && q.namespace == p.namespace
-                && q.name == p.name
-        };
-        match unique.iter_mut().find(|q| same(q)) {
-            Some(q) => *q = p.clone(),
-            None => unique.push(p.clone()),
+        let key = (
+            group_of(&p.api_version),
+            p.kind.as_str(),
+            p.namespace.as_deref(),
+            p.name.as_str(),
+        );
+        match index.get(&key) {
+            Some(&i) => unique[i] = p.clone(),
+            None => {
+                index.insert(key, unique.len());
+                unique.push(p.clone());
+            }
         }
     }
     bindings
@@ -185,9 +196,10 @@ pub fn analyse(
 /// The group of an `apiVersion` (`""` for `v1`), or `None` when it does not parse
 /// (apimachinery `schema.ParseGroupVersion`: at most one `/`).
 pub fn group_of(api_version: &str) -> Option<&str> {
-    match api_version.split('/').collect::<Vec<_>>().as_slice() {
-        [_] => Some(""),
-        [g, _] => Some(g),
+    let mut parts = api_version.split('/');
+    match (parts.next(), parts.next(), parts.next()) {
+        (Some(_), None, _) => Some(""),
+        (Some(g), Some(_), None) => Some(g),
         _ => None,
     }
 }
