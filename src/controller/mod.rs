@@ -16,6 +16,7 @@ pub mod events;
 pub mod index;
 pub mod inputs;
 pub mod lease;
+pub mod mutating;
 pub mod slim;
 pub mod status;
 pub mod watch;
@@ -80,6 +81,8 @@ pub struct Context {
     store: Mutex<Option<Store<ValidatingAdmissionPolicy>>>,
     /// The bindings and param kinds the running controller watches.
     bindings: bindings::BindingState,
+    /// The MutatingAdmissionPolicy controller's state.
+    mutating: mutating::MutatingState,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -115,6 +118,7 @@ impl Context {
             triggers: broadcast::channel(4096).0,
             store: Mutex::new(None),
             bindings: bindings::BindingState::default(),
+            mutating: mutating::MutatingState::default(),
         })
     }
 
@@ -516,6 +520,7 @@ async fn run_controller(ctx: Arc<Context>, stop: impl Future<Output = ()> + Send
         .graceful_shutdown_on(stop);
     *lock(&ctx.store) = Some(controller.store());
     let _bindings = AbortOnDrop(tokio::spawn(bindings::watch_bindings(Arc::clone(&ctx))));
+    let _mutating = AbortOnDrop(tokio::spawn(mutating::run(Arc::clone(&ctx))));
     ctx.metrics
         .set_max_concurrent_reconciles(ctx.config.concurrency);
     controller
@@ -575,29 +580,48 @@ async fn poll_schemas(ctx: Arc<Context>, shutdown: Shutdown) {
             _ = ticker.tick() => {}
         }
         ctx.forget_deleted();
+        ctx.mutating.forget_deleted();
         let refreshed = ctx.inputs.refresh().await;
         ctx.metrics.schema_fetch(inputs::fetch_result(&refreshed));
         ctx.metrics.set_schema_cache_kinds(ctx.inputs.kind_count());
         match refreshed {
             Ok(changes) if changes.is_empty() => {}
             Ok(changes) => {
-                let affected = lock(&ctx.index).affected(changes.affected());
+                // Validating and mutating policies: the same index rules, each kind its own
+                // names and queue.
+                let validating = enqueue_affected(&ctx, &ctx.index, &ctx.triggers, &changes);
+                let mutating =
+                    enqueue_affected(&ctx, &ctx.mutating.index, &ctx.mutating.triggers, &changes);
                 info!(
                     added = changes.added.len(),
                     changed = changes.changed.len(),
                     removed = changes.removed.len(),
-                    policies = affected.len(),
+                    policies = validating,
+                    mutating_policies = mutating,
                     "schemas changed; re-checking affected policies"
                 );
-                for name in affected {
-                    ctx.metrics.workqueue_add();
-                    // No receiver (standby) is fine: the new leader checks everything.
-                    let _ = ctx.triggers.send(name);
-                }
             }
             Err(e) => warn!(error = %e, "schema poll failed; keeping the previous schemas"),
         }
     }
+}
+
+/// Re-enqueues on `triggers` the policies of `index` that `changes` can affect; returns how
+/// many.
+fn enqueue_affected(
+    ctx: &Context,
+    index: &Mutex<TriggerIndex>,
+    triggers: &broadcast::Sender<String>,
+    changes: &crate::schema::Changes,
+) -> usize {
+    let affected = lock(index).affected(changes.affected());
+    let n = affected.len();
+    for name in affected {
+        ctx.metrics.workqueue_add();
+        // No receiver (standby) is fine: the new leader checks everything.
+        let _ = triggers.send(name);
+    }
+    n
 }
 
 /// This replica's leader election identity: `POD_NAME`, else host name and process id.
