@@ -238,6 +238,46 @@ fn manifests_grant_every_permission_the_preflight_checks() {
 }
 
 #[test]
+fn mutating_policies_are_read_only() {
+    // Issue 12: the controller lists and watches MutatingAdmissionPolicies and writes nothing
+    // on them (no status; findings are Events).
+    let cluster = object("ClusterRole", "vapcheck")["rules"].clone();
+    let group = "admissionregistration.k8s.io";
+    for verb in ["get", "list", "watch"] {
+        assert!(grants(
+            &cluster,
+            verb,
+            group,
+            "mutatingadmissionpolicies",
+            ""
+        ));
+    }
+    for verb in ["create", "update", "patch", "delete", "deletecollection"] {
+        assert!(!grants(
+            &cluster,
+            verb,
+            group,
+            "mutatingadmissionpolicies",
+            ""
+        ));
+        assert!(!grants(
+            &cluster,
+            verb,
+            group,
+            "mutatingadmissionpolicies/status",
+            ""
+        ));
+    }
+    assert!(!grants(
+        &cluster,
+        "list",
+        group,
+        "mutatingadmissionpolicybindings",
+        ""
+    ));
+}
+
+#[test]
 fn lease_access_is_namespaced() {
     let role = object("Role", "vapcheck-leader-election");
     assert_eq!(role["metadata"]["namespace"], "vapcheck-system");
