@@ -365,7 +365,7 @@ fn deployment_is_hardened_and_probed() {
 fn alerts_use_metrics_that_exist() {
     let metrics = vapcheck::metrics::Metrics::new();
     // Families with per-value labels appear once they have a series.
-    metrics.set_policy_warnings("p", 1);
+    metrics.set_policy_warnings(vapcheck::metrics::PolicyKind::Validating, "p", 1);
     metrics.schema_fetch(vapcheck::metrics::SchemaFetchResult::Error);
     metrics.set_leader("vapcheck", true);
     metrics.watch_status().succeeded();
@@ -794,8 +794,8 @@ fn chart_ships_the_documented_default_configuration() {
 /// The metric families `Metrics` exposes once every labelled family has a series.
 fn exposed_families() -> BTreeSet<String> {
     let metrics = vapcheck::metrics::Metrics::new();
-    metrics.set_policy_warnings("p", 1);
-    metrics.set_policy_rejected_on_create("p", false);
+    metrics.set_policy_warnings(vapcheck::metrics::PolicyKind::Validating, "p", 1);
+    metrics.set_policy_rejected_on_create(vapcheck::metrics::PolicyKind::Validating, "p", false);
     metrics.schema_fetch(vapcheck::metrics::SchemaFetchResult::Error);
     metrics.set_leader("vapcheck", true);
     metrics.watch_status().succeeded();

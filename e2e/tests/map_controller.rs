@@ -286,6 +286,25 @@ async fn map_findings_are_events_and_real_mistakes() -> anyhow::Result<()> {
         "{refused}"
     );
 
+    // The per-policy metrics name the kind.
+    let addr = support::metrics_addr(&vapcheck)?;
+    let metrics = support::http_get(&addr, "/metrics")?;
+    for case in cases() {
+        let series = format!(
+            "vapcheck_policy_expression_warnings{{kind=\"MutatingAdmissionPolicy\",policy=\"{}\"}} 1",
+            policy_name(case.case)
+        );
+        assert!(metrics.contains(&series), "no {series} in\n{metrics}");
+    }
+    // At least the three MAPs above (the other test's Gadget MAP may have a warning too).
+    let prefix = "vapcheck_policies{kind=\"MutatingAdmissionPolicy\",state=\"warnings\"} ";
+    let warned: f64 = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(prefix))
+        .and_then(|v| v.trim().parse().ok())
+        .with_context(|| format!("no {prefix} in\n{metrics}"))?;
+    assert!(warned >= 3.0, "{prefix}{warned}");
+
     // 2. A correct MAP: mutates as intended, no Warning Event.
     let good = "correct";
     let name = policy_name(good);

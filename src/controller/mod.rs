@@ -40,7 +40,8 @@ use tracing::{Instrument, debug, error, info, info_span, warn};
 use crate::config::{Config, StatusMode};
 use crate::health::{ElectionState, Health, HttpServers, Readiness, Shutdown};
 use crate::metrics::{
-    Metrics, PolicyState, PolicyStateCounts, ReconcileResult, StatusWriteResult, WatchRestartReason,
+    Metrics, PolicyKind, PolicyState, PolicyStateCounts, ReconcileResult, StatusWriteResult,
+    WatchRestartReason,
 };
 use crate::policy::PolicyStatus;
 
@@ -123,32 +124,25 @@ impl Context {
     }
 
     fn record_state(&self, name: &str, computed: &PolicyStatus) {
-        let failed = computed
-            .conditions
-            .iter()
-            .any(|c| c.type_ == crate::policy::status::TYPE_CHECKED && c.status != "True");
-        let state = if failed {
-            PolicyState::Failed
-        } else if computed.has_warnings() {
-            PolicyState::Warnings
-        } else if !computed.skipped.is_empty() {
-            PolicyState::Partial
-        } else {
-            PolicyState::Clean
-        };
+        let state = state_of(computed);
         let counts = {
             let mut states = lock(&self.states);
             states.insert(name.to_owned(), state);
             PolicyStateCounts::tally(states.values().copied())
         };
-        self.metrics.set_policy_states(counts);
         self.metrics
-            .set_policy_warnings(name, computed.expression_warnings.len());
+            .set_policy_states(PolicyKind::Validating, counts);
+        self.metrics.set_policy_warnings(
+            PolicyKind::Validating,
+            name,
+            computed.expression_warnings.len(),
+        );
         let rejected = computed
             .conditions
             .iter()
             .any(|c| c.type_ == crate::policy::status::ACCEPTED_ON_CREATE && c.status == "False");
-        self.metrics.set_policy_rejected_on_create(name, rejected);
+        self.metrics
+            .set_policy_rejected_on_create(PolicyKind::Validating, name, rejected);
     }
 
     /// Forgets policies that are no longer in the controller's store (deleted).
@@ -177,10 +171,28 @@ impl Context {
         for name in &gone {
             index.remove(name);
             lock(&self.failures).remove(name);
-            self.metrics.remove_policy(name);
+            self.metrics.remove_policy(PolicyKind::Validating, name);
             debug!(policy = %name, "policy deleted; forgotten");
         }
-        self.metrics.set_policy_states(counts);
+        self.metrics
+            .set_policy_states(PolicyKind::Validating, counts);
+    }
+}
+
+/// The `vapcheck_policies` state of a check result (both policy kinds).
+fn state_of(computed: &PolicyStatus) -> PolicyState {
+    let failed = computed
+        .conditions
+        .iter()
+        .any(|c| c.type_ == crate::policy::status::TYPE_CHECKED && c.status != "True");
+    if failed {
+        PolicyState::Failed
+    } else if computed.has_warnings() {
+        PolicyState::Warnings
+    } else if !computed.skipped.is_empty() {
+        PolicyState::Partial
+    } else {
+        PolicyState::Clean
     }
 }
 
@@ -580,7 +592,7 @@ async fn poll_schemas(ctx: Arc<Context>, shutdown: Shutdown) {
             _ = ticker.tick() => {}
         }
         ctx.forget_deleted();
-        ctx.mutating.forget_deleted();
+        ctx.mutating.forget_deleted(&ctx.metrics);
         let refreshed = ctx.inputs.refresh().await;
         ctx.metrics.schema_fetch(inputs::fetch_result(&refreshed));
         ctx.metrics.set_schema_cache_kinds(ctx.inputs.kind_count());

@@ -27,7 +27,7 @@ use kube::{Api, Resource, ResourceExt};
 use tokio::sync::broadcast;
 use tracing::{Instrument, debug, info, info_span, warn};
 
-use crate::metrics::ReconcileResult;
+use crate::metrics::{Metrics, PolicyKind, PolicyState, PolicyStateCounts, ReconcileResult};
 use crate::policy::PolicyStatus;
 
 use super::events::{FindingRecord, finding_events, record_of};
@@ -50,6 +50,8 @@ pub struct MutatingState {
     /// Policy name → (uid, what was last reported on it).
     records: Mutex<HashMap<String, (String, FindingRecord)>>,
     failures: Mutex<HashMap<String, u32>>,
+    /// Policy name → `vapcheck_policies` state.
+    states: Mutex<HashMap<String, PolicyState>>,
     store: Mutex<Option<Store<MutatingAdmissionPolicy>>>,
 }
 
@@ -60,30 +62,54 @@ impl Default for MutatingState {
             triggers: broadcast::channel(4096).0,
             records: Mutex::new(HashMap::new()),
             failures: Mutex::new(HashMap::new()),
+            states: Mutex::new(HashMap::new()),
             store: Mutex::new(None),
         }
     }
 }
 
 impl MutatingState {
-    /// Forgets the policies no longer in the running controller's store.
-    pub(super) fn forget_deleted(&self) {
+    /// Records the metrics of one check of `name`.
+    fn record_state(&self, metrics: &Metrics, name: &str, computed: &PolicyStatus) {
+        let counts = {
+            let mut states = lock(&self.states);
+            states.insert(name.to_owned(), super::state_of(computed));
+            PolicyStateCounts::tally(states.values().copied())
+        };
+        metrics.set_policy_states(PolicyKind::Mutating, counts);
+        metrics.set_policy_warnings(
+            PolicyKind::Mutating,
+            name,
+            computed.expression_warnings.len(),
+        );
+    }
+
+    /// Forgets the policies no longer in the running controller's store (records, index and
+    /// metric series).
+    pub(super) fn forget_deleted(&self, metrics: &Metrics) {
         let Some(store) = lock(&self.store).clone() else {
             return;
         };
         let present: std::collections::HashSet<String> =
             store.state().iter().map(|p| p.name_any()).collect();
-        let gone: Vec<String> = lock(&self.records)
+        let gone: Vec<String> = lock(&self.states)
             .keys()
             .filter(|n| !present.contains(*n))
             .cloned()
             .collect();
+        if gone.is_empty() {
+            return;
+        }
         for name in gone {
+            lock(&self.states).remove(&name);
+            metrics.remove_policy(PolicyKind::Mutating, &name);
             lock(&self.records).remove(&name);
             lock(&self.index).remove(&name);
             lock(&self.failures).remove(&name);
             debug!(mutating_policy = %name, "policy deleted; forgotten");
         }
+        let counts = PolicyStateCounts::tally(lock(&self.states).values().copied());
+        metrics.set_policy_states(PolicyKind::Mutating, counts);
     }
 }
 
@@ -230,6 +256,7 @@ async fn reconcile_inner(
     ctx.metrics.observe_typecheck(started.elapsed());
     ctx.metrics.observe_estimated_costs(&computed.cost);
     lock(&ctx.mutating.index).set(name, Dependencies::of_mutating(policy, &computed));
+    ctx.mutating.record_state(&ctx.metrics, name, &computed);
     if !ctx.fence.may_write() {
         return Ok(0);
     }
