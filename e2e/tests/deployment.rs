@@ -724,6 +724,41 @@ spec:
             .await,
     )?;
 
+    // MutatingAdmissionPolicies (issue 12): read, never written.
+    let sa_maps: Api<k8s_openapi::api::admissionregistration::v1::MutatingAdmissionPolicy> =
+        Api::all(sa.clone());
+    sa_maps
+        .list(&ListParams::default())
+        .await
+        .context("the ServiceAccount cannot list MutatingAdmissionPolicies")?;
+    forbidden(
+        "delete a MutatingAdmissionPolicy",
+        sa_maps
+            .delete("any.e2e.vapcheck.dev", &Default::default())
+            .await,
+    )?;
+    forbidden(
+        "patch a MutatingAdmissionPolicy",
+        sa_maps
+            .patch(
+                "any.e2e.vapcheck.dev",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": {"failurePolicy": "Ignore"}})),
+            )
+            .await,
+    )?;
+    wait_for(
+        "vapcheck watching MutatingAdmissionPolicies",
+        DEADLINE,
+        || {
+            let watching = controller
+                .log_text()
+                .contains("watching MutatingAdmissionPolicies");
+            async move { Ok(watching.then_some(())) }
+        },
+    )
+    .await?;
+
     // 4. /metrics: strict parse of both formats and the values dashboards and alerts use.
     let samples = wait_for("the metrics to reflect the bad policy", DEADLINE, || {
         let got = http_get(&metrics_addr, "/metrics", None);
