@@ -505,3 +505,77 @@ async fn crd_field_removed_warns_on_the_map_without_touching_it() -> anyhow::Res
     assert_eq!(after.metadata.generation, generation, "the MAP was touched");
     Ok(())
 }
+
+/// A control plane that does not serve MutatingAdmissionPolicies
+/// (`--runtime-config=admissionregistration.k8s.io/v1/mutatingadmissionpolicies=false`, and the
+/// admission plugin off):
+/// vapcheck logs it once, does not fail, and still checks ValidatingAdmissionPolicies.
+#[tokio::test]
+async fn not_served_is_logged_and_validating_policies_still_work() -> anyhow::Result<()> {
+    let cluster = support::Cluster::start(support::UpOptions {
+        apiserver_extra_args: Some(
+            // Without the plugin off too, kube-apiserver 1.37.1 never becomes ready (the
+            // plugin waits for a MAP informer that cannot list).
+            "--runtime-config=admissionregistration.k8s.io/v1/mutatingadmissionpolicies=false \
+             --disable-admission-plugins=MutatingAdmissionPolicy"
+                .to_owned(),
+        ),
+        ..support::UpOptions::default()
+    })?;
+    let client = cluster.client().await?;
+    let discovery = kube::Discovery::new(client.clone()).run().await?;
+    let served = discovery.groups().any(|g| {
+        g.name() == "admissionregistration.k8s.io"
+            && g.versions().any(|v| {
+                g.versioned_resources(v)
+                    .iter()
+                    .any(|(r, _)| r.plural == "mutatingadmissionpolicies")
+            })
+    });
+    assert!(
+        !served,
+        "the API server still serves mutatingadmissionpolicies"
+    );
+    let vapcheck = Vapcheck::start(
+        cluster.kubeconfig(),
+        "maps-not-served",
+        &["--lease-name", "vapcheck-e2e-maps-not-served"],
+    )?;
+    let name = "still-checked.map12.e2e.vapcheck.dev";
+    apply_yaml(
+        &client,
+        &format!(
+            r#"
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata:
+  name: {name}
+spec:
+  matchConstraints:
+    resourceRules:
+      - apiGroups: ["apps"]
+        apiVersions: ["v1"]
+        operations: ["CREATE"]
+        resources: ["deployments"]
+  validations:
+    - expression: "object.replicas > 1"
+"#
+        ),
+    )
+    .await?;
+    let status = support::wait_for_type_checking(&client, name, START).await?;
+    let warnings = status
+        .type_checking
+        .and_then(|t| t.expression_warnings)
+        .unwrap_or_default();
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    let log = vapcheck.log_text();
+    let notes = log
+        .matches("the API server does not serve MutatingAdmissionPolicies")
+        .count();
+    println!("map-controller: not served: logged {notes} time(s); the VAP got its warning");
+    assert_eq!(notes, 1, "{log}");
+    assert!(!log.contains("watching MutatingAdmissionPolicies"), "{log}");
+    assert!(!log.contains("ERROR"), "{log}");
+    Ok(())
+}
