@@ -366,6 +366,36 @@ async fn map_findings_are_events_and_real_mistakes() -> anyhow::Result<()> {
         let series = w[0].series.as_ref().map_or(1, |s| s.count);
         assert_eq!(series, 1, "{}: repeated: {:?}", case.case, w[0]);
     }
+    // A finding that changes, twice within a minute: each text is a new Warning Event.
+    let changing = policy_name("value-type");
+    for (value, provided) in [("3", "'int'"), ("[1]", "'list(int)'")] {
+        apply_yaml(
+            &client,
+            &map_and_binding(
+                "value-type",
+                &apply_configuration(&format!("Object{{immutable: {value}}}")),
+            ),
+        )
+        .await?;
+        let expected = format!("provided type is {provided}");
+        let changed = wait_for(
+            &format!("{changing}: ExpressionWarningChanged with {expected}"),
+            EVENT_DELAY,
+            || async {
+                Ok(events_by(&client, &changing, Some(vapcheck.pid()))
+                    .await?
+                    .into_iter()
+                    .find(|e| {
+                        e.reason.as_deref() == Some("ExpressionWarningChanged")
+                            && e.note.as_deref().is_some_and(|n| n.contains(&expected))
+                    }))
+            },
+        )
+        .await?;
+        assert_eq!(changed.type_.as_deref(), Some("Warning"));
+        println!("map-controller: value-type changed: {:?}", changed.note);
+    }
+
     // A fix clears: a Normal Event.
     let fixed = policy_name("unknown-field");
     apply_yaml(

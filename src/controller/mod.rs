@@ -61,6 +61,9 @@ pub enum ReconcileError {
     /// The status write failed.
     #[error("status write failed: {0}")]
     Write(String),
+    /// An Event could not be published (MutatingAdmissionPolicies: their only output).
+    #[error("publishing an event failed: {0}")]
+    Event(String),
 }
 
 /// Shared state of the controller.
@@ -70,6 +73,8 @@ pub struct Context {
     inputs: Arc<LiveInputs>,
     metrics: Metrics,
     recorder: Recorder,
+    /// This replica's identity (the Events' `reportingInstance`).
+    identity: String,
     /// Until when this replica may write (the lease holder, or always with leader election
     /// off); checked before every write.
     fence: lease::Fence,
@@ -103,7 +108,7 @@ impl Context {
             client.clone(),
             Reporter {
                 controller: crate::metrics::CONTROLLER_NAME.to_owned(),
-                instance: Some(identity),
+                instance: Some(identity.clone()),
             },
         );
         Arc::new(Context {
@@ -112,6 +117,7 @@ impl Context {
             inputs,
             metrics,
             recorder,
+            identity,
             fence: lease::Fence::default(),
             index: Mutex::new(TriggerIndex::default()),
             states: Mutex::new(HashMap::new()),

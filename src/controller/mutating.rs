@@ -19,8 +19,10 @@ use std::time::Instant;
 
 use futures::StreamExt;
 use k8s_openapi::api::admissionregistration::v1::MutatingAdmissionPolicy;
+use k8s_openapi::api::events::v1::Event as KubeEvent;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
+use kube::api::PostParams;
 use kube::runtime::controller::{self, Action};
-use kube::runtime::events::{Event, EventType};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{Controller, WatchStreamExt, reflector, watcher};
 use kube::{Api, Resource, ResourceExt};
@@ -30,7 +32,7 @@ use tracing::{Instrument, debug, info, info_span, warn};
 use crate::metrics::{Metrics, PolicyKind, PolicyState, PolicyStateCounts, ReconcileResult};
 use crate::policy::PolicyStatus;
 
-use super::events::{FindingRecord, finding_events, record_of};
+use super::events::{FindingEvent, FindingRecord, finding_events, record_of};
 use super::index::{Dependencies, TriggerIndex};
 use super::{Context, ReconcileError, backoff, lock};
 
@@ -236,6 +238,50 @@ async fn reconcile(
     .await
 }
 
+/// Creates one `events.k8s.io/v1` Event. Not through kube-runtime's `Recorder`: it folds an
+/// Event with the same type, reason, action and object (fieldPath included) seen in the last
+/// 6 minutes into a series of the first one and keeps the first one's note, so a finding that
+/// changed twice in a row would show its old text.
+async fn publish(
+    ctx: &Context,
+    ev: &FindingEvent,
+    regarding: k8s_openapi::api::core::v1::ObjectReference,
+) -> Result<(), kube::Error> {
+    // Cluster-scoped objects' Events go to `default`, as the Recorder does.
+    let namespace = regarding
+        .namespace
+        .clone()
+        .unwrap_or_else(|| "default".to_owned());
+    // The name is `<policy>-<random>` (generateName), within the 253-character limit.
+    let mut prefix: String = regarding.name.clone().unwrap_or_default();
+    let mut end = prefix.len().min(230);
+    while !prefix.is_char_boundary(end) {
+        end -= 1;
+    }
+    prefix.truncate(end);
+    // A trailing '-' is allowed in generateName (a trailing '.' is not).
+    prefix.push('-');
+    let event = KubeEvent {
+        metadata: ObjectMeta {
+            generate_name: Some(prefix),
+            namespace: Some(namespace.clone()),
+            ..ObjectMeta::default()
+        },
+        action: Some("TypeCheck".to_owned()),
+        reason: Some(ev.reason.to_owned()),
+        note: Some(ev.note.clone()),
+        type_: Some(if ev.warning { "Warning" } else { "Normal" }.to_owned()),
+        regarding: Some(regarding),
+        reporting_controller: Some(crate::metrics::CONTROLLER_NAME.to_owned()),
+        reporting_instance: Some(ctx.identity.clone()),
+        event_time: Some(MicroTime(k8s_openapi::jiff::Timestamp::now())),
+        ..KubeEvent::default()
+    };
+    let api: Api<KubeEvent> = Api::namespaced(ctx.client.clone(), &namespace);
+    api.create(&PostParams::default(), &event).await?;
+    Ok(())
+}
+
 /// Checks one policy and publishes its Events; returns how many were published.
 async fn reconcile_inner(
     policy: &Arc<MutatingAdmissionPolicy>,
@@ -271,22 +317,10 @@ async fn reconcile_inner(
     for ev in &events {
         let mut reference = policy.object_ref(&());
         reference.field_path = ev.field_ref.clone();
-        let event = Event {
-            type_: if ev.warning {
-                EventType::Warning
-            } else {
-                EventType::Normal
-            },
-            reason: ev.reason.to_owned(),
-            note: Some(ev.note.clone()),
-            action: "TypeCheck".to_owned(),
-            secondary: None,
-        };
         // On failure the record stays as it was, so the retry publishes again.
-        ctx.recorder
-            .publish(&event, &reference)
+        publish(ctx, ev, reference)
             .await
-            .map_err(|e| ReconcileError::Write(format!("publishing an event: {e}")))?;
+            .map_err(|e| ReconcileError::Event(e.to_string()))?;
     }
     lock(&ctx.mutating.records).insert(
         name.to_owned(),
