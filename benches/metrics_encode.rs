@@ -10,16 +10,23 @@ fn main() {
     for policies in [100usize, 1_000, 10_000] {
         let m = Metrics::new();
         for i in 0..policies {
-            m.set_policy_warnings(&format!("policy-{i:05}"), i % 3);
+            m.set_policy_warnings(
+                vapcheck::metrics::PolicyKind::Validating,
+                &format!("policy-{i:05}"),
+                i % 3,
+            );
             m.observe_reconcile(
                 ReconcileResult::Success,
                 Duration::from_millis((i % 50) as u64),
             );
         }
-        m.set_policy_states(PolicyStateCounts {
-            clean: policies as u64,
-            ..PolicyStateCounts::default()
-        });
+        m.set_policy_states(
+            vapcheck::metrics::PolicyKind::Validating,
+            PolicyStateCounts {
+                clean: policies as u64,
+                ..PolicyStateCounts::default()
+            },
+        );
         for (name, encode) in [
             (
                 "classic",

@@ -108,6 +108,16 @@ label_enum! {
 }
 
 label_enum! {
+    /// The kind of a checked policy (`kind` label of the per-policy metrics).
+    PolicyKind {
+        /// `admissionregistration.k8s.io/v1` ValidatingAdmissionPolicy.
+        Validating => "ValidatingAdmissionPolicy",
+        /// `admissionregistration.k8s.io/v1` MutatingAdmissionPolicy.
+        Mutating => "MutatingAdmissionPolicy",
+    }
+}
+
+label_enum! {
     /// Why a kind was not checked (`vapcheck_kinds_skipped_total{reason}`).
     SkipReason {
         /// Above `kindLimit`.
@@ -202,6 +212,7 @@ struct RequestDurationLabels {
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct StateLabels {
+    kind: PolicyKind,
     state: PolicyState,
 }
 
@@ -212,6 +223,7 @@ struct VerdictLabels {
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct PolicyLabels {
+    kind: PolicyKind,
     policy: String,
 }
 
@@ -456,7 +468,7 @@ impl Metrics {
         );
         r.register(
             "vapcheck_policies",
-            "Number of ValidatingAdmissionPolicies per check state",
+            "Number of admission policies per kind (ValidatingAdmissionPolicy, MutatingAdmissionPolicy) and check state",
             m.policies.clone(),
         );
         r.register(
@@ -466,7 +478,7 @@ impl Metrics {
         );
         r.register(
             "vapcheck_policy_expression_warnings",
-            "Number of expression warnings of each ValidatingAdmissionPolicy",
+            "Number of expression warnings of each admission policy, by kind",
             m.policy_warnings.clone(),
         );
         r.register(
@@ -545,7 +557,9 @@ impl Metrics {
                     .get_or_create(&WatchRestartLabels { reason }),
             );
         }
-        m.set_policy_states(PolicyStateCounts::default());
+        for &kind in PolicyKind::ALL {
+            m.set_policy_states(kind, PolicyStateCounts::default());
+        }
         m.set_binding_verdicts(&std::collections::HashMap::new());
 
         Metrics {
@@ -697,11 +711,12 @@ impl Metrics {
 
     // ---- vapcheck ----
 
-    /// Sets `vapcheck_policies{state}` for every state from a snapshot of all policies.
-    pub fn set_policy_states(&self, counts: PolicyStateCounts) {
+    /// Sets `vapcheck_policies{kind, state}` for every state from a snapshot of all policies
+    /// of `kind`.
+    pub fn set_policy_states(&self, kind: PolicyKind, counts: PolicyStateCounts) {
         for &state in PolicyState::ALL {
             self.policies
-                .get_or_create(&StateLabels { state })
+                .get_or_create(&StateLabels { kind, state })
                 .set(gauge_value(counts.get(state)));
         }
     }
@@ -718,27 +733,30 @@ impl Metrics {
         }
     }
 
-    /// Sets `vapcheck_policy_expression_warnings{policy}`.
-    pub fn set_policy_warnings(&self, policy: &str, warnings: usize) {
+    /// Sets `vapcheck_policy_expression_warnings{kind, policy}`.
+    pub fn set_policy_warnings(&self, kind: PolicyKind, policy: &str, warnings: usize) {
         self.policy_warnings
             .get_or_create(&PolicyLabels {
+                kind,
                 policy: policy.to_owned(),
             })
             .set(i64::try_from(warnings).unwrap_or(i64::MAX));
     }
 
-    /// Sets `vapcheck_policy_rejected_on_create{policy}`.
-    pub fn set_policy_rejected_on_create(&self, policy: &str, rejected: bool) {
+    /// Sets `vapcheck_policy_rejected_on_create{kind, policy}`.
+    pub fn set_policy_rejected_on_create(&self, kind: PolicyKind, policy: &str, rejected: bool) {
         self.policy_rejected_on_create
             .get_or_create(&PolicyLabels {
+                kind,
                 policy: policy.to_owned(),
             })
             .set(i64::from(rejected));
     }
 
     /// Removes every per-policy series of a deleted policy.
-    pub fn remove_policy(&self, policy: &str) {
+    pub fn remove_policy(&self, kind: PolicyKind, policy: &str) {
         let labels = PolicyLabels {
+            kind,
             policy: policy.to_owned(),
         };
         self.policy_warnings.remove(&labels);
@@ -1515,14 +1533,25 @@ mod tests {
         m.set_leader("vapcheck", true);
         m.watch_failed(WatchRestartReason::Expired, "410 Gone");
         m.watch_status().succeeded();
-        m.set_policy_states(PolicyStateCounts {
-            clean: 5,
-            warnings: 1,
-            partial: 0,
-            failed: 0,
-        });
-        m.set_policy_warnings("demo-policy", 2);
-        m.set_policy_rejected_on_create("demo-policy", true);
+        m.set_policy_states(
+            PolicyKind::Validating,
+            PolicyStateCounts {
+                clean: 5,
+                warnings: 1,
+                partial: 0,
+                failed: 0,
+            },
+        );
+        m.set_policy_warnings(PolicyKind::Validating, "demo-policy", 2);
+        m.set_policy_rejected_on_create(PolicyKind::Validating, "demo-policy", true);
+        m.set_policy_states(
+            PolicyKind::Mutating,
+            PolicyStateCounts {
+                warnings: 3,
+                ..PolicyStateCounts::default()
+            },
+        );
+        m.set_policy_warnings(PolicyKind::Mutating, "demo-policy", 4);
         m.observe_typecheck(Duration::from_millis(3));
         m.kinds_skipped(SkipReason::KindLimit, 2);
         m.schema_fetch(SchemaFetchResult::Success);
@@ -1681,20 +1710,47 @@ mod tests {
             ),
             1.0
         );
-        assert_eq!(value(&s, "vapcheck_policies", &[("state", "clean")]), 5.0);
+        let vap = ("kind", "ValidatingAdmissionPolicy");
+        let map = ("kind", "MutatingAdmissionPolicy");
         assert_eq!(
-            value(&s, "vapcheck_policies", &[("state", "warnings")]),
+            value(&s, "vapcheck_policies", &[vap, ("state", "clean")]),
+            5.0
+        );
+        assert_eq!(
+            value(&s, "vapcheck_policies", &[vap, ("state", "warnings")]),
             1.0
         );
-        assert_eq!(value(&s, "vapcheck_policies", &[("state", "partial")]), 0.0);
-        assert_eq!(value(&s, "vapcheck_policies", &[("state", "failed")]), 0.0);
+        assert_eq!(
+            value(&s, "vapcheck_policies", &[vap, ("state", "partial")]),
+            0.0
+        );
+        assert_eq!(
+            value(&s, "vapcheck_policies", &[vap, ("state", "failed")]),
+            0.0
+        );
+        assert_eq!(
+            value(&s, "vapcheck_policies", &[map, ("state", "warnings")]),
+            3.0
+        );
+        assert_eq!(
+            value(&s, "vapcheck_policies", &[map, ("state", "clean")]),
+            0.0
+        );
         assert_eq!(
             value(
                 &s,
                 "vapcheck_policy_expression_warnings",
-                &[("policy", "demo-policy")]
+                &[vap, ("policy", "demo-policy")]
             ),
             2.0
+        );
+        assert_eq!(
+            value(
+                &s,
+                "vapcheck_policy_expression_warnings",
+                &[map, ("policy", "demo-policy")]
+            ),
+            4.0
         );
         assert_eq!(
             value(&s, "vapcheck_typecheck_duration_seconds_count", &[]),
@@ -1794,13 +1850,22 @@ mod tests {
     #[test]
     fn deleted_policy_series_is_removed() {
         let m = Metrics::new();
-        m.set_policy_warnings("a", 1);
-        m.set_policy_warnings("b", 0);
-        m.remove_policy("a");
+        m.set_policy_warnings(PolicyKind::Validating, "a", 1);
+        m.set_policy_warnings(PolicyKind::Validating, "b", 0);
+        // A MAP of the same name is another series.
+        m.set_policy_warnings(PolicyKind::Mutating, "a", 2);
+        m.remove_policy(PolicyKind::Validating, "a");
         let text = m.encode_prometheus_text();
-        assert!(!text.contains("policy=\"a\""), "{text}");
         assert!(
-            text.contains("vapcheck_policy_expression_warnings{policy=\"b\"} 0"),
+            !text.contains("kind=\"ValidatingAdmissionPolicy\",policy=\"a\""),
+            "{text}"
+        );
+        assert!(
+            text.contains("vapcheck_policy_expression_warnings{kind=\"ValidatingAdmissionPolicy\",policy=\"b\"} 0"),
+            "{text}"
+        );
+        assert!(
+            text.contains("vapcheck_policy_expression_warnings{kind=\"MutatingAdmissionPolicy\",policy=\"a\"} 2"),
             "{text}"
         );
     }

@@ -238,6 +238,46 @@ fn manifests_grant_every_permission_the_preflight_checks() {
 }
 
 #[test]
+fn mutating_policies_are_read_only() {
+    // Issue 12: the controller lists and watches MutatingAdmissionPolicies and writes nothing
+    // on them (no status; findings are Events).
+    let cluster = object("ClusterRole", "vapcheck")["rules"].clone();
+    let group = "admissionregistration.k8s.io";
+    for verb in ["get", "list", "watch"] {
+        assert!(grants(
+            &cluster,
+            verb,
+            group,
+            "mutatingadmissionpolicies",
+            ""
+        ));
+    }
+    for verb in ["create", "update", "patch", "delete", "deletecollection"] {
+        assert!(!grants(
+            &cluster,
+            verb,
+            group,
+            "mutatingadmissionpolicies",
+            ""
+        ));
+        assert!(!grants(
+            &cluster,
+            verb,
+            group,
+            "mutatingadmissionpolicies/status",
+            ""
+        ));
+    }
+    assert!(!grants(
+        &cluster,
+        "list",
+        group,
+        "mutatingadmissionpolicybindings",
+        ""
+    ));
+}
+
+#[test]
 fn lease_access_is_namespaced() {
     let role = object("Role", "vapcheck-leader-election");
     assert_eq!(role["metadata"]["namespace"], "vapcheck-system");
@@ -325,7 +365,7 @@ fn deployment_is_hardened_and_probed() {
 fn alerts_use_metrics_that_exist() {
     let metrics = vapcheck::metrics::Metrics::new();
     // Families with per-value labels appear once they have a series.
-    metrics.set_policy_warnings("p", 1);
+    metrics.set_policy_warnings(vapcheck::metrics::PolicyKind::Validating, "p", 1);
     metrics.schema_fetch(vapcheck::metrics::SchemaFetchResult::Error);
     metrics.set_leader("vapcheck", true);
     metrics.watch_status().succeeded();
@@ -754,8 +794,8 @@ fn chart_ships_the_documented_default_configuration() {
 /// The metric families `Metrics` exposes once every labelled family has a series.
 fn exposed_families() -> BTreeSet<String> {
     let metrics = vapcheck::metrics::Metrics::new();
-    metrics.set_policy_warnings("p", 1);
-    metrics.set_policy_rejected_on_create("p", false);
+    metrics.set_policy_warnings(vapcheck::metrics::PolicyKind::Validating, "p", 1);
+    metrics.set_policy_rejected_on_create(vapcheck::metrics::PolicyKind::Validating, "p", false);
     metrics.schema_fetch(vapcheck::metrics::SchemaFetchResult::Error);
     metrics.set_leader("vapcheck", true);
     metrics.watch_status().succeeded();

@@ -1091,8 +1091,8 @@ async fn controller_reports_stored_policies_the_api_server_rejects_on_create() -
             .to_owned();
         let metrics = http_get(&addr, "/metrics")?;
         for series in [
-            "vapcheck_policy_rejected_on_create{policy=\"stored-includes.e2e.vapcheck.dev\"} 1",
-            "vapcheck_policy_rejected_on_create{policy=\"created-good.e2e.vapcheck.dev\"} 0",
+            "vapcheck_policy_rejected_on_create{kind=\"ValidatingAdmissionPolicy\",policy=\"stored-includes.e2e.vapcheck.dev\"} 1",
+            "vapcheck_policy_rejected_on_create{kind=\"ValidatingAdmissionPolicy\",policy=\"created-good.e2e.vapcheck.dev\"} 0",
         ] {
             assert!(metrics.contains(series), "no {series} in\n{metrics}");
         }

@@ -674,8 +674,7 @@ spec:
 
     // The per-policy warnings gauge exists while the policy does, and goes with it.
     let addr = shared_metrics_addr()?;
-    let series =
-        "vapcheck_policy_expression_warnings{policy=\"bad-many-validations.e2e.vapcheck.dev\"} 300";
+    let series = "vapcheck_policy_expression_warnings{kind=\"ValidatingAdmissionPolicy\",policy=\"bad-many-validations.e2e.vapcheck.dev\"} 300";
     assert!(support::http_get(&addr, "/metrics")?.contains(series));
     let api: Api<ValidatingAdmissionPolicy> = Api::all(client.clone());
     api.delete("bad-many-validations.e2e.vapcheck.dev", &Default::default())

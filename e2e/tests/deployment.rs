@@ -724,6 +724,41 @@ spec:
             .await,
     )?;
 
+    // MutatingAdmissionPolicies (issue 12): read, never written.
+    let sa_maps: Api<k8s_openapi::api::admissionregistration::v1::MutatingAdmissionPolicy> =
+        Api::all(sa.clone());
+    sa_maps
+        .list(&ListParams::default())
+        .await
+        .context("the ServiceAccount cannot list MutatingAdmissionPolicies")?;
+    forbidden(
+        "delete a MutatingAdmissionPolicy",
+        sa_maps
+            .delete("any.e2e.vapcheck.dev", &Default::default())
+            .await,
+    )?;
+    forbidden(
+        "patch a MutatingAdmissionPolicy",
+        sa_maps
+            .patch(
+                "any.e2e.vapcheck.dev",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": {"failurePolicy": "Ignore"}})),
+            )
+            .await,
+    )?;
+    wait_for(
+        "vapcheck watching MutatingAdmissionPolicies",
+        DEADLINE,
+        || {
+            let watching = controller
+                .log_text()
+                .contains("watching MutatingAdmissionPolicies");
+            async move { Ok(watching.then_some(())) }
+        },
+    )
+    .await?;
+
     // 4. /metrics: strict parse of both formats and the values dashboards and alerts use.
     let samples = wait_for("the metrics to reflect the bad policy", DEADLINE, || {
         let got = http_get(&metrics_addr, "/metrics", None);
@@ -737,12 +772,15 @@ spec:
             );
             let samples = parse_exposition(&body, false)
                 .map_err(|e| anyhow!("/metrics does not parse: {e}"))?;
-            let ready = sample(&samples, "vapcheck_policies", &[("state", "warnings")])
-                == Some(1.0)
+            let ready = sample(
+                &samples,
+                "vapcheck_policies",
+                &[("kind", "ValidatingAdmissionPolicy"), ("state", "warnings")],
+            ) == Some(1.0)
                 && sample(
                     &samples,
                     "vapcheck_policy_expression_warnings",
-                    &[("policy", POLICY)],
+                    &[("kind", "ValidatingAdmissionPolicy"), ("policy", POLICY)],
                 ) == Some(1.0);
             Ok(ready.then_some(samples))
         }
@@ -752,8 +790,14 @@ spec:
         sample(&samples, name, labels).with_context(|| format!("no sample {name} {labels:?}"))
     };
     for state in ["clean", "partial", "failed"] {
-        let n = get("vapcheck_policies", &[("state", state)])?;
-        ensure!(n == 0.0, "vapcheck_policies{{state={state:?}}} = {n}");
+        let n = get(
+            "vapcheck_policies",
+            &[("kind", "ValidatingAdmissionPolicy"), ("state", state)],
+        )?;
+        ensure!(
+            n == 0.0,
+            "vapcheck_policies{{kind=ValidatingAdmissionPolicy,state={state:?}}} = {n}"
+        );
     }
     let successes = get(
         "controller_runtime_reconcile_total",
@@ -799,7 +843,7 @@ spec:
         std::fs::read_to_string(repo_root().join("manifests/monitoring/prometheusrule.yaml"))?;
     for selector in [
         "controller_runtime_reconcile_errors_total{controller=\"vapcheck\"}",
-        "max by (policy) (vapcheck_policy_expression_warnings) > 0",
+        "max by (kind, policy) (vapcheck_policy_expression_warnings) > 0",
         "leader_election_master_status{name=\"vapcheck\"}",
         "vapcheck_schema_fetches_total{result=~\"error|forbidden\"}",
     ] {
@@ -851,7 +895,11 @@ spec:
     let open = parse_exposition(&body, true)
         .map_err(|e| anyhow!("OpenMetrics /metrics does not parse: {e}"))?;
     ensure!(
-        sample(&open, "vapcheck_policies", &[("state", "warnings")]) == Some(1.0),
+        sample(
+            &open,
+            "vapcheck_policies",
+            &[("kind", "ValidatingAdmissionPolicy"), ("state", "warnings")]
+        ) == Some(1.0),
         "OpenMetrics vapcheck_policies"
     );
 

@@ -748,7 +748,9 @@ subjects:
     .with_context(|| vapcheck.log_text())?;
     let value = query(
         &prometheus_addr,
-        &format!(r#"vapcheck_policy_expression_warnings{{policy="{POLICY}"}}"#),
+        &format!(
+            r#"vapcheck_policy_expression_warnings{{kind="ValidatingAdmissionPolicy",policy="{POLICY}"}}"#
+        ),
     )?;
     ensure!(
         value.len() == 1 && value[0]["value"][1] == "0",

@@ -3,7 +3,9 @@
 
 use std::collections::{BTreeSet, HashMap};
 
-use k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicy;
+use k8s_openapi::api::admissionregistration::v1::{
+    MatchResources, MutatingAdmissionPolicy, ParamKind, ValidatingAdmissionPolicy,
+};
 
 use crate::policy::{Gvk, PolicyStatus};
 use crate::schema::GroupVersion;
@@ -21,15 +23,36 @@ pub struct Dependencies {
 impl Dependencies {
     /// The dependencies of `policy` given the status computed for it.
     pub fn of(policy: &ValidatingAdmissionPolicy, status: &PolicyStatus) -> Dependencies {
+        let spec = policy.spec.as_ref();
+        Dependencies::from_parts(
+            spec.and_then(|s| s.match_constraints.as_ref()),
+            spec.and_then(|s| s.param_kind.as_ref()),
+            status,
+        )
+    }
+
+    /// The dependencies of a MutatingAdmissionPolicy given the status computed for it (the
+    /// same rules as [`Dependencies::of`]: its match rules, paramKind and checked kinds).
+    pub fn of_mutating(policy: &MutatingAdmissionPolicy, status: &PolicyStatus) -> Dependencies {
+        let spec = policy.spec.as_ref();
+        Dependencies::from_parts(
+            spec.and_then(|s| s.match_constraints.as_ref()),
+            spec.and_then(|s| s.param_kind.as_ref()),
+            status,
+        )
+    }
+
+    fn from_parts(
+        constraints: Option<&MatchResources>,
+        param_kind: Option<&ParamKind>,
+        status: &PolicyStatus,
+    ) -> Dependencies {
         let mut deps = Dependencies::default();
         for gvk in &status.checked_kinds {
             deps.group_versions
                 .insert((gvk.group.clone(), gvk.version.clone()));
         }
-        let Some(spec) = policy.spec.as_ref() else {
-            return deps;
-        };
-        if let Some(pk) = spec.param_kind.as_ref()
+        if let Some(pk) = param_kind
             && let Some(gvk) = Gvk::from_api_version(
                 pk.api_version.as_deref().unwrap_or(""),
                 pk.kind.as_deref().unwrap_or(""),
@@ -37,10 +60,7 @@ impl Dependencies {
         {
             deps.group_versions.insert((gvk.group, gvk.version));
         }
-        let rules = spec
-            .match_constraints
-            .as_ref()
-            .and_then(|m| m.resource_rules.as_ref());
+        let rules = constraints.and_then(|m| m.resource_rules.as_ref());
         for rule in rules.into_iter().flatten() {
             for group in rule.api_groups.iter().flatten() {
                 deps.groups.insert(group.clone());

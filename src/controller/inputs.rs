@@ -4,7 +4,9 @@
 
 use std::sync::{Arc, RwLock};
 
-use k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicy;
+use k8s_openapi::api::admissionregistration::v1::{
+    MutatingAdmissionPolicy, ValidatingAdmissionPolicy,
+};
 use k8s_openapi::apimachinery::pkg::version::Info;
 use serde_json::Value;
 
@@ -120,6 +122,27 @@ impl LiveInputs {
     /// Checks one policy against the current snapshot. CPU-bound: call it from a blocking
     /// task.
     pub fn check(&self, policy: &ValidatingAdmissionPolicy) -> Result<PolicyStatus, String> {
+        let mut status =
+            self.with_backends(|options, backends| check_policy(policy, options, backends))?;
+        status
+            .conditions
+            .push(accepted_on_create(policy, self.server_minor));
+        Ok(status)
+    }
+
+    /// Checks one MutatingAdmissionPolicy against the same snapshot, schemas and checker as
+    /// [`LiveInputs::check`] ([`crate::mutating::check_mutating_policy`]). CPU-bound.
+    pub fn check_mutating(&self, policy: &MutatingAdmissionPolicy) -> Result<PolicyStatus, String> {
+        self.with_backends(|options, backends| {
+            crate::mutating::check_mutating_policy(policy, options, backends)
+        })
+    }
+
+    /// Runs `f` with the backends of the current snapshot.
+    fn with_backends<R>(
+        &self,
+        f: impl FnOnce(&CheckOptions, &Backends<'_>) -> R,
+    ) -> Result<R, String> {
         let mapper = self
             .read_mapper()
             .ok_or("discovery has not been read yet")?;
@@ -131,11 +154,19 @@ impl LiveInputs {
             schemas: &self.schemas,
             checker: &self.checker,
         };
-        let mut status = check_policy(policy, &self.options, &backends);
-        status
-            .conditions
-            .push(accepted_on_create(policy, self.server_minor));
-        Ok(status)
+        Ok(f(&self.options, &backends))
+    }
+
+    /// Whether the API server serves `resource` in `group`/`version` (`None` before the
+    /// first discovery read).
+    pub fn serves(&self, group: &str, version: &str, resource: &str) -> Option<bool> {
+        let groups = self.api_groups()?;
+        Some(groups.iter().any(|g| {
+            g.name == group
+                && g.versions
+                    .iter()
+                    .any(|v| v.version == version && v.resources.iter().any(|r| r.name == resource))
+        }))
     }
 }
 

@@ -16,6 +16,7 @@ pub mod events;
 pub mod index;
 pub mod inputs;
 pub mod lease;
+pub mod mutating;
 pub mod slim;
 pub mod status;
 pub mod watch;
@@ -39,7 +40,8 @@ use tracing::{Instrument, debug, error, info, info_span, warn};
 use crate::config::{Config, StatusMode};
 use crate::health::{ElectionState, Health, HttpServers, Readiness, Shutdown};
 use crate::metrics::{
-    Metrics, PolicyState, PolicyStateCounts, ReconcileResult, StatusWriteResult, WatchRestartReason,
+    Metrics, PolicyKind, PolicyState, PolicyStateCounts, ReconcileResult, StatusWriteResult,
+    WatchRestartReason,
 };
 use crate::policy::PolicyStatus;
 
@@ -59,6 +61,9 @@ pub enum ReconcileError {
     /// The status write failed.
     #[error("status write failed: {0}")]
     Write(String),
+    /// An Event could not be published (MutatingAdmissionPolicies: their only output).
+    #[error("publishing an event failed: {0}")]
+    Event(String),
 }
 
 /// Shared state of the controller.
@@ -68,6 +73,8 @@ pub struct Context {
     inputs: Arc<LiveInputs>,
     metrics: Metrics,
     recorder: Recorder,
+    /// This replica's identity (the Events' `reportingInstance`).
+    identity: String,
     /// Until when this replica may write (the lease holder, or always with leader election
     /// off); checked before every write.
     fence: lease::Fence,
@@ -80,6 +87,8 @@ pub struct Context {
     store: Mutex<Option<Store<ValidatingAdmissionPolicy>>>,
     /// The bindings and param kinds the running controller watches.
     bindings: bindings::BindingState,
+    /// The MutatingAdmissionPolicy controller's state.
+    mutating: mutating::MutatingState,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -99,7 +108,7 @@ impl Context {
             client.clone(),
             Reporter {
                 controller: crate::metrics::CONTROLLER_NAME.to_owned(),
-                instance: Some(identity),
+                instance: Some(identity.clone()),
             },
         );
         Arc::new(Context {
@@ -108,6 +117,7 @@ impl Context {
             inputs,
             metrics,
             recorder,
+            identity,
             fence: lease::Fence::default(),
             index: Mutex::new(TriggerIndex::default()),
             states: Mutex::new(HashMap::new()),
@@ -115,36 +125,30 @@ impl Context {
             triggers: broadcast::channel(4096).0,
             store: Mutex::new(None),
             bindings: bindings::BindingState::default(),
+            mutating: mutating::MutatingState::default(),
         })
     }
 
     fn record_state(&self, name: &str, computed: &PolicyStatus) {
-        let failed = computed
-            .conditions
-            .iter()
-            .any(|c| c.type_ == crate::policy::status::TYPE_CHECKED && c.status != "True");
-        let state = if failed {
-            PolicyState::Failed
-        } else if computed.has_warnings() {
-            PolicyState::Warnings
-        } else if !computed.skipped.is_empty() {
-            PolicyState::Partial
-        } else {
-            PolicyState::Clean
-        };
+        let state = state_of(computed);
         let counts = {
             let mut states = lock(&self.states);
             states.insert(name.to_owned(), state);
             PolicyStateCounts::tally(states.values().copied())
         };
-        self.metrics.set_policy_states(counts);
         self.metrics
-            .set_policy_warnings(name, computed.expression_warnings.len());
+            .set_policy_states(PolicyKind::Validating, counts);
+        self.metrics.set_policy_warnings(
+            PolicyKind::Validating,
+            name,
+            computed.expression_warnings.len(),
+        );
         let rejected = computed
             .conditions
             .iter()
             .any(|c| c.type_ == crate::policy::status::ACCEPTED_ON_CREATE && c.status == "False");
-        self.metrics.set_policy_rejected_on_create(name, rejected);
+        self.metrics
+            .set_policy_rejected_on_create(PolicyKind::Validating, name, rejected);
     }
 
     /// Forgets policies that are no longer in the controller's store (deleted).
@@ -173,10 +177,28 @@ impl Context {
         for name in &gone {
             index.remove(name);
             lock(&self.failures).remove(name);
-            self.metrics.remove_policy(name);
+            self.metrics.remove_policy(PolicyKind::Validating, name);
             debug!(policy = %name, "policy deleted; forgotten");
         }
-        self.metrics.set_policy_states(counts);
+        self.metrics
+            .set_policy_states(PolicyKind::Validating, counts);
+    }
+}
+
+/// The `vapcheck_policies` state of a check result (both policy kinds).
+fn state_of(computed: &PolicyStatus) -> PolicyState {
+    let failed = computed
+        .conditions
+        .iter()
+        .any(|c| c.type_ == crate::policy::status::TYPE_CHECKED && c.status != "True");
+    if failed {
+        PolicyState::Failed
+    } else if computed.has_warnings() {
+        PolicyState::Warnings
+    } else if !computed.skipped.is_empty() {
+        PolicyState::Partial
+    } else {
+        PolicyState::Clean
     }
 }
 
@@ -516,6 +538,7 @@ async fn run_controller(ctx: Arc<Context>, stop: impl Future<Output = ()> + Send
         .graceful_shutdown_on(stop);
     *lock(&ctx.store) = Some(controller.store());
     let _bindings = AbortOnDrop(tokio::spawn(bindings::watch_bindings(Arc::clone(&ctx))));
+    let _mutating = AbortOnDrop(tokio::spawn(mutating::run(Arc::clone(&ctx))));
     ctx.metrics
         .set_max_concurrent_reconciles(ctx.config.concurrency);
     controller
@@ -575,29 +598,48 @@ async fn poll_schemas(ctx: Arc<Context>, shutdown: Shutdown) {
             _ = ticker.tick() => {}
         }
         ctx.forget_deleted();
+        ctx.mutating.forget_deleted(&ctx.metrics);
         let refreshed = ctx.inputs.refresh().await;
         ctx.metrics.schema_fetch(inputs::fetch_result(&refreshed));
         ctx.metrics.set_schema_cache_kinds(ctx.inputs.kind_count());
         match refreshed {
             Ok(changes) if changes.is_empty() => {}
             Ok(changes) => {
-                let affected = lock(&ctx.index).affected(changes.affected());
+                // Validating and mutating policies: the same index rules, each kind its own
+                // names and queue.
+                let validating = enqueue_affected(&ctx, &ctx.index, &ctx.triggers, &changes);
+                let mutating =
+                    enqueue_affected(&ctx, &ctx.mutating.index, &ctx.mutating.triggers, &changes);
                 info!(
                     added = changes.added.len(),
                     changed = changes.changed.len(),
                     removed = changes.removed.len(),
-                    policies = affected.len(),
+                    policies = validating,
+                    mutating_policies = mutating,
                     "schemas changed; re-checking affected policies"
                 );
-                for name in affected {
-                    ctx.metrics.workqueue_add();
-                    // No receiver (standby) is fine: the new leader checks everything.
-                    let _ = ctx.triggers.send(name);
-                }
             }
             Err(e) => warn!(error = %e, "schema poll failed; keeping the previous schemas"),
         }
     }
+}
+
+/// Re-enqueues on `triggers` the policies of `index` that `changes` can affect; returns how
+/// many.
+fn enqueue_affected(
+    ctx: &Context,
+    index: &Mutex<TriggerIndex>,
+    triggers: &broadcast::Sender<String>,
+    changes: &crate::schema::Changes,
+) -> usize {
+    let affected = lock(index).affected(changes.affected());
+    let n = affected.len();
+    for name in affected {
+        ctx.metrics.workqueue_add();
+        // No receiver (standby) is fine: the new leader checks everything.
+        let _ = triggers.send(name);
+    }
+    n
 }
 
 /// This replica's leader election identity: `POD_NAME`, else host name and process id.

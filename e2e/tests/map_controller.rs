@@ -1,0 +1,611 @@
+//! Proof for issue 12 in the cluster: `vapcheck controller` checks MutatingAdmissionPolicies
+//! and reports its findings as Events (a MAP has no status), and each finding class is a real
+//! mistake on kube-apiserver 1.37.1:
+//!
+//! 1. for every finding class that a stored MAP can have (unknown field in an apply
+//!    configuration, a literal of the wrong type, a JSON patch path that the kind's schema does
+//!    not have) a MAP with that mistake and its binding are installed,
+//!    a matching ConfigMap is created (server-side dry run), and the API server's answer is
+//!    shown: the request is denied (`failurePolicy: Fail`) with the error of the mutation. That
+//!    the request is mutated at all proves the MutatingAdmissionPolicy admission plugin is on
+//!    in the test control plane (it is in the default-on plugins of k8s.io/kubernetes
+//!    `pkg/kubeapiserver/options/plugins.go` `DefaultOffAdmissionPlugins`, and the feature gate
+//!    `MutatingAdmissionPolicy` is GA and on since 1.36, `pkg/features/kube_features.go`);
+//!    vapcheck's Warning Event on the MAP, naming the expression in `regarding.fieldPath`,
+//!    appears within 5 s of the MAP's creation. An expression whose result is not the type
+//!    the patch needs cannot be stored: the API server refuses the MAP (shown too);
+//! 2. a correct MAP gets no Warning Event and mutates the object as intended;
+//! 3. re-checks: the same findings again (a re-check every second) publish no new Event; a fix
+//!    gives a Normal `ExpressionWarningsCleared` Event;
+//! 4. a CRD field removed → a Warning Event on the MAP that sets it, the MAP untouched.
+//!
+//! `cargo test --test e2e_map_controller -- --nocapture` prints the API server's answers and
+//! the measured delays.
+
+#[allow(dead_code)]
+#[path = "../support/mod.rs"]
+mod support;
+
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use k8s_openapi::api::admissionregistration::v1::MutatingAdmissionPolicy;
+use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::events::v1::Event;
+use kube::api::{ListParams, PostParams};
+use kube::{Api, Client};
+use serde_json::json;
+use support::{Vapcheck, apply_yaml, shared_cluster, wait_for};
+
+const NS: &str = "map12-ctl";
+/// Issue 12: the finding is an Event within 5 s of the policy's creation.
+const EVENT_DELAY: Duration = Duration::from_secs(5);
+/// How long vapcheck may take to start watching MAPs, and the admission plugin to load a new
+/// policy and binding (its own refresh schedule).
+const START: Duration = Duration::from_secs(60);
+
+/// A MAP on ConfigMap creates labelled `map12-ctl: <case>` with one mutation, and its binding.
+fn map_and_binding(case: &str, mutation: &str) -> String {
+    let name = policy_name(case);
+    format!(
+        r#"
+apiVersion: admissionregistration.k8s.io/v1
+kind: MutatingAdmissionPolicy
+metadata:
+  name: {name}
+spec:
+  failurePolicy: Fail
+  reinvocationPolicy: Never
+  matchConstraints:
+    objectSelector:
+      matchLabels: {{map12-ctl: {case}}}
+    resourceRules:
+      - apiGroups: [""]
+        apiVersions: ["v1"]
+        operations: ["CREATE"]
+        resources: ["configmaps"]
+  mutations:
+{mutation}
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: MutatingAdmissionPolicyBinding
+metadata:
+  name: {name}
+spec:
+  policyName: {name}
+"#
+    )
+}
+
+fn policy_name(case: &str) -> String {
+    format!("{case}.map12-ctl.e2e.vapcheck.dev")
+}
+
+fn apply_configuration(expression: &str) -> String {
+    format!(
+        "    - patchType: ApplyConfiguration\n      applyConfiguration:\n        expression: {}\n",
+        serde_json::to_string(expression).unwrap_or_default()
+    )
+}
+
+fn json_patch(expression: &str) -> String {
+    format!(
+        "    - patchType: JSONPatch\n      jsonPatch:\n        expression: {}\n",
+        serde_json::to_string(expression).unwrap_or_default()
+    )
+}
+
+/// A server-side dry-run create of a ConfigMap labelled for `case` (with `data: {a: b}`):
+/// the object as admission left it, or the API server's message.
+async fn request(client: &Client, case: &str) -> anyhow::Result<Result<ConfigMap, String>> {
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), NS);
+    let cm: ConfigMap = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": format!("probe-{case}"), "namespace": NS,
+                     "labels": {"map12-ctl": case}},
+        "data": {"a": "b"}}))?;
+    let params = PostParams {
+        dry_run: true,
+        ..PostParams::default()
+    };
+    match api.create(&params, &cm).await {
+        Ok(stored) => Ok(Ok(stored)),
+        Err(kube::Error::Api(s)) => Ok(Err(s.message)),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The Events a vapcheck published on the MAP `name` (every vapcheck of this binary's tests
+/// when `pid` is `None`; the other test's replica leads its own lease and reports too).
+async fn events_by(client: &Client, name: &str, pid: Option<u32>) -> anyhow::Result<Vec<Event>> {
+    let api: Api<Event> = Api::all(client.clone());
+    let list = api
+        .list(&ListParams::default().fields(&format!("regarding.name={name}")))
+        .await?;
+    Ok(list
+        .items
+        .into_iter()
+        .filter(|e| {
+            e.regarding.as_ref().and_then(|r| r.kind.as_deref()) == Some("MutatingAdmissionPolicy")
+        })
+        .filter(|e| {
+            pid.is_none_or(|pid| {
+                e.reporting_instance
+                    .as_deref()
+                    .is_some_and(|i| i.ends_with(&format!("-{pid}")))
+            })
+        })
+        .collect())
+}
+
+fn warnings(events: &[Event]) -> Vec<&Event> {
+    events
+        .iter()
+        .filter(|e| e.type_.as_deref() == Some("Warning"))
+        .collect()
+}
+
+/// Waits for vapcheck's log to say it watches MAPs.
+async fn wait_until_watching(vapcheck: &Vapcheck) -> anyhow::Result<()> {
+    wait_for(
+        "vapcheck watching MutatingAdmissionPolicies",
+        START,
+        || async {
+            Ok(vapcheck
+                .log_text()
+                .contains("watching MutatingAdmissionPolicies")
+                .then_some(()))
+        },
+    )
+    .await
+}
+
+/// One finding class: the mutation, what vapcheck's Event says, what the API server says.
+struct Case {
+    case: &'static str,
+    mutation: String,
+    field_path: &'static str,
+    vapcheck: &'static str,
+    /// What the API server's denial says (a substring).
+    apiserver: &'static str,
+}
+
+fn cases() -> Vec<Case> {
+    vec![
+        Case {
+            case: "unknown-field",
+            mutation: apply_configuration("Object{dataz: {\"k\": \"v\"}}"),
+            field_path: "spec.mutations[0].applyConfiguration.expression",
+            vapcheck: "undefined field 'dataz'",
+            apiserver: "error applying patch: failed to convert patch object to typed object: .dataz: field not declared in schema",
+        },
+        Case {
+            case: "value-type",
+            mutation: apply_configuration("Object{immutable: \"yes\"}"),
+            field_path: "spec.mutations[0].applyConfiguration.expression",
+            vapcheck: "expected type of field 'immutable' is 'bool' but provided type is 'string'",
+            apiserver: "error applying patch: failed to convert patch object to typed object: .immutable: expected boolean",
+        },
+        Case {
+            case: "patch-path",
+            mutation: json_patch(
+                "[JSONPatch{op: \"add\", path: \"/metadata/labelz\", value: {\"k\": \"v\"}}]",
+            ),
+            field_path: "spec.mutations[0].jsonPatch.expression",
+            vapcheck: "labelz",
+            // The patched object is decoded strictly after the mutation (json_patch.go), which
+            // the API server reports as an internal error that does not name the policy.
+            apiserver: "Internal error occurred: strict decoding error: unknown field \"metadata.labelz\"",
+        },
+    ]
+}
+
+#[tokio::test]
+async fn map_findings_are_events_and_real_mistakes() -> anyhow::Result<()> {
+    let cluster = shared_cluster()?;
+    let client = cluster.client().await?;
+    let vapcheck = Vapcheck::start(
+        cluster.kubeconfig(),
+        "maps",
+        &[
+            "--lease-name",
+            "vapcheck-e2e-maps",
+            "--recheck-period",
+            "1s",
+        ],
+    )?;
+    apply_yaml(
+        &client,
+        &format!("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {NS}\n"),
+    )
+    .await?;
+    wait_until_watching(&vapcheck).await?;
+
+    // 1. One MAP per finding class.
+    for case in cases() {
+        let name = policy_name(case.case);
+        let created = Instant::now();
+        apply_yaml(&client, &map_and_binding(case.case, &case.mutation)).await?;
+        let event = wait_for(&format!("{name}: a Warning Event"), EVENT_DELAY, || async {
+            Ok(events_by(&client, &name, Some(vapcheck.pid()))
+                .await?
+                .into_iter()
+                .find(|e| {
+                    e.type_.as_deref() == Some("Warning")
+                        && e.reason.as_deref() == Some("ExpressionWarning")
+                }))
+        })
+        .await?;
+        let took = created.elapsed();
+        let note = event.note.clone().unwrap_or_default();
+        println!(
+            "map-controller: {}: Warning Event after {took:?}: {note}",
+            case.case
+        );
+        assert_eq!(
+            event
+                .regarding
+                .as_ref()
+                .and_then(|r| r.field_path.as_deref()),
+            Some(case.field_path),
+            "{event:?}"
+        );
+        assert!(note.starts_with(case.field_path), "{note}");
+        assert!(note.contains("Kind=ConfigMap"), "{note}");
+        assert!(note.contains(case.vapcheck), "{note}");
+        assert!(note.len() <= 1024);
+
+        // The API server: the matching create is denied with the mutation's error.
+        let answer = wait_for(&format!("{name}: the request mutated"), START, || async {
+            Ok(request(&client, case.case).await?.err())
+        })
+        .await?;
+        println!("map-controller: {}: kube-apiserver: {answer}", case.case);
+        assert!(answer.contains(case.apiserver), "{answer}");
+    }
+
+    // 1b. A wrong result type: on 1.37.1 the API server compiles the mutation when the MAP is
+    // created, with `object` as dyn, and requires exactly `Object` (`dyn` is refused too:
+    // k8s.io/apiserver `pkg/admission/plugin/cel/compile.go` `CompileCELExpression`, called by
+    // k8s.io/kubernetes `pkg/apis/admissionregistration/validation/validation.go`
+    // `validateApplyConfiguration`), so such a MAP is never stored and the controller never
+    // sees one: the create is refused. vapcheck's create-time verdict (src/apiserver/map.rs)
+    // and `vapcheck check` report it; the Event path cannot be reached.
+    let refused = apply_yaml(
+        &client,
+        &map_and_binding("result-type", &apply_configuration("object.data")),
+    )
+    .await;
+    let refused = match refused {
+        Ok(_) => bail!("the API server stored a MAP whose mutation is not an Object"),
+        Err(e) => format!("{e:#}"),
+    };
+    println!("map-controller: result-type: kube-apiserver: {refused}");
+    assert!(
+        refused.contains("spec.mutations[0].applyConfiguration.expression: Invalid value: \"object.data\": must evaluate to Object but got dyn"),
+        "{refused}"
+    );
+
+    // The per-policy metrics name the kind.
+    let addr = support::metrics_addr(&vapcheck)?;
+    let metrics = support::http_get(&addr, "/metrics")?;
+    for case in cases() {
+        let series = format!(
+            "vapcheck_policy_expression_warnings{{kind=\"MutatingAdmissionPolicy\",policy=\"{}\"}} 1",
+            policy_name(case.case)
+        );
+        assert!(metrics.contains(&series), "no {series} in\n{metrics}");
+    }
+    // At least the three MAPs above (the other test's Gadget MAP may have a warning too).
+    let prefix = "vapcheck_policies{kind=\"MutatingAdmissionPolicy\",state=\"warnings\"} ";
+    let warned: f64 = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(prefix))
+        .and_then(|v| v.trim().parse().ok())
+        .with_context(|| format!("no {prefix} in\n{metrics}"))?;
+    assert!(warned >= 3.0, "{prefix}{warned}");
+
+    // 2. A correct MAP: mutates as intended, no Warning Event.
+    let good = "correct";
+    let name = policy_name(good);
+    apply_yaml(
+        &client,
+        &map_and_binding(
+            good,
+            &apply_configuration(
+                "Object{metadata: Object.metadata{labels: {\"mutated\": \"yes\"}}, data: {\"added\": \"by-map\"}}",
+            ),
+        ),
+    )
+    .await?;
+    let mutated = wait_for(&format!("{name}: the object mutated"), START, || async {
+        Ok(match request(&client, good).await? {
+            Ok(cm)
+                if cm
+                    .metadata
+                    .labels
+                    .as_ref()
+                    .and_then(|l| l.get("mutated"))
+                    .is_some() =>
+            {
+                Some(cm)
+            }
+            Ok(_) => None,
+            Err(message) => bail!("the correct MAP's request was denied: {message}"),
+        })
+    })
+    .await?;
+    let data = mutated.data.unwrap_or_default();
+    assert_eq!(data.get("added").map(String::as_str), Some("by-map"));
+    assert_eq!(data.get("a").map(String::as_str), Some("b"));
+    println!(
+        "map-controller: correct: mutated labels {:?}",
+        mutated.metadata.labels
+    );
+    // vapcheck has checked it (its log says so) and published nothing.
+    wait_for(&format!("{name}: reconciled"), EVENT_DELAY, || async {
+        Ok(vapcheck
+            .log_text()
+            .lines()
+            .any(|l| l.contains("reconciled") && l.contains(&name))
+            .then_some(()))
+    })
+    .await?;
+    assert!(
+        events_by(&client, &name, None).await?.is_empty(),
+        "{:?}",
+        events_by(&client, &name, None).await?
+    );
+
+    // 3. Re-checks every second give the same findings: still one Warning Event each.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    for case in cases() {
+        let events = events_by(&client, &policy_name(case.case), Some(vapcheck.pid())).await?;
+        let w = warnings(&events);
+        assert_eq!(w.len(), 1, "{}: {events:?}", case.case);
+        let series = w[0].series.as_ref().map_or(1, |s| s.count);
+        assert_eq!(series, 1, "{}: repeated: {:?}", case.case, w[0]);
+    }
+    // A finding that changes, twice within a minute: each text is a new Warning Event.
+    let changing = policy_name("value-type");
+    for (value, provided) in [("3", "'int'"), ("[1]", "'list(int)'")] {
+        apply_yaml(
+            &client,
+            &map_and_binding(
+                "value-type",
+                &apply_configuration(&format!("Object{{immutable: {value}}}")),
+            ),
+        )
+        .await?;
+        let expected = format!("provided type is {provided}");
+        let changed = wait_for(
+            &format!("{changing}: ExpressionWarningChanged with {expected}"),
+            EVENT_DELAY,
+            || async {
+                Ok(events_by(&client, &changing, Some(vapcheck.pid()))
+                    .await?
+                    .into_iter()
+                    .find(|e| {
+                        e.reason.as_deref() == Some("ExpressionWarningChanged")
+                            && e.note.as_deref().is_some_and(|n| n.contains(&expected))
+                    }))
+            },
+        )
+        .await?;
+        assert_eq!(changed.type_.as_deref(), Some("Warning"));
+        println!("map-controller: value-type changed: {:?}", changed.note);
+    }
+
+    // A fix clears: a Normal Event.
+    let fixed = policy_name("unknown-field");
+    apply_yaml(
+        &client,
+        &map_and_binding(
+            "unknown-field",
+            &apply_configuration("Object{data: {\"k\": \"v\"}}"),
+        ),
+    )
+    .await?;
+    let cleared = wait_for(&format!("{fixed}: a Normal Event"), EVENT_DELAY, || async {
+        Ok(events_by(&client, &fixed, Some(vapcheck.pid()))
+            .await?
+            .into_iter()
+            .find(|e| {
+                e.type_.as_deref() == Some("Normal")
+                    && e.reason.as_deref() == Some("ExpressionWarningsCleared")
+            }))
+    })
+    .await?;
+    println!(
+        "map-controller: unknown-field fixed: {:?} {:?}",
+        cleared.reason, cleared.note
+    );
+    Ok(())
+}
+
+fn gadget_crd(field: &str) -> String {
+    format!(
+        r#"
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: gadgets.map12.e2e.vapcheck.dev
+spec:
+  group: map12.e2e.vapcheck.dev
+  scope: Namespaced
+  names: {{plural: gadgets, singular: gadget, kind: Gadget, listKind: GadgetList}}
+  versions:
+    - name: v1
+      served: true
+      storage: true
+      schema:
+        openAPIV3Schema:
+          type: object
+          properties:
+            spec:
+              type: object
+              properties:
+                {field}: {{type: integer}}
+"#
+    )
+}
+
+const GADGET_MAP: &str = r#"
+apiVersion: admissionregistration.k8s.io/v1
+kind: MutatingAdmissionPolicy
+metadata:
+  name: gadget-size.map12.e2e.vapcheck.dev
+spec:
+  reinvocationPolicy: Never
+  matchConstraints:
+    resourceRules:
+      - apiGroups: ["map12.e2e.vapcheck.dev"]
+        apiVersions: ["v1"]
+        operations: ["CREATE"]
+        resources: ["gadgets"]
+  mutations:
+    - patchType: ApplyConfiguration
+      applyConfiguration:
+        expression: "Object{spec: Object.spec{size: 3}}"
+"#;
+
+#[tokio::test]
+async fn crd_field_removed_warns_on_the_map_without_touching_it() -> anyhow::Result<()> {
+    let cluster = shared_cluster()?;
+    let client = cluster.client().await?;
+    let vapcheck = Vapcheck::start(
+        cluster.kubeconfig(),
+        "maps-crd",
+        &["--lease-name", "vapcheck-e2e-maps-crd"],
+    )?;
+    let name = "gadget-size.map12.e2e.vapcheck.dev";
+    apply_yaml(&client, &gadget_crd("size")).await?;
+    // Let the CRD's schema reach /openapi/v3 before the policy exists.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    wait_until_watching(&vapcheck).await?;
+    apply_yaml(&client, GADGET_MAP).await?;
+    let api: Api<MutatingAdmissionPolicy> = Api::all(client.clone());
+    let generation = api.get(name).await?.metadata.generation;
+    wait_for(
+        &format!("{name}: checked against Gadget"),
+        EVENT_DELAY,
+        || async {
+            Ok(vapcheck
+                .log_text()
+                .lines()
+                .any(|l| l.contains("reconciled") && l.contains(name))
+                .then_some(()))
+        },
+    )
+    .await?;
+    if !events_by(&client, name, None).await?.is_empty() {
+        bail!(
+            "the correct gadget MAP got Events: {:?}",
+            events_by(&client, name, None).await?
+        );
+    }
+
+    let changed = Instant::now();
+    apply_yaml(&client, &gadget_crd("count")).await?;
+    let event = wait_for(&format!("{name}: a Warning Event"), START, || async {
+        Ok(events_by(&client, name, Some(vapcheck.pid()))
+            .await?
+            .into_iter()
+            .find(|e| {
+                e.type_.as_deref() == Some("Warning")
+                    && e.note
+                        .as_deref()
+                        .is_some_and(|n| n.contains("undefined field 'size'"))
+            }))
+    })
+    .await?;
+    println!(
+        "map-controller: CRD field removed: Warning Event after {:?}: {:?}",
+        changed.elapsed(),
+        event.note
+    );
+    assert!(
+        event
+            .note
+            .as_deref()
+            .is_some_and(|n| n.contains("map12.e2e.vapcheck.dev/v1, Kind=Gadget")),
+        "{event:?}"
+    );
+    let after = api.get(name).await.context("reading the MAP")?;
+    assert_eq!(after.metadata.generation, generation, "the MAP was touched");
+    Ok(())
+}
+
+/// A control plane that does not serve MutatingAdmissionPolicies
+/// (`--runtime-config=admissionregistration.k8s.io/v1/mutatingadmissionpolicies=false`, and the
+/// admission plugin off):
+/// vapcheck logs it once, does not fail, and still checks ValidatingAdmissionPolicies.
+#[tokio::test]
+async fn not_served_is_logged_and_validating_policies_still_work() -> anyhow::Result<()> {
+    let cluster = support::Cluster::start(support::UpOptions {
+        apiserver_extra_args: Some(
+            // Without the plugin off too, kube-apiserver 1.37.1 never becomes ready (the
+            // plugin waits for a MAP informer that cannot list).
+            "--runtime-config=admissionregistration.k8s.io/v1/mutatingadmissionpolicies=false \
+             --disable-admission-plugins=MutatingAdmissionPolicy"
+                .to_owned(),
+        ),
+        ..support::UpOptions::default()
+    })?;
+    let client = cluster.client().await?;
+    let discovery = kube::Discovery::new(client.clone()).run().await?;
+    let served = discovery.groups().any(|g| {
+        g.name() == "admissionregistration.k8s.io"
+            && g.versions().any(|v| {
+                g.versioned_resources(v)
+                    .iter()
+                    .any(|(r, _)| r.plural == "mutatingadmissionpolicies")
+            })
+    });
+    assert!(
+        !served,
+        "the API server still serves mutatingadmissionpolicies"
+    );
+    let vapcheck = Vapcheck::start(
+        cluster.kubeconfig(),
+        "maps-not-served",
+        &["--lease-name", "vapcheck-e2e-maps-not-served"],
+    )?;
+    let name = "still-checked.map12.e2e.vapcheck.dev";
+    apply_yaml(
+        &client,
+        &format!(
+            r#"
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata:
+  name: {name}
+spec:
+  matchConstraints:
+    resourceRules:
+      - apiGroups: ["apps"]
+        apiVersions: ["v1"]
+        operations: ["CREATE"]
+        resources: ["deployments"]
+  validations:
+    - expression: "object.replicas > 1"
+"#
+        ),
+    )
+    .await?;
+    let status = support::wait_for_type_checking(&client, name, START).await?;
+    let warnings = status
+        .type_checking
+        .and_then(|t| t.expression_warnings)
+        .unwrap_or_default();
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    let log = vapcheck.log_text();
+    let notes = log
+        .matches("the API server does not serve MutatingAdmissionPolicies")
+        .count();
+    println!("map-controller: not served: logged {notes} time(s); the VAP got its warning");
+    assert_eq!(notes, 1, "{log}");
+    assert!(!log.contains("watching MutatingAdmissionPolicies"), "{log}");
+    assert!(!log.contains("ERROR"), "{log}");
+    Ok(())
+}

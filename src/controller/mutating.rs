@@ -1,0 +1,330 @@
+//! MutatingAdmissionPolicies in the cluster (issue 12): the shell around
+//! [`crate::mutating::check_mutating_policy`].
+//!
+//! - [`run`] waits until discovery shows `admissionregistration.k8s.io/v1`
+//!   `mutatingadmissionpolicies` (logging once when it is not served, and looking again after
+//!   every schema poll), then runs a second kube-runtime controller over them, next to the
+//!   ValidatingAdmissionPolicy controller and only while this replica leads;
+//! - each reconcile checks the policy with the same [`super::inputs::LiveInputs`] (discovery,
+//!   schemas, CEL checker) as validating policies, records its dependencies in the mutating
+//!   [`TriggerIndex`] that the schema poll consults (so a CRD change re-checks it) and reports
+//!   new, changed and cleared findings as Events ([`super::events::finding_events`]): a
+//!   MutatingAdmissionPolicy has no status to write.
+//!
+//! See docs/mutating.md, "In the cluster".
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use futures::StreamExt;
+use k8s_openapi::api::admissionregistration::v1::MutatingAdmissionPolicy;
+use k8s_openapi::api::events::v1::Event as KubeEvent;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
+use kube::api::PostParams;
+use kube::runtime::controller::{self, Action};
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::{Controller, WatchStreamExt, reflector, watcher};
+use kube::{Api, Resource, ResourceExt};
+use tokio::sync::broadcast;
+use tracing::{Instrument, debug, info, info_span, warn};
+
+use crate::metrics::{Metrics, PolicyKind, PolicyState, PolicyStateCounts, ReconcileResult};
+use crate::policy::PolicyStatus;
+
+use super::events::{FindingEvent, FindingRecord, finding_events, record_of};
+use super::index::{Dependencies, TriggerIndex};
+use super::{Context, ReconcileError, backoff, lock};
+
+/// The API group of MutatingAdmissionPolicies.
+pub const GROUP: &str = "admissionregistration.k8s.io";
+/// The version vapcheck watches.
+pub const VERSION: &str = "v1";
+/// The resource vapcheck watches.
+pub const RESOURCE: &str = "mutatingadmissionpolicies";
+
+/// The state of the MutatingAdmissionPolicy controller, kept across leader terms.
+pub struct MutatingState {
+    /// Policy name → dependencies (consulted by the schema poll).
+    pub(super) index: Mutex<TriggerIndex>,
+    /// Names of policies to re-check.
+    pub(super) triggers: broadcast::Sender<String>,
+    /// Policy name → (uid, what was last reported on it).
+    records: Mutex<HashMap<String, (String, FindingRecord)>>,
+    failures: Mutex<HashMap<String, u32>>,
+    /// Policy name → `vapcheck_policies` state.
+    states: Mutex<HashMap<String, PolicyState>>,
+    store: Mutex<Option<Store<MutatingAdmissionPolicy>>>,
+}
+
+impl Default for MutatingState {
+    fn default() -> Self {
+        MutatingState {
+            index: Mutex::new(TriggerIndex::default()),
+            triggers: broadcast::channel(4096).0,
+            records: Mutex::new(HashMap::new()),
+            failures: Mutex::new(HashMap::new()),
+            states: Mutex::new(HashMap::new()),
+            store: Mutex::new(None),
+        }
+    }
+}
+
+impl MutatingState {
+    /// Records the metrics of one check of `name`.
+    fn record_state(&self, metrics: &Metrics, name: &str, computed: &PolicyStatus) {
+        let counts = {
+            let mut states = lock(&self.states);
+            states.insert(name.to_owned(), super::state_of(computed));
+            PolicyStateCounts::tally(states.values().copied())
+        };
+        metrics.set_policy_states(PolicyKind::Mutating, counts);
+        metrics.set_policy_warnings(
+            PolicyKind::Mutating,
+            name,
+            computed.expression_warnings.len(),
+        );
+    }
+
+    /// Forgets the policies no longer in the running controller's store (records, index and
+    /// metric series).
+    pub(super) fn forget_deleted(&self, metrics: &Metrics) {
+        let Some(store) = lock(&self.store).clone() else {
+            return;
+        };
+        let present: std::collections::HashSet<String> =
+            store.state().iter().map(|p| p.name_any()).collect();
+        let gone: Vec<String> = lock(&self.states)
+            .keys()
+            .filter(|n| !present.contains(*n))
+            .cloned()
+            .collect();
+        if gone.is_empty() {
+            return;
+        }
+        for name in gone {
+            lock(&self.states).remove(&name);
+            metrics.remove_policy(PolicyKind::Mutating, &name);
+            lock(&self.records).remove(&name);
+            lock(&self.index).remove(&name);
+            lock(&self.failures).remove(&name);
+            debug!(mutating_policy = %name, "policy deleted; forgotten");
+        }
+        let counts = PolicyStateCounts::tally(lock(&self.states).values().copied());
+        metrics.set_policy_states(PolicyKind::Mutating, counts);
+    }
+}
+
+/// Runs the MutatingAdmissionPolicy controller until the task is aborted (the validating
+/// controller stopped): waits until the API server serves the kind, then watches it.
+pub async fn run(ctx: Arc<Context>) {
+    let mut logged = false;
+    loop {
+        match ctx.inputs.serves(GROUP, VERSION, RESOURCE) {
+            Some(true) => break,
+            served => {
+                if !logged {
+                    info!(
+                        resource = %format!("{RESOURCE}.{VERSION}.{GROUP}"),
+                        discovery_read = served.is_some(),
+                        "the API server does not serve MutatingAdmissionPolicies; they are not checked (looking again after every schema poll)"
+                    );
+                    logged = true;
+                }
+            }
+        }
+        tokio::time::sleep(ctx.config.schema_poll_interval.get()).await;
+    }
+    info!("watching MutatingAdmissionPolicies");
+    let api: Api<MutatingAdmissionPolicy> = Api::all(ctx.client.clone());
+    let rx = ctx.mutating.triggers.subscribe();
+    let triggers = futures::stream::unfold(rx, |mut rx| async move {
+        loop {
+            match rx.recv().await {
+                Ok(name) => return Some((ObjectRef::new(&name), rx)),
+                Err(broadcast::error::RecvError::Lagged(n)) => {
+                    warn!(missed = n, "mutating policy re-check triggers lagged");
+                }
+                Err(broadcast::error::RecvError::Closed) => return None,
+            }
+        }
+    });
+    let (reader, writer) = reflector::store();
+    let config = watcher::Config {
+        page_size: None,
+        ..watcher::Config::default()
+    };
+    let mut failing = false;
+    let policies = watcher(api, config)
+        .backoff(super::watch::WatchBackoff::default())
+        .map(move |event| {
+            match &event {
+                Ok(_) => failing = false,
+                // A 403 (no RBAC for the kind) would repeat every two seconds: warn once.
+                Err(e) if !failing => {
+                    failing = true;
+                    warn!(error = %e, "the MutatingAdmissionPolicy list/watch failed; retrying");
+                }
+                Err(e) => debug!(error = %e, "the MutatingAdmissionPolicy list/watch failed"),
+            }
+            event
+        })
+        .modify(|p: &mut MutatingAdmissionPolicy| super::slim::slim_meta(&mut p.metadata))
+        .reflect(writer)
+        .applied_objects()
+        .filter_map(|object| futures::future::ready(object.ok().map(Ok)));
+    let controller = Controller::for_stream(policies, reader)
+        .with_config(controller::Config::default().concurrency(ctx.config.concurrency))
+        .reconcile_on(triggers);
+    *lock(&ctx.mutating.store) = Some(controller.store());
+    controller
+        .run(reconcile, error_policy, Arc::clone(&ctx))
+        .for_each(|result| async move {
+            if let Err(e) = result {
+                match e {
+                    controller::Error::ReconcilerFailed(..) => {}
+                    other => warn!(error = %other, "mutating policy controller"),
+                }
+            }
+        })
+        .await;
+    *lock(&ctx.mutating.store) = None;
+}
+
+fn error_policy(
+    policy: Arc<MutatingAdmissionPolicy>,
+    _error: &ReconcileError,
+    ctx: Arc<Context>,
+) -> Action {
+    ctx.metrics.workqueue_retry();
+    let mut failures = lock(&ctx.mutating.failures);
+    let n = failures.entry(policy.name_any()).or_insert(0);
+    *n = n.saturating_add(1);
+    Action::requeue(backoff(*n))
+}
+
+async fn reconcile(
+    policy: Arc<MutatingAdmissionPolicy>,
+    ctx: Arc<Context>,
+) -> Result<Action, ReconcileError> {
+    let name = policy.name_any();
+    let generation = policy.metadata.generation.unwrap_or(0);
+    let span = info_span!("reconcile", mutating_policy = %name, generation);
+    async move {
+        let guard = ctx.metrics.start_reconcile();
+        let result = reconcile_inner(&policy, &name, &ctx).await;
+        let took = guard.elapsed();
+        match &result {
+            Ok(events) => {
+                lock(&ctx.mutating.failures).remove(&name);
+                info!(events, duration_ms = took.as_millis() as u64, "reconciled");
+                guard.finish(ReconcileResult::Success);
+            }
+            Err(e) => {
+                warn!(error = %e, duration_ms = took.as_millis() as u64, "reconcile failed");
+                guard.finish(ReconcileResult::Error);
+            }
+        }
+        result.map(|_| {
+            let period = ctx.config.recheck_period.get();
+            if period.is_zero() {
+                Action::await_change()
+            } else {
+                Action::requeue(period)
+            }
+        })
+    }
+    .instrument(span)
+    .await
+}
+
+/// Creates one `events.k8s.io/v1` Event. Not through kube-runtime's `Recorder`: it folds an
+/// Event with the same type, reason, action and object (fieldPath included) seen in the last
+/// 6 minutes into a series of the first one and keeps the first one's note, so a finding that
+/// changed twice in a row would show its old text.
+async fn publish(
+    ctx: &Context,
+    ev: &FindingEvent,
+    regarding: k8s_openapi::api::core::v1::ObjectReference,
+) -> Result<(), kube::Error> {
+    // Cluster-scoped objects' Events go to `default`, as the Recorder does.
+    let namespace = regarding
+        .namespace
+        .clone()
+        .unwrap_or_else(|| "default".to_owned());
+    // The name is `<policy>-<random>` (generateName), within the 253-character limit.
+    let mut prefix: String = regarding.name.clone().unwrap_or_default();
+    let mut end = prefix.len().min(230);
+    while !prefix.is_char_boundary(end) {
+        end -= 1;
+    }
+    prefix.truncate(end);
+    // A trailing '-' is allowed in generateName (a trailing '.' is not).
+    prefix.push('-');
+    let event = KubeEvent {
+        metadata: ObjectMeta {
+            generate_name: Some(prefix),
+            namespace: Some(namespace.clone()),
+            ..ObjectMeta::default()
+        },
+        action: Some("TypeCheck".to_owned()),
+        reason: Some(ev.reason.to_owned()),
+        note: Some(ev.note.clone()),
+        type_: Some(if ev.warning { "Warning" } else { "Normal" }.to_owned()),
+        regarding: Some(regarding),
+        reporting_controller: Some(crate::metrics::CONTROLLER_NAME.to_owned()),
+        reporting_instance: Some(ctx.identity.clone()),
+        event_time: Some(MicroTime(k8s_openapi::jiff::Timestamp::now())),
+        ..KubeEvent::default()
+    };
+    let api: Api<KubeEvent> = Api::namespaced(ctx.client.clone(), &namespace);
+    api.create(&PostParams::default(), &event).await?;
+    Ok(())
+}
+
+/// Checks one policy and publishes its Events; returns how many were published.
+async fn reconcile_inner(
+    policy: &Arc<MutatingAdmissionPolicy>,
+    name: &str,
+    ctx: &Arc<Context>,
+) -> Result<usize, ReconcileError> {
+    if policy.metadata.deletion_timestamp.is_some() {
+        return Ok(0);
+    }
+    let inputs = Arc::clone(&ctx.inputs);
+    let checked = Arc::clone(policy);
+    let started = Instant::now();
+    let computed: PolicyStatus =
+        tokio::task::spawn_blocking(move || inputs.check_mutating(&checked))
+            .await
+            .map_err(|e| ReconcileError::Check(e.to_string()))?
+            .map_err(ReconcileError::Check)?;
+    ctx.metrics.observe_typecheck(started.elapsed());
+    ctx.metrics.observe_estimated_costs(&computed.cost);
+    lock(&ctx.mutating.index).set(name, Dependencies::of_mutating(policy, &computed));
+    ctx.mutating.record_state(&ctx.metrics, name, &computed);
+    if !ctx.fence.may_write() {
+        return Ok(0);
+    }
+    let uid = policy.metadata.uid.clone().unwrap_or_default();
+    // A record of an earlier object of the same name (deleted and created again) does not
+    // count.
+    let before = lock(&ctx.mutating.records)
+        .get(name)
+        .filter(|(u, _)| *u == uid)
+        .map(|(_, r)| r.clone());
+    let events = finding_events(before.as_ref(), &computed.expression_warnings);
+    for ev in &events {
+        let mut reference = policy.object_ref(&());
+        reference.field_path = ev.field_ref.clone();
+        // On failure the record stays as it was, so the retry publishes again.
+        publish(ctx, ev, reference)
+            .await
+            .map_err(|e| ReconcileError::Event(e.to_string()))?;
+    }
+    lock(&ctx.mutating.records).insert(
+        name.to_owned(),
+        (uid, record_of(&computed.expression_warnings)),
+    );
+    Ok(events.len())
+}
