@@ -60,6 +60,14 @@ const CASES: &[(&str, &str, &str)] = &[
         "StaticTypingOnly",
         "!has(object.spec.template) || object.spec.template.spec.containers.size() > 0",
     ),
+    // The negative branch of has() of a required field (a Deployment's spec.template): not
+    // evaluated for a Deployment (the registry validates before validating admission); for a
+    // Pod, has() of a field it lacks is false.
+    (
+        "has-required",
+        "StaticTypingOnly",
+        "(!has(object.spec.template) && object.spec.containers.size() > 0) || has(object.spec.template)",
+    ),
     // A typo: no such key at run time.
     (
         "typo",

@@ -40,6 +40,19 @@ fn is_kind_ref(e: &IdedExpr) -> bool {
     }
 }
 
+/// `object.a.b` (plain field selections from `object`): `[a, b]`.
+fn object_path(e: &IdedExpr) -> Option<Vec<String>> {
+    match &e.expr {
+        Expr::Ident(name) if name == "object" => Some(Vec::new()),
+        Expr::Select(s) if !s.test => {
+            let mut p = object_path(&s.operand)?;
+            p.push(s.field.clone());
+            Some(p)
+        }
+        _ => None,
+    }
+}
+
 /// A string literal, or the comprehension variable `bind.0` standing for `bind.1`.
 fn string_value<'a>(e: &'a IdedExpr, bind: Option<(&str, &'a str)>) -> Option<&'a str> {
     match &e.expr {
@@ -72,6 +85,10 @@ fn formula_bound(parsed: &ParsedExpr, e: &IdedExpr, bind: Option<(&str, &str)>) 
         Expr::Select(s) if s.test => Formula::Atom(Atom::Has {
             test: pos_of(parsed, e),
             operand: subtree_positions(parsed, &s.operand),
+            path: object_path(&s.operand).map(|mut p| {
+                p.push(s.field.clone());
+                p
+            }),
         }),
         Expr::Call(c) if c.target.is_none() => {
             let args = &c.args;
@@ -180,6 +197,10 @@ pub fn analyze(parsed: &ParsedExpr) -> Guards {
             pos: pos_of(parsed, e),
             guard: guard.clone(),
             has_test: matches!(&e.expr, Expr::Select(s) if s.test),
+            operand_path: match &e.expr {
+                Expr::Select(s) if !s.test => object_path(&s.operand),
+                _ => None,
+            },
         });
         match &e.expr {
             Expr::Call(c)
@@ -299,6 +320,53 @@ mod tests {
         for f in guard_at(&g, x) {
             assert_eq!(f.eval("Pod", &[has_pos]), Truth::False);
             assert_eq!(f.eval("Deployment", &[]), Truth::Unknown);
+        }
+    }
+
+    #[test]
+    fn negative_has_of_a_required_field() {
+        use crate::policy::narrowing::Facts;
+        let text = "!has(object.spec.template) && object.spec.containers.size() > 0";
+        let p = crate::cel::parse(text).unwrap();
+        let g = analyze(&p);
+        let c = text.find(".containers").unwrap();
+        let nodes: Vec<&GuardedNode> = g
+            .nodes
+            .iter()
+            .filter(|n| n.pos == Some(Pos { line: 1, column: c }))
+            .collect();
+        assert_eq!(nodes.len(), 1);
+        let node = nodes[0];
+        assert_eq!(node.operand_path.as_deref(), Some(&["spec".to_owned()][..]));
+        let template_required = |path: &[String]| path == ["spec", "template"];
+        let facts = |required: &dyn Fn(&[String]) -> bool| {
+            node.guard.eval_in(&Facts {
+                kind: "Deployment",
+                errors: &[],
+                required,
+                node_operand: node.operand_path.as_deref(),
+            })
+        };
+        assert_eq!(facts(&template_required), Truth::False);
+        assert_eq!(facts(&|_| false), Truth::Unknown);
+        // A node that does not read through `object.spec` is not narrowed: `spec` itself may
+        // be missing, and then `has()` is an error, not false.
+        let text = "!has(object.spec.template) && object.metadata.x == 'a'";
+        let p = crate::cel::parse(text).unwrap();
+        let g = analyze(&p);
+        let x = text.find(".x").unwrap();
+        for n in g
+            .nodes
+            .iter()
+            .filter(|n| n.pos == Some(Pos { line: 1, column: x }))
+        {
+            let t = n.guard.eval_in(&Facts {
+                kind: "Deployment",
+                errors: &[],
+                required: &template_required,
+                node_operand: n.operand_path.as_deref(),
+            });
+            assert_eq!(t, Truth::Unknown);
         }
     }
 }

@@ -278,6 +278,17 @@ pub fn check_input(
     // 6. warnings and conditions
     let mut expression_warnings = Vec::new();
     let mut findings = Vec::new();
+    // Required fields are guaranteed only after the registry's validation, which runs after
+    // mutating admission: MutatingAdmissionPolicies get no required-field facts.
+    let required = |gvk: &Gvk, path: &[String]| {
+        !input.mutating
+            && resolved.iter().any(|k| {
+                k.gvk == *gvk
+                    && k.object
+                        .as_ref()
+                        .is_some_and(|t| backends.checker.is_required_field(t, path))
+            })
+    };
     for (site, res) in sites.iter().zip(results) {
         let all: Vec<KindResult> = if mode == Mode::Extended {
             narrow_site(
@@ -285,6 +296,7 @@ pub fn check_input(
                 res,
                 guards.get(site.expression),
                 input.mutating,
+                &required,
                 &mut findings,
             )
         } else {
@@ -340,6 +352,7 @@ fn narrow_site(
     res: SiteResults,
     guards: Option<&Guards>,
     mutating: bool,
+    required: &dyn Fn(&Gvk, &[String]) -> bool,
     findings: &mut Vec<Finding>,
 ) -> Vec<KindResult> {
     let issues_of = |r: &KindResult| match &r.outcome {
@@ -378,7 +391,9 @@ fn narrow_site(
         };
         let mut kept = Vec::with_capacity(issues.len());
         for issue in &issues {
-            let (class, why) = classify(issue, guards, &r.gvk.kind, errs);
+            let (class, why) = classify(issue, guards, &r.gvk.kind, errs, &|path: &[String]| {
+                required(&r.gvk, path)
+            });
             findings.push(Finding {
                 field_ref: field_ref.to_owned(),
                 gvk: r.gvk.clone(),
