@@ -68,6 +68,35 @@ const CASES: &[(&str, &str, &str)] = &[
         "StaticTypingOnly",
         "(!has(object.spec.template) && object.spec.containers.size() > 0) || has(object.spec.template)",
     ),
+    // object.apiVersion and request.kind.group/version guards (the matched kind's).
+    (
+        "api-version",
+        "StaticTypingOnly",
+        "object.apiVersion == 'v1' ? object.spec.containers.size() > 0 : object.spec.template.spec.containers.size() > 0",
+    ),
+    (
+        "request-kind-group",
+        "StaticTypingOnly",
+        "(request.kind.group == 'apps' && request.kind.version == 'v1') || object.spec.containers.size() > 0",
+    ),
+    // A typo under an apiVersion guard: fails for the Pod.
+    (
+        "api-version-typo",
+        "ExpressionWarnings",
+        "object.apiVersion != 'v1' || object.spec.containrs.size() > 0",
+    ),
+    // matchConditions select the Pod (see `match_condition`): the validation is not
+    // evaluated for the Deployment.
+    (
+        "match-condition",
+        "StaticTypingOnly",
+        "object.spec.containers.size() > 0",
+    ),
+    (
+        "match-condition-typo",
+        "ExpressionWarnings",
+        "object.spec.containrs.size() > 0",
+    ),
     // A typo: no such key at run time.
     (
         "typo",
@@ -90,7 +119,17 @@ const CASES: &[(&str, &str, &str)] = &[
 
 const SENTINEL: &str = "sentinel";
 
+/// The matchConditions of a case (`spec.matchConditions`, YAML), if any.
+fn match_condition(case: &str) -> &'static str {
+    if case.starts_with("match-condition") {
+        "\n  matchConditions:\n  - name: pods-only\n    expression: \"request.kind.kind == 'Pod'\""
+    } else {
+        ""
+    }
+}
+
 fn policy(case: &str, expr: &str) -> String {
+    let conditions = match_condition(case);
     format!(
         r#"apiVersion: admissionregistration.k8s.io/v1
 kind: ValidatingAdmissionPolicy
@@ -108,7 +147,7 @@ spec:
       operations: ["CREATE"]
       resources: ["deployments"]
     objectSelector:
-      matchLabels: {{rc14-case: {case}}}
+      matchLabels: {{rc14-case: {case}}}{conditions}
   validations:
   - expression: {expr:?}
     message: "rc14 {case}: validation false"

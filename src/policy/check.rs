@@ -17,7 +17,9 @@ use super::kinds::{
     DEFAULT_EXTENDED_KIND_LIMIT, KindSelection, ResetOnce, SkipReason, SkipSubject, Skipped,
     extend_selection, types_to_check_with,
 };
-use super::narrowing::{Finding, FindingClass, Guards, Pos, classify, join_issues, split_issues};
+use super::narrowing::{
+    Facts, Finding, FindingClass, Guards, Pos, Truth, classify, join_issues, split_issues,
+};
 use super::render::{KindOutcome, KindResult, render_warning};
 use super::restmapper::{Discovery, RestMapper};
 use super::status::{
@@ -289,7 +291,22 @@ pub fn check_input(
                         .is_some_and(|t| backends.checker.is_required_field(t, path))
             })
     };
+    let excluded = if mode == Mode::Extended && !input.mutating {
+        excluded_by_match_conditions(sites, &results, &guards, &resolved, &required)
+    } else {
+        Vec::new()
+    };
+    // A variable is evaluated where it is used; matchConditions may use it too.
+    let conditions_use_variables = sites.iter().any(|s| {
+        matches!(s.field, ExpressionField::MatchCondition(_)) && s.expression.contains("variables")
+    });
     for (site, res) in sites.iter().zip(results) {
+        let behind_conditions = match site.field {
+            ExpressionField::MatchCondition(_) => false,
+            ExpressionField::Variable(_) => !conditions_use_variables,
+            _ => true,
+        };
+        let skip_kind = |gvk: &Gvk| behind_conditions && excluded.contains(gvk);
         let all: Vec<KindResult> = if mode == Mode::Extended {
             narrow_site(
                 &site.field.to_string(),
@@ -297,6 +314,7 @@ pub fn check_input(
                 guards.get(site.expression),
                 input.mutating,
                 &required,
+                &skip_kind,
                 &mut findings,
             )
         } else {
@@ -353,6 +371,7 @@ fn narrow_site(
     guards: Option<&Guards>,
     mutating: bool,
     required: &dyn Fn(&Gvk, &[String]) -> bool,
+    skip_kind: &dyn Fn(&Gvk) -> bool,
     findings: &mut Vec<Finding>,
 ) -> Vec<KindResult> {
     let issues_of = |r: &KindResult| match &r.outcome {
@@ -391,9 +410,16 @@ fn narrow_site(
         };
         let mut kept = Vec::with_capacity(issues.len());
         for issue in &issues {
-            let (class, why) = classify(issue, guards, &r.gvk.kind, errs, &|path: &[String]| {
-                required(&r.gvk, path)
-            });
+            let (class, why) = if skip_kind(&r.gvk) {
+                (
+                    FindingClass::Unreachable,
+                    "a matchCondition is false for this kind",
+                )
+            } else {
+                classify(issue, guards, &r.gvk, errs, &|path: &[String]| {
+                    required(&r.gvk, path)
+                })
+            };
             findings.push(Finding {
                 field_ref: field_ref.to_owned(),
                 gvk: r.gvk.clone(),
@@ -420,6 +446,54 @@ fn narrow_site(
                 gvk: r.gvk,
                 outcome: KindOutcome::Issues(join_issues(&kept)),
             });
+        }
+    }
+    out
+}
+
+/// The kinds for which some matchCondition is false for every object (its whole expression's
+/// formula, [`Guards::root`], evaluates to false). The validating plugin evaluates a policy's
+/// matchConditions first and returns no decision when they do not all hold, before any
+/// validation, messageExpression or auditAnnotation is evaluated (k8s.io/apiserver v0.37.1
+/// `pkg/admission/plugin/policy/validating/validator.go`, `validator.Validate`: `celMatcher.Match`,
+/// then `validationFilter.ForInput`, `messageFilter.ForInput`, `auditAnnotationFilter.ForInput`).
+fn excluded_by_match_conditions(
+    sites: &[ExpressionSite<'_>],
+    results: &[SiteResults],
+    guards: &HashMap<&str, Guards>,
+    resolved: &[ResolvedKind],
+    required: &dyn Fn(&Gvk, &[String]) -> bool,
+) -> Vec<Gvk> {
+    let mut out = Vec::new();
+    for (site, res) in sites.iter().zip(results) {
+        if !matches!(site.field, ExpressionField::MatchCondition(_)) {
+            continue;
+        }
+        let Some(g) = guards.get(site.expression) else {
+            continue;
+        };
+        for kind in resolved {
+            let errors: Vec<Pos> = res
+                .upstream
+                .iter()
+                .chain(&res.extra)
+                .filter(|r| r.gvk == kind.gvk)
+                .flat_map(|r| match &r.outcome {
+                    KindOutcome::Issues(t) => split_issues(t),
+                    KindOutcome::Error(_) => Vec::new(),
+                })
+                .filter_map(|i| i.pos)
+                .collect();
+            let facts = Facts {
+                kind: &kind.gvk.kind,
+                group_version: Some((&kind.gvk.group, &kind.gvk.version)),
+                errors: &errors,
+                required: &|path: &[String]| required(&kind.gvk, path),
+                node_operand: None,
+            };
+            if g.root.eval_in(&facts) == Truth::False && !out.contains(&kind.gvk) {
+                out.push(kind.gvk.clone());
+            }
         }
     }
     out

@@ -35,6 +35,14 @@ pub struct Pos {
 pub enum Atom {
     /// `object.kind == 'X'`, `oldObject.kind == 'X'` or `request.kind.kind == 'X'`.
     KindIs(String),
+    /// `object.apiVersion == 'g/v'` (also `oldObject`), `request.kind.group == 'g'`,
+    /// `request.kind.version == 'v'`. The validating plugin converts the object to the kind
+    /// the policy matched and names that kind in `request.kind` (k8s.io/apiserver v0.37.1
+    /// `pkg/admission/plugin/policy/validating/dispatcher.go`, `Dispatch`:
+    /// `NewVersionedAttributes(a, matchKind, o)`; `pkg/admission/plugin/cel/condition.go`,
+    /// `CreateAdmissionRequest`: `Kind` is the equivalent kind, the request's own is
+    /// `requestKind`), so these are the checked kind's group and version.
+    GvkIs(GvkPart, String),
     /// `has(e.f)`: the position of the presence test and those of every node of `e`. For a
     /// kind where the checker reports `f` undefined (an error at `test`) and nothing inside
     /// `e`, the test is false for every valid object. An error inside `e` says nothing: `e`
@@ -47,6 +55,19 @@ pub enum Atom {
         /// `has(object.a.b)`: the field path `[a, b]` (plain field selections from `object`).
         path: Option<Vec<String>>,
     },
+}
+
+/// The part of a group/version/kind a guard compares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GvkPart {
+    /// `Kind`.
+    Kind,
+    /// `group/version` (`version` for the core group).
+    ApiVersion,
+    /// The group (`""` for the core group).
+    Group,
+    /// The version.
+    Version,
 }
 
 /// A condition over atoms.
@@ -109,6 +130,7 @@ impl Formula {
     pub fn eval(&self, kind: &str, errors: &[Pos]) -> Truth {
         self.eval_in(&Facts {
             kind,
+            group_version: None,
             errors,
             required: &|_| false,
             node_operand: None,
@@ -128,6 +150,21 @@ impl Formula {
                     Truth::False
                 }
             }
+            Formula::Atom(Atom::GvkIs(part, value)) => match facts.group_version {
+                None => Truth::Unknown,
+                Some((group, version)) => {
+                    let holds = match part {
+                        GvkPart::Kind => value == kind,
+                        GvkPart::Group => value == group,
+                        GvkPart::Version => value == version,
+                        GvkPart::ApiVersion => match value.split_once('/') {
+                            Some((g, v)) => !g.is_empty() && g == group && v == version,
+                            None => group.is_empty() && value == version,
+                        },
+                    };
+                    if holds { Truth::True } else { Truth::False }
+                }
+            },
             Formula::Atom(Atom::Has {
                 test,
                 operand,
@@ -189,6 +226,8 @@ impl Formula {
 pub struct Facts<'a> {
     /// The kind (`Kind`).
     pub kind: &'a str,
+    /// Its group and version, when known.
+    pub group_version: Option<(&'a str, &'a str)>,
     /// The positions of the expression's findings for the kind.
     pub errors: &'a [Pos],
     /// Whether a field path from `object` names a field its parent's schema lists in
@@ -240,10 +279,13 @@ pub struct GuardedNode {
 }
 
 /// The analysis of one expression: every node with its guard.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Guards {
     /// The nodes, in any order.
     pub nodes: Vec<GuardedNode>,
+    /// What the analysis knows about the value of the whole expression (a matchCondition's
+    /// formula).
+    pub root: Formula,
 }
 
 impl Guards {
@@ -364,7 +406,7 @@ pub struct Finding {
 pub fn classify(
     issue: &Issue,
     guards: Option<&Guards>,
-    kind: &str,
+    gvk: &Gvk,
     errors: &[Pos],
     required: &dyn Fn(&[String]) -> bool,
 ) -> (FindingClass, &'static str) {
@@ -375,7 +417,8 @@ pub fn classify(
     if !nodes.is_empty()
         && nodes.iter().all(|n| {
             n.guard.eval_in(&Facts {
-                kind,
+                kind: &gvk.kind,
+                group_version: Some((&gvk.group, &gvk.version)),
                 errors,
                 required,
                 node_operand: n.operand_path.as_deref(),
@@ -513,39 +556,52 @@ mod tests {
     fn classes() {
         let issues = split_issues(TWO);
         assert_eq!(
-            classify(&issues[0], None, "Pod", &[], &|_| false).0,
+            classify(&issues[0], None, &Gvk::new("", "v1", "Pod"), &[], &|_| {
+                false
+            })
+            .0,
             FindingClass::FailsAtAdmission
         );
         assert_eq!(
-            classify(&issues[1], None, "Pod", &[], &|_| false).0,
+            classify(&issues[1], None, &Gvk::new("", "v1", "Pod"), &[], &|_| {
+                false
+            })
+            .0,
             FindingClass::StaticTypingOnly
         );
         let eq = split_issues(
             "ERROR: <input>:1:1: found no matching overload for '_==_' applied to '(string, bool)'",
         );
         assert_eq!(
-            classify(&eq[0], None, "Pod", &[], &|_| false).0,
+            classify(&eq[0], None, &Gvk::new("", "v1", "Pod"), &[], &|_| false).0,
             FindingClass::FailsAtAdmission
         );
         let cond = split_issues(
             "ERROR: <input>:1:1: found no matching overload for '_?_:_' applied to '(string, bool, bool)'",
         );
         assert_eq!(
-            classify(&cond[0], None, "Pod", &[], &|_| false).0,
+            classify(&cond[0], None, &Gvk::new("", "v1", "Pod"), &[], &|_| false).0,
             FindingClass::FailsAtAdmission
         );
         let inobj = split_issues(
             "ERROR: <input>:1:1: found no matching overload for '@in' applied to '(string, ConfigMap.metadata)'",
         );
         assert_eq!(
-            classify(&inobj[0], None, "ConfigMap", &[], &|_| false).0,
+            classify(
+                &inobj[0],
+                None,
+                &Gvk::new("", "v1", "ConfigMap"),
+                &[],
+                &|_| false
+            )
+            .0,
             FindingClass::StaticTypingOnly
         );
         let null = split_issues(
             "ERROR: <input>:1:1: found no matching overload for '_!=_' applied to '(string, null)'",
         );
         assert_eq!(
-            classify(&null[0], None, "Pod", &[], &|_| false).0,
+            classify(&null[0], None, &Gvk::new("", "v1", "Pod"), &[], &|_| false).0,
             FindingClass::StaticTypingOnly
         );
         let g = Guards {
@@ -555,13 +611,28 @@ mod tests {
                 has_test: false,
                 operand_path: None,
             }],
+            root: Formula::Unknown,
         };
         assert_eq!(
-            classify(&issues[0], Some(&g), "Pod", &[], &|_| false).0,
+            classify(
+                &issues[0],
+                Some(&g),
+                &Gvk::new("", "v1", "Pod"),
+                &[],
+                &|_| false
+            )
+            .0,
             FindingClass::Unreachable
         );
         assert_eq!(
-            classify(&issues[0], Some(&g), "Deployment", &[], &|_| false).0,
+            classify(
+                &issues[0],
+                Some(&g),
+                &Gvk::new("", "v1", "Deployment"),
+                &[],
+                &|_| false
+            )
+            .0,
             FindingClass::FailsAtAdmission
         );
     }
