@@ -97,6 +97,18 @@ const CASES: &[(&str, &str, &str)] = &[
         "ExpressionWarnings",
         "object.spec.containrs.size() > 0",
     ),
+    // Variables (see `variables_of`) are evaluated only where they are used: `tpl` reads a
+    // Deployment path and is used only for Deployments; `typo` is used only for Pods.
+    (
+        "variable-guarded",
+        "NoWarnings",
+        "object.kind != 'Deployment' || size(variables.tpl) > 0",
+    ),
+    (
+        "variable-typo",
+        "ExpressionWarnings",
+        "object.kind != 'Pod' || size(variables.typo) > 0",
+    ),
     // A typo: no such key at run time.
     (
         "typo",
@@ -128,8 +140,19 @@ fn match_condition(case: &str) -> &'static str {
     }
 }
 
+/// The variables of a case (`spec.variables`, YAML), if any.
+fn variables_of(case: &str) -> &'static str {
+    match case {
+        "variable-guarded" => {
+            "\n  variables:\n  - name: tpl\n    expression: object.spec.template.spec.containers"
+        }
+        "variable-typo" => "\n  variables:\n  - name: typo\n    expression: object.spec.containrs",
+        _ => "",
+    }
+}
+
 fn policy(case: &str, expr: &str) -> String {
-    let conditions = match_condition(case);
+    let conditions = format!("{}{}", match_condition(case), variables_of(case));
     format!(
         r#"apiVersion: admissionregistration.k8s.io/v1
 kind: ValidatingAdmissionPolicy

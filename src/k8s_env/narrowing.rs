@@ -216,6 +216,15 @@ pub fn analyze(parsed: &ParsedExpr) -> Guards {
                 Expr::Select(s) if !s.test => object_path(&s.operand),
                 _ => None,
             },
+            variable: match &e.expr {
+                Expr::Select(s)
+                    if !s.test && matches!(&s.operand.expr, Expr::Ident(n) if n == "variables") =>
+                {
+                    Some(s.field.clone())
+                }
+                _ => None,
+            },
+            variables_ident: matches!(&e.expr, Expr::Ident(n) if n == "variables"),
         });
         match &e.expr {
             Expr::Call(c)

@@ -300,13 +300,22 @@ pub fn check_input(
     let conditions_use_variables = sites.iter().any(|s| {
         matches!(s.field, ExpressionField::MatchCondition(_)) && s.expression.contains("variables")
     });
+    let unused_variables = if mode == Mode::Extended {
+        variables_not_evaluated(sites, variables, &results, &guards, &resolved, &required)
+    } else {
+        Vec::new()
+    };
     for (site, res) in sites.iter().zip(results) {
         let behind_conditions = match site.field {
             ExpressionField::MatchCondition(_) => false,
             ExpressionField::Variable(_) => !conditions_use_variables,
             _ => true,
         };
-        let skip_kind = |gvk: &Gvk| behind_conditions && excluded.contains(gvk);
+        let skip_kind = |gvk: &Gvk| {
+            (behind_conditions && excluded.contains(gvk))
+                || matches!(site.field, ExpressionField::Variable(i)
+                    if unused_variables.contains(&(i, gvk.clone())))
+        };
         let all: Vec<KindResult> = if mode == Mode::Extended {
             narrow_site(
                 &site.field.to_string(),
@@ -413,7 +422,7 @@ fn narrow_site(
             let (class, why) = if skip_kind(&r.gvk) {
                 (
                     FindingClass::Unreachable,
-                    "a matchCondition is false for this kind",
+                    "a matchCondition, or the guards of every use, is false for this kind",
                 )
             } else {
                 classify(issue, guards, &r.gvk, errs, &|path: &[String]| {
@@ -493,6 +502,95 @@ fn excluded_by_match_conditions(
             };
             if g.root.eval_in(&facts) == Truth::False && !out.contains(&kind.gvk) {
                 out.push(kind.gvk.clone());
+            }
+        }
+    }
+    out
+}
+
+/// `(variable index, kind)` pairs where the variable is never evaluated for the kind. A
+/// variable is evaluated lazily, when an expression reads `variables.<name>` (k8s.io/apiserver
+/// v0.37.1 `pkg/admission/plugin/cel/composition.go`, `compositionContext.Variables`: a
+/// `lazy.MapValue` whose entries call `variableAccessor.Callback` on first access). Conservative:
+/// the variable has at least one use, every use is a plain `variables.<name>` in a
+/// validation, messageExpression, auditAnnotation, matchCondition or mutation (none in another
+/// variable), no expression uses `variables` in any other way, and the guard of every use is
+/// false for the kind (with that expression's own findings for the kind).
+fn variables_not_evaluated(
+    sites: &[ExpressionSite<'_>],
+    variables: &[(&str, &str)],
+    results: &[SiteResults],
+    guards: &HashMap<&str, Guards>,
+    resolved: &[ResolvedKind],
+    required: &dyn Fn(&Gvk, &[String]) -> bool,
+) -> Vec<(usize, Gvk)> {
+    let mut out = Vec::new();
+    if variables.is_empty() {
+        return out;
+    }
+    // Every site must be analysed and use `variables` only as `variables.<name>`.
+    let mut analysed = Vec::with_capacity(sites.len());
+    for site in sites {
+        let Some(g) = guards.get(site.expression) else {
+            return out;
+        };
+        let idents = g.nodes.iter().filter(|n| n.variables_ident).count();
+        let uses = g.nodes.iter().filter(|n| n.variable.is_some()).count();
+        if idents != uses {
+            return out;
+        }
+        analysed.push(g);
+    }
+    for (vi, (name, _)) in variables.iter().enumerate() {
+        let used_by_variable = sites.iter().zip(&analysed).any(|(s, g)| {
+            matches!(s.field, ExpressionField::Variable(_))
+                && g.nodes.iter().any(|n| n.variable.as_deref() == Some(*name))
+        });
+        if used_by_variable {
+            continue;
+        }
+        for kind in resolved {
+            let mut any_use = false;
+            let mut all_false = true;
+            for ((site, g), res) in sites.iter().zip(&analysed).zip(results) {
+                if matches!(site.field, ExpressionField::Variable(_)) {
+                    continue;
+                }
+                let uses: Vec<&super::narrowing::GuardedNode> = g
+                    .nodes
+                    .iter()
+                    .filter(|n| n.variable.as_deref() == Some(*name))
+                    .collect();
+                if uses.is_empty() {
+                    continue;
+                }
+                any_use = true;
+                let errors: Vec<Pos> = res
+                    .upstream
+                    .iter()
+                    .chain(&res.extra)
+                    .filter(|r| r.gvk == kind.gvk)
+                    .flat_map(|r| match &r.outcome {
+                        KindOutcome::Issues(t) => split_issues(t),
+                        KindOutcome::Error(_) => Vec::new(),
+                    })
+                    .filter_map(|i| i.pos)
+                    .collect();
+                for n in uses {
+                    let facts = Facts {
+                        kind: &kind.gvk.kind,
+                        group_version: Some((&kind.gvk.group, &kind.gvk.version)),
+                        errors: &errors,
+                        required: &|path: &[String]| required(&kind.gvk, path),
+                        node_operand: n.operand_path.as_deref(),
+                    };
+                    if n.guard.eval_in(&facts) != Truth::False {
+                        all_false = false;
+                    }
+                }
+            }
+            if any_use && all_false {
+                out.push((vi, kind.gvk.clone()));
             }
         }
     }

@@ -276,6 +276,10 @@ pub struct GuardedNode {
     pub has_test: bool,
     /// A field selection `object.<path>.f` (plain field selections): `path`.
     pub operand_path: Option<Vec<String>>,
+    /// `variables.<name>`: the name (a use of the variable).
+    pub variable: Option<String>,
+    /// The identifier `variables` itself.
+    pub variables_ident: bool,
 }
 
 /// The analysis of one expression: every node with its guard.
@@ -610,6 +614,8 @@ mod tests {
                 guard: Formula::Atom(Atom::KindIs("Deployment".into())),
                 has_test: false,
                 operand_path: None,
+                variable: None,
+                variables_ident: false,
             }],
             root: Formula::Unknown,
         };
