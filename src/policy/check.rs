@@ -549,22 +549,28 @@ fn variables_not_evaluated(
         if used_by_variable {
             continue;
         }
-        for kind in resolved {
-            let mut any_use = false;
-            let mut all_false = true;
-            for ((site, g), res) in sites.iter().zip(&analysed).zip(results) {
-                if matches!(site.field, ExpressionField::Variable(_)) {
-                    continue;
-                }
-                let uses: Vec<&super::narrowing::GuardedNode> = g
+        // The uses, per site (computed once for every kind).
+        let uses_by_site: Vec<(&SiteResults, Vec<&super::narrowing::GuardedNode>)> = sites
+            .iter()
+            .zip(&analysed)
+            .zip(results)
+            .filter(|((site, _), _)| !matches!(site.field, ExpressionField::Variable(_)))
+            .map(|((_, g), res)| {
+                let uses = g
                     .nodes
                     .iter()
                     .filter(|n| n.variable.as_deref() == Some(*name))
-                    .collect();
-                if uses.is_empty() {
-                    continue;
-                }
-                any_use = true;
+                    .collect::<Vec<_>>();
+                (res, uses)
+            })
+            .filter(|(_, uses)| !uses.is_empty())
+            .collect();
+        if uses_by_site.is_empty() {
+            continue;
+        }
+        for kind in resolved {
+            let mut all_false = true;
+            for (res, uses) in &uses_by_site {
                 let errors: Vec<Pos> = res
                     .upstream
                     .iter()
@@ -586,10 +592,14 @@ fn variables_not_evaluated(
                     };
                     if n.guard.eval_in(&facts) != Truth::False {
                         all_false = false;
+                        break;
                     }
                 }
+                if !all_false {
+                    break;
+                }
             }
-            if any_use && all_false {
+            if all_false {
                 out.push((vi, kind.gvk.clone()));
             }
         }
