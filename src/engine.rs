@@ -245,6 +245,26 @@ impl ExpressionChecker for KubeChecker {
             .map(crate::k8s_env::narrowing::analyze)
     }
 
+    fn is_required_field(&self, object: &SchemaType, path: &[String]) -> bool {
+        let Ok(root) = root_of(object) else {
+            return false;
+        };
+        let Some((last, steps)) = path.split_last() else {
+            return false;
+        };
+        let mut t = root.root();
+        for step in steps {
+            match t {
+                DeclType::Object(o) => match o.field(step) {
+                    Some(f) => t = f,
+                    None => return false,
+                },
+                _ => return false,
+            }
+        }
+        matches!(t, DeclType::Object(o) if o.field(last).is_some() && o.is_required(last))
+    }
+
     fn patch_literals(&self, parsed: &ParsedExpr) -> Option<crate::mutating::literal::Literals> {
         downcast(parsed)
             .ok()

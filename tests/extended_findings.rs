@@ -292,3 +292,47 @@ fn strict_text_stays_a_prefix_of_extended_text_on_the_corpus() {
         );
     });
 }
+
+/// A variable is evaluated only where it is used: a variable used only under
+/// `object.kind == 'Deployment'` is not evaluated for Pods, so its `undefined field` on a Pod is
+/// unreachable; used once more without a guard, it is reachable again (and fails).
+#[test]
+fn variables_are_narrowed_by_the_guards_of_their_uses() {
+    let policy = |validations: serde_json::Value| -> ValidatingAdmissionPolicy {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "p", "generation": 1},
+            "spec": {
+                "matchConstraints": {"resourceRules": [
+                    {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"]},
+                    {"apiGroups": ["apps"], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["deployments"]}]},
+                "variables": [{"name": "tpl", "expression": "object.spec.template.spec.containers"}],
+                "validations": validations
+            }
+        }))
+        .expect("policy")
+    };
+    let guarded = policy(serde_json::json!([
+        {"expression": "object.kind != 'Deployment' || size(variables.tpl) > 0"},
+        {"expression": "object.kind == 'Deployment' ? true : true",
+         "messageExpression": "object.kind == 'Deployment' ? string(size(variables.tpl)) : 'x'"}
+    ]));
+    let unguarded = policy(serde_json::json!([
+        {"expression": "object.kind != 'Deployment' || size(variables.tpl) > 0"},
+        {"expression": "size(variables.tpl) >= 0"}
+    ]));
+    with_backends(|b| {
+        let class_of_variable = |p: &ValidatingAdmissionPolicy| {
+            let s = check_policy(p, &CheckOptions::default(), b);
+            s.findings
+                .iter()
+                .filter(|f| f.field_ref == "spec.variables[0].expression" && f.gvk.kind == "Pod")
+                .map(|f| f.class)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(class_of_variable(&guarded), vec![FindingClass::Unreachable]);
+        assert_eq!(
+            class_of_variable(&unguarded),
+            vec![FindingClass::FailsAtAdmission]
+        );
+    });
+}

@@ -60,6 +60,55 @@ const CASES: &[(&str, &str, &str)] = &[
         "StaticTypingOnly",
         "!has(object.spec.template) || object.spec.template.spec.containers.size() > 0",
     ),
+    // The negative branch of has() of a required field (a Deployment's spec.template): not
+    // evaluated for a Deployment (the registry validates before validating admission); for a
+    // Pod, has() of a field it lacks is false.
+    (
+        "has-required",
+        "StaticTypingOnly",
+        "(!has(object.spec.template) && object.spec.containers.size() > 0) || has(object.spec.template)",
+    ),
+    // object.apiVersion and request.kind.group/version guards (the matched kind's).
+    (
+        "api-version",
+        "StaticTypingOnly",
+        "object.apiVersion == 'v1' ? object.spec.containers.size() > 0 : object.spec.template.spec.containers.size() > 0",
+    ),
+    (
+        "request-kind-group",
+        "StaticTypingOnly",
+        "(request.kind.group == 'apps' && request.kind.version == 'v1') || object.spec.containers.size() > 0",
+    ),
+    // A typo under an apiVersion guard: fails for the Pod.
+    (
+        "api-version-typo",
+        "ExpressionWarnings",
+        "object.apiVersion != 'v1' || object.spec.containrs.size() > 0",
+    ),
+    // matchConditions select the Pod (see `match_condition`): the validation is not
+    // evaluated for the Deployment.
+    (
+        "match-condition",
+        "StaticTypingOnly",
+        "object.spec.containers.size() > 0",
+    ),
+    (
+        "match-condition-typo",
+        "ExpressionWarnings",
+        "object.spec.containrs.size() > 0",
+    ),
+    // Variables (see `variables_of`) are evaluated only where they are used: `tpl` reads a
+    // Deployment path and is used only for Deployments; `typo` is used only for Pods.
+    (
+        "variable-guarded",
+        "NoWarnings",
+        "object.kind != 'Deployment' || size(variables.tpl) > 0",
+    ),
+    (
+        "variable-typo",
+        "ExpressionWarnings",
+        "object.kind != 'Pod' || size(variables.typo) > 0",
+    ),
     // A typo: no such key at run time.
     (
         "typo",
@@ -82,7 +131,28 @@ const CASES: &[(&str, &str, &str)] = &[
 
 const SENTINEL: &str = "sentinel";
 
+/// The matchConditions of a case (`spec.matchConditions`, YAML), if any.
+fn match_condition(case: &str) -> &'static str {
+    if case.starts_with("match-condition") {
+        "\n  matchConditions:\n  - name: pods-only\n    expression: \"request.kind.kind == 'Pod'\""
+    } else {
+        ""
+    }
+}
+
+/// The variables of a case (`spec.variables`, YAML), if any.
+fn variables_of(case: &str) -> &'static str {
+    match case {
+        "variable-guarded" => {
+            "\n  variables:\n  - name: tpl\n    expression: object.spec.template.spec.containers"
+        }
+        "variable-typo" => "\n  variables:\n  - name: typo\n    expression: object.spec.containrs",
+        _ => "",
+    }
+}
+
 fn policy(case: &str, expr: &str) -> String {
+    let conditions = format!("{}{}", match_condition(case), variables_of(case));
     format!(
         r#"apiVersion: admissionregistration.k8s.io/v1
 kind: ValidatingAdmissionPolicy
@@ -100,7 +170,7 @@ spec:
       operations: ["CREATE"]
       resources: ["deployments"]
     objectSelector:
-      matchLabels: {{rc14-case: {case}}}
+      matchLabels: {{rc14-case: {case}}}{conditions}
   validations:
   - expression: {expr:?}
     message: "rc14 {case}: validation false"

@@ -12,7 +12,7 @@ use cel::common::ast::{ComprehensionExpr, Expr, IdedExpr, LiteralValue};
 
 use crate::cel::ParsedExpr;
 use crate::cel::parse::children;
-use crate::policy::narrowing::{Atom, Formula, GuardedNode, Guards, Pos};
+use crate::policy::narrowing::{Atom, Formula, GuardedNode, Guards, GvkPart, Pos};
 
 fn pos_of(parsed: &ParsedExpr, e: &IdedExpr) -> Option<Pos> {
     parsed.location(e.id).map(|l| Pos {
@@ -21,22 +21,55 @@ fn pos_of(parsed: &ParsedExpr, e: &IdedExpr) -> Option<Pos> {
     })
 }
 
-/// `object.kind`, `oldObject.kind`, `request.kind.kind`.
-fn is_kind_ref(e: &IdedExpr) -> bool {
+/// `object.kind`, `oldObject.kind`, `request.kind.kind` ([`GvkPart::Kind`]);
+/// `object.apiVersion`, `oldObject.apiVersion` ([`GvkPart::ApiVersion`]);
+/// `request.kind.group`, `request.kind.version` ([`GvkPart::Group`], [`GvkPart::Version`]).
+fn gvk_ref(e: &IdedExpr) -> Option<GvkPart> {
     let Expr::Select(s) = &e.expr else {
-        return false;
+        return None;
     };
-    if s.test || s.field != "kind" {
-        return false;
+    if s.test {
+        return None;
     }
     match &s.operand.expr {
-        Expr::Ident(name) => name == "object" || name == "oldObject",
-        Expr::Select(inner) => {
-            !inner.test
+        Expr::Ident(name) if name == "object" || name == "oldObject" => match s.field.as_str() {
+            "kind" => Some(GvkPart::Kind),
+            "apiVersion" => Some(GvkPart::ApiVersion),
+            _ => None,
+        },
+        Expr::Select(inner)
+            if !inner.test
                 && inner.field == "kind"
-                && matches!(&inner.operand.expr, Expr::Ident(n) if n == "request")
+                && matches!(&inner.operand.expr, Expr::Ident(n) if n == "request") =>
+        {
+            match s.field.as_str() {
+                "kind" => Some(GvkPart::Kind),
+                "group" => Some(GvkPart::Group),
+                "version" => Some(GvkPart::Version),
+                _ => None,
+            }
         }
-        _ => false,
+        _ => None,
+    }
+}
+
+fn gvk_atom(part: GvkPart, value: &str) -> Formula {
+    Formula::Atom(match part {
+        GvkPart::Kind => Atom::KindIs(value.to_owned()),
+        part => Atom::GvkIs(part, value.to_owned()),
+    })
+}
+
+/// `object.a.b` (plain field selections from `object`): `[a, b]`.
+fn object_path(e: &IdedExpr) -> Option<Vec<String>> {
+    match &e.expr {
+        Expr::Ident(name) if name == "object" => Some(Vec::new()),
+        Expr::Select(s) if !s.test => {
+            let mut p = object_path(&s.operand)?;
+            p.push(s.field.clone());
+            Some(p)
+        }
+        _ => None,
     }
 }
 
@@ -72,6 +105,10 @@ fn formula_bound(parsed: &ParsedExpr, e: &IdedExpr, bind: Option<(&str, &str)>) 
         Expr::Select(s) if s.test => Formula::Atom(Atom::Has {
             test: pos_of(parsed, e),
             operand: subtree_positions(parsed, &s.operand),
+            path: object_path(&s.operand).map(|mut p| {
+                p.push(s.field.clone());
+                p
+            }),
         }),
         Expr::Call(c) if c.target.is_none() => {
             let args = &c.args;
@@ -88,32 +125,27 @@ fn formula_bound(parsed: &ParsedExpr, e: &IdedExpr, bind: Option<(&str, &str)>) 
                 ),
                 ("!_", 1) => formula_bound(parsed, &args[0], bind).negate(),
                 ("_==_" | "_!=_", 2) => {
-                    let lit = if is_kind_ref(&args[0]) {
-                        string_value(&args[1], bind)
-                    } else if is_kind_ref(&args[1]) {
-                        string_value(&args[0], bind)
-                    } else {
-                        None
+                    let lit = match (gvk_ref(&args[0]), gvk_ref(&args[1])) {
+                        (Some(part), _) => string_value(&args[1], bind).map(|v| (part, v)),
+                        (None, Some(part)) => string_value(&args[0], bind).map(|v| (part, v)),
+                        _ => None,
                     };
                     match lit {
-                        Some(k) => {
-                            let f = Formula::Atom(Atom::KindIs(k.to_owned()));
+                        Some((part, v)) => {
+                            let f = gvk_atom(part, v);
                             if c.func_name == "_!=_" { f.negate() } else { f }
                         }
                         None => Formula::Unknown,
                     }
                 }
-                ("@in", 2) if is_kind_ref(&args[0]) => match &args[1].expr {
-                    Expr::List(l) => {
-                        let kinds: Option<Vec<Formula>> = l
+                ("@in", 2) => match (gvk_ref(&args[0]), &args[1].expr) {
+                    (Some(part), Expr::List(l)) => {
+                        let values: Option<Vec<Formula>> = l
                             .elements
                             .iter()
-                            .map(|x| {
-                                string_value(x, bind)
-                                    .map(|k| Formula::Atom(Atom::KindIs(k.to_owned())))
-                            })
+                            .map(|x| string_value(x, bind).map(|v| gvk_atom(part, v)))
                             .collect();
-                        kinds.map(Formula::Or).unwrap_or(Formula::Unknown)
+                        values.map(Formula::Or).unwrap_or(Formula::Unknown)
                     }
                     _ => Formula::Unknown,
                 },
@@ -180,6 +212,19 @@ pub fn analyze(parsed: &ParsedExpr) -> Guards {
             pos: pos_of(parsed, e),
             guard: guard.clone(),
             has_test: matches!(&e.expr, Expr::Select(s) if s.test),
+            operand_path: match &e.expr {
+                Expr::Select(s) if !s.test => object_path(&s.operand),
+                _ => None,
+            },
+            variable: match &e.expr {
+                Expr::Select(s)
+                    if !s.test && matches!(&s.operand.expr, Expr::Ident(n) if n == "variables") =>
+                {
+                    Some(s.field.clone())
+                }
+                _ => None,
+            },
+            variables_ident: matches!(&e.expr, Expr::Ident(n) if n == "variables"),
         });
         match &e.expr {
             Expr::Call(c)
@@ -219,7 +264,10 @@ pub fn analyze(parsed: &ParsedExpr) -> Guards {
             }
         }
     }
-    Guards { nodes }
+    Guards {
+        nodes,
+        root: formula(parsed, parsed.expr()),
+    }
 }
 
 #[cfg(test)]
@@ -300,5 +348,99 @@ mod tests {
             assert_eq!(f.eval("Pod", &[has_pos]), Truth::False);
             assert_eq!(f.eval("Deployment", &[]), Truth::Unknown);
         }
+    }
+
+    #[test]
+    fn negative_has_of_a_required_field() {
+        use crate::policy::narrowing::Facts;
+        let text = "!has(object.spec.template) && object.spec.containers.size() > 0";
+        let p = crate::cel::parse(text).unwrap();
+        let g = analyze(&p);
+        let c = text.find(".containers").unwrap();
+        let nodes: Vec<&GuardedNode> = g
+            .nodes
+            .iter()
+            .filter(|n| n.pos == Some(Pos { line: 1, column: c }))
+            .collect();
+        assert_eq!(nodes.len(), 1);
+        let node = nodes[0];
+        assert_eq!(node.operand_path.as_deref(), Some(&["spec".to_owned()][..]));
+        let template_required = |path: &[String]| path == ["spec", "template"];
+        let facts = |required: &dyn Fn(&[String]) -> bool| {
+            node.guard.eval_in(&Facts {
+                kind: "Deployment",
+                group_version: Some(("apps", "v1")),
+                errors: &[],
+                required,
+                node_operand: node.operand_path.as_deref(),
+            })
+        };
+        assert_eq!(facts(&template_required), Truth::False);
+        assert_eq!(facts(&|_| false), Truth::Unknown);
+        // A node that does not read through `object.spec` is not narrowed: `spec` itself may
+        // be missing, and then `has()` is an error, not false.
+        let text = "!has(object.spec.template) && object.metadata.x == 'a'";
+        let p = crate::cel::parse(text).unwrap();
+        let g = analyze(&p);
+        let x = text.find(".x").unwrap();
+        for n in g
+            .nodes
+            .iter()
+            .filter(|n| n.pos == Some(Pos { line: 1, column: x }))
+        {
+            let t = n.guard.eval_in(&Facts {
+                kind: "Deployment",
+                group_version: Some(("apps", "v1")),
+                errors: &[],
+                required: &template_required,
+                node_operand: n.operand_path.as_deref(),
+            });
+            assert_eq!(t, Truth::Unknown);
+        }
+    }
+
+    #[test]
+    fn api_version_and_request_kind_guards() {
+        use crate::policy::narrowing::Facts;
+        for text in [
+            "object.apiVersion == 'apps/v1' ? object.spec.a : true",
+            "request.kind.group == 'apps' && object.spec.a",
+            "request.kind.version in ['v1'] && request.kind.group != '' && object.spec.a",
+        ] {
+            let p = crate::cel::parse(text).unwrap();
+            let g = analyze(&p);
+            let a = text.rfind(".a").unwrap();
+            let nodes: Vec<&GuardedNode> = g
+                .nodes
+                .iter()
+                .filter(|n| n.pos == Some(Pos { line: 1, column: a }))
+                .collect();
+            assert_eq!(nodes.len(), 1, "{text}");
+            let at = |kind: &str, group: &str, version: &str| {
+                nodes[0].guard.eval_in(&Facts {
+                    kind,
+                    group_version: Some((group, version)),
+                    errors: &[],
+                    required: &|_| false,
+                    node_operand: None,
+                })
+            };
+            assert_eq!(at("Pod", "", "v1"), Truth::False, "{text}");
+            assert_eq!(at("Deployment", "apps", "v1"), Truth::True, "{text}");
+            // Without the group and version nothing is known.
+            assert_eq!(nodes[0].guard.eval("Pod", &[]), Truth::Unknown, "{text}");
+        }
+        // `v1` is the core group's apiVersion only.
+        let p = crate::cel::parse("object.apiVersion == 'v1'").unwrap();
+        let g = analyze(&p);
+        let facts = |group: &'static str| Facts {
+            kind: "X",
+            group_version: Some((group, "v1")),
+            errors: &[],
+            required: &|_| false,
+            node_operand: None,
+        };
+        assert_eq!(g.root.eval_in(&facts("")), Truth::True);
+        assert_eq!(g.root.eval_in(&facts("apps")), Truth::False);
     }
 }

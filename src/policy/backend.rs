@@ -124,6 +124,13 @@ pub trait ExpressionChecker: Send + Sync {
         None
     }
 
+    /// Extended mode only: whether `path` (field names from the root of `object`) names a
+    /// field that the schema lists in `required` of its parent object, every earlier step
+    /// being a field of an object type. `false` when unknown.
+    fn is_required_field(&self, _object: &SchemaType, _path: &[String]) -> bool {
+        false
+    }
+
     /// MutatingAdmissionPolicy mutations: the `Object…{}` and `JSONPatch{}` literals of a
     /// parsed expression ([`crate::mutating::literal`]). `None`: no analysis.
     fn patch_literals(&self, _parsed: &ParsedExpr) -> Option<crate::mutating::literal::Literals> {

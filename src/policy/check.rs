@@ -17,7 +17,9 @@ use super::kinds::{
     DEFAULT_EXTENDED_KIND_LIMIT, KindSelection, ResetOnce, SkipReason, SkipSubject, Skipped,
     extend_selection, types_to_check_with,
 };
-use super::narrowing::{Finding, FindingClass, Guards, Pos, classify, join_issues, split_issues};
+use super::narrowing::{
+    Facts, Finding, FindingClass, Guards, Pos, Truth, classify, join_issues, split_issues,
+};
 use super::render::{KindOutcome, KindResult, render_warning};
 use super::restmapper::{Discovery, RestMapper};
 use super::status::{
@@ -278,13 +280,50 @@ pub fn check_input(
     // 6. warnings and conditions
     let mut expression_warnings = Vec::new();
     let mut findings = Vec::new();
+    // Required fields are guaranteed only after the registry's validation, which runs after
+    // mutating admission: MutatingAdmissionPolicies get no required-field facts.
+    let required = |gvk: &Gvk, path: &[String]| {
+        !input.mutating
+            && resolved.iter().any(|k| {
+                k.gvk == *gvk
+                    && k.object
+                        .as_ref()
+                        .is_some_and(|t| backends.checker.is_required_field(t, path))
+            })
+    };
+    let excluded = if mode == Mode::Extended && !input.mutating {
+        excluded_by_match_conditions(sites, &results, &guards, &resolved, &required)
+    } else {
+        Vec::new()
+    };
+    // A variable is evaluated where it is used; matchConditions may use it too.
+    let conditions_use_variables = sites.iter().any(|s| {
+        matches!(s.field, ExpressionField::MatchCondition(_)) && s.expression.contains("variables")
+    });
+    let unused_variables = if mode == Mode::Extended {
+        variables_not_evaluated(sites, variables, &results, &guards, &resolved, &required)
+    } else {
+        Vec::new()
+    };
     for (site, res) in sites.iter().zip(results) {
+        let behind_conditions = match site.field {
+            ExpressionField::MatchCondition(_) => false,
+            ExpressionField::Variable(_) => !conditions_use_variables,
+            _ => true,
+        };
+        let skip_kind = |gvk: &Gvk| {
+            (behind_conditions && excluded.contains(gvk))
+                || matches!(site.field, ExpressionField::Variable(i)
+                    if unused_variables.contains(&(i, gvk.clone())))
+        };
         let all: Vec<KindResult> = if mode == Mode::Extended {
             narrow_site(
                 &site.field.to_string(),
                 res,
                 guards.get(site.expression),
                 input.mutating,
+                &required,
+                &skip_kind,
                 &mut findings,
             )
         } else {
@@ -340,6 +379,8 @@ fn narrow_site(
     res: SiteResults,
     guards: Option<&Guards>,
     mutating: bool,
+    required: &dyn Fn(&Gvk, &[String]) -> bool,
+    skip_kind: &dyn Fn(&Gvk) -> bool,
     findings: &mut Vec<Finding>,
 ) -> Vec<KindResult> {
     let issues_of = |r: &KindResult| match &r.outcome {
@@ -378,7 +419,16 @@ fn narrow_site(
         };
         let mut kept = Vec::with_capacity(issues.len());
         for issue in &issues {
-            let (class, why) = classify(issue, guards, &r.gvk.kind, errs);
+            let (class, why) = if skip_kind(&r.gvk) {
+                (
+                    FindingClass::Unreachable,
+                    "a matchCondition, or the guards of every use, is false for this kind",
+                )
+            } else {
+                classify(issue, guards, &r.gvk, errs, &|path: &[String]| {
+                    required(&r.gvk, path)
+                })
+            };
             findings.push(Finding {
                 field_ref: field_ref.to_owned(),
                 gvk: r.gvk.clone(),
@@ -405,6 +455,153 @@ fn narrow_site(
                 gvk: r.gvk,
                 outcome: KindOutcome::Issues(join_issues(&kept)),
             });
+        }
+    }
+    out
+}
+
+/// The kinds for which some matchCondition is false for every object (its whole expression's
+/// formula, [`Guards::root`], evaluates to false). The validating plugin evaluates a policy's
+/// matchConditions first and returns no decision when they do not all hold, before any
+/// validation, messageExpression or auditAnnotation is evaluated (k8s.io/apiserver v0.37.1
+/// `pkg/admission/plugin/policy/validating/validator.go`, `validator.Validate`: `celMatcher.Match`,
+/// then `validationFilter.ForInput`, `messageFilter.ForInput`, `auditAnnotationFilter.ForInput`).
+fn excluded_by_match_conditions(
+    sites: &[ExpressionSite<'_>],
+    results: &[SiteResults],
+    guards: &HashMap<&str, Guards>,
+    resolved: &[ResolvedKind],
+    required: &dyn Fn(&Gvk, &[String]) -> bool,
+) -> Vec<Gvk> {
+    let mut out = Vec::new();
+    for (site, res) in sites.iter().zip(results) {
+        if !matches!(site.field, ExpressionField::MatchCondition(_)) {
+            continue;
+        }
+        let Some(g) = guards.get(site.expression) else {
+            continue;
+        };
+        for kind in resolved {
+            let errors: Vec<Pos> = res
+                .upstream
+                .iter()
+                .chain(&res.extra)
+                .filter(|r| r.gvk == kind.gvk)
+                .flat_map(|r| match &r.outcome {
+                    KindOutcome::Issues(t) => split_issues(t),
+                    KindOutcome::Error(_) => Vec::new(),
+                })
+                .filter_map(|i| i.pos)
+                .collect();
+            let facts = Facts {
+                kind: &kind.gvk.kind,
+                group_version: Some((&kind.gvk.group, &kind.gvk.version)),
+                errors: &errors,
+                required: &|path: &[String]| required(&kind.gvk, path),
+                node_operand: None,
+            };
+            if g.root.eval_in(&facts) == Truth::False && !out.contains(&kind.gvk) {
+                out.push(kind.gvk.clone());
+            }
+        }
+    }
+    out
+}
+
+/// `(variable index, kind)` pairs where the variable is never evaluated for the kind. A
+/// variable is evaluated lazily, when an expression reads `variables.<name>` (k8s.io/apiserver
+/// v0.37.1 `pkg/admission/plugin/cel/composition.go`, `compositionContext.Variables`: a
+/// `lazy.MapValue` whose entries call `variableAccessor.Callback` on first access). Conservative:
+/// the variable has at least one use, every use is a plain `variables.<name>` in a
+/// validation, messageExpression, auditAnnotation, matchCondition or mutation (none in another
+/// variable), no expression uses `variables` in any other way, and the guard of every use is
+/// false for the kind (with that expression's own findings for the kind).
+fn variables_not_evaluated(
+    sites: &[ExpressionSite<'_>],
+    variables: &[(&str, &str)],
+    results: &[SiteResults],
+    guards: &HashMap<&str, Guards>,
+    resolved: &[ResolvedKind],
+    required: &dyn Fn(&Gvk, &[String]) -> bool,
+) -> Vec<(usize, Gvk)> {
+    let mut out = Vec::new();
+    if variables.is_empty() {
+        return out;
+    }
+    // Every site must be analysed and use `variables` only as `variables.<name>`.
+    let mut analysed = Vec::with_capacity(sites.len());
+    for site in sites {
+        let Some(g) = guards.get(site.expression) else {
+            return out;
+        };
+        let idents = g.nodes.iter().filter(|n| n.variables_ident).count();
+        let uses = g.nodes.iter().filter(|n| n.variable.is_some()).count();
+        if idents != uses {
+            return out;
+        }
+        analysed.push(g);
+    }
+    for (vi, (name, _)) in variables.iter().enumerate() {
+        let used_by_variable = sites.iter().zip(&analysed).any(|(s, g)| {
+            matches!(s.field, ExpressionField::Variable(_))
+                && g.nodes.iter().any(|n| n.variable.as_deref() == Some(*name))
+        });
+        if used_by_variable {
+            continue;
+        }
+        // The uses, per site (computed once for every kind).
+        let uses_by_site: Vec<(&SiteResults, Vec<&super::narrowing::GuardedNode>)> = sites
+            .iter()
+            .zip(&analysed)
+            .zip(results)
+            .filter(|((site, _), _)| !matches!(site.field, ExpressionField::Variable(_)))
+            .map(|((_, g), res)| {
+                let uses = g
+                    .nodes
+                    .iter()
+                    .filter(|n| n.variable.as_deref() == Some(*name))
+                    .collect::<Vec<_>>();
+                (res, uses)
+            })
+            .filter(|(_, uses)| !uses.is_empty())
+            .collect();
+        if uses_by_site.is_empty() {
+            continue;
+        }
+        for kind in resolved {
+            let mut all_false = true;
+            for (res, uses) in &uses_by_site {
+                let errors: Vec<Pos> = res
+                    .upstream
+                    .iter()
+                    .chain(&res.extra)
+                    .filter(|r| r.gvk == kind.gvk)
+                    .flat_map(|r| match &r.outcome {
+                        KindOutcome::Issues(t) => split_issues(t),
+                        KindOutcome::Error(_) => Vec::new(),
+                    })
+                    .filter_map(|i| i.pos)
+                    .collect();
+                for n in uses {
+                    let facts = Facts {
+                        kind: &kind.gvk.kind,
+                        group_version: Some((&kind.gvk.group, &kind.gvk.version)),
+                        errors: &errors,
+                        required: &|path: &[String]| required(&kind.gvk, path),
+                        node_operand: n.operand_path.as_deref(),
+                    };
+                    if n.guard.eval_in(&facts) != Truth::False {
+                        all_false = false;
+                        break;
+                    }
+                }
+                if !all_false {
+                    break;
+                }
+            }
+            if all_false {
+                out.push((vi, kind.gvk.clone()));
+            }
         }
     }
     out

@@ -35,6 +35,14 @@ pub struct Pos {
 pub enum Atom {
     /// `object.kind == 'X'`, `oldObject.kind == 'X'` or `request.kind.kind == 'X'`.
     KindIs(String),
+    /// `object.apiVersion == 'g/v'` (also `oldObject`), `request.kind.group == 'g'`,
+    /// `request.kind.version == 'v'`. The validating plugin converts the object to the kind
+    /// the policy matched and names that kind in `request.kind` (k8s.io/apiserver v0.37.1
+    /// `pkg/admission/plugin/policy/validating/dispatcher.go`, `Dispatch`:
+    /// `NewVersionedAttributes(a, matchKind, o)`; `pkg/admission/plugin/cel/condition.go`,
+    /// `CreateAdmissionRequest`: `Kind` is the equivalent kind, the request's own is
+    /// `requestKind`), so these are the checked kind's group and version.
+    GvkIs(GvkPart, String),
     /// `has(e.f)`: the position of the presence test and those of every node of `e`. For a
     /// kind where the checker reports `f` undefined (an error at `test`) and nothing inside
     /// `e`, the test is false for every valid object. An error inside `e` says nothing: `e`
@@ -44,7 +52,22 @@ pub enum Atom {
         test: Option<Pos>,
         /// The nodes of its operand.
         operand: Vec<Pos>,
+        /// `has(object.a.b)`: the field path `[a, b]` (plain field selections from `object`).
+        path: Option<Vec<String>>,
     },
+}
+
+/// The part of a group/version/kind a guard compares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GvkPart {
+    /// `Kind`.
+    Kind,
+    /// `group/version` (`version` for the core group).
+    ApiVersion,
+    /// The group (`""` for the core group).
+    Group,
+    /// The version.
+    Version,
 }
 
 /// A condition over atoms.
@@ -105,6 +128,18 @@ impl Formula {
     /// The truth of the formula for objects of `kind`, where the checker reported errors at
     /// `errors` (positions of this expression's findings for the kind).
     pub fn eval(&self, kind: &str, errors: &[Pos]) -> Truth {
+        self.eval_in(&Facts {
+            kind,
+            group_version: None,
+            errors,
+            required: &|_| false,
+            node_operand: None,
+        })
+    }
+
+    /// The truth of the formula under `facts`.
+    pub fn eval_in(&self, facts: &Facts<'_>) -> Truth {
+        let (kind, errors) = (facts.kind, facts.errors);
         match self {
             Formula::True => Truth::True,
             Formula::Unknown => Truth::Unknown,
@@ -115,16 +150,40 @@ impl Formula {
                     Truth::False
                 }
             }
-            Formula::Atom(Atom::Has { test, operand }) => {
+            Formula::Atom(Atom::GvkIs(part, value)) => match facts.group_version {
+                None => Truth::Unknown,
+                Some((group, version)) => {
+                    let holds = match part {
+                        GvkPart::Kind => value == kind,
+                        GvkPart::Group => value == group,
+                        GvkPart::Version => value == version,
+                        GvkPart::ApiVersion => match value.split_once('/') {
+                            Some((g, v)) => !g.is_empty() && g == group && v == version,
+                            None => group.is_empty() && value == version,
+                        },
+                    };
+                    if holds { Truth::True } else { Truth::False }
+                }
+            },
+            Formula::Atom(Atom::Has {
+                test,
+                operand,
+                path,
+            }) => {
                 if test.is_some_and(|t| errors.contains(&t))
                     && !operand.iter().any(|p| errors.contains(p))
                 {
                     Truth::False
+                } else if let Some(path) = path
+                    && !operand.iter().any(|p| errors.contains(p))
+                    && facts.required_present(path)
+                {
+                    Truth::True
                 } else {
                     Truth::Unknown
                 }
             }
-            Formula::Not(f) => match f.eval(kind, errors) {
+            Formula::Not(f) => match f.eval_in(facts) {
                 Truth::True => Truth::False,
                 Truth::False => Truth::True,
                 Truth::Unknown => Truth::Unknown,
@@ -132,7 +191,7 @@ impl Formula {
             Formula::And(fs) => {
                 let mut all_true = true;
                 for f in fs {
-                    match f.eval(kind, errors) {
+                    match f.eval_in(facts) {
                         Truth::False => return Truth::False,
                         Truth::Unknown => all_true = false,
                         Truth::True => {}
@@ -147,7 +206,7 @@ impl Formula {
             Formula::Or(fs) => {
                 let mut all_false = true;
                 for f in fs {
-                    match f.eval(kind, errors) {
+                    match f.eval_in(facts) {
                         Truth::True => return Truth::True,
                         Truth::Unknown => all_false = false,
                         Truth::False => {}
@@ -163,6 +222,49 @@ impl Formula {
     }
 }
 
+/// What is known, for one kind, when a guard is evaluated for one node.
+pub struct Facts<'a> {
+    /// The kind (`Kind`).
+    pub kind: &'a str,
+    /// Its group and version, when known.
+    pub group_version: Option<(&'a str, &'a str)>,
+    /// The positions of the expression's findings for the kind.
+    pub errors: &'a [Pos],
+    /// Whether a field path from `object` names a field its parent's schema lists in
+    /// `required` (`ExpressionChecker::is_required_field`).
+    pub required: &'a dyn Fn(&[String]) -> bool,
+    /// The node whose guard is evaluated, when it is a field selection on a plain field path
+    /// from `object`: that path (`object.spec.containers` → `[spec]`).
+    pub node_operand: Option<&'a [String]>,
+}
+
+impl Facts<'_> {
+    /// `has(object.<path>)` is true whenever the node is evaluated.
+    ///
+    /// The last field is required in its parent's schema, so it is present whenever its
+    /// parent is: in the pinned release the request's object reaches validating admission
+    /// only after the registry's strategy validation (k8s.io/apiserver v0.37.1
+    /// `pkg/registry/generic/registry/store.go`, `Store.Create`: `rest.BeforeCreate` (which
+    /// runs `strategy.Validate`) before `createValidation`; `Store.Update`:
+    /// `rest.BeforeUpdate` before `updateValidation`), which rejects a custom resource
+    /// without a required field; a built-in object is a Go struct whose required fields are
+    /// the ones without `omitempty`, and CEL sees such a field whatever its value
+    /// (`pkg/cel/common/valuesschemalesstyped.go`, `lookupField`: a field is absent only
+    /// when `CanOmit`, i.e. `omitempty` and empty). The parent itself may be absent (then
+    /// `has()` is an error, not false): the node must select on a path that starts with the
+    /// parent's, so that it fails on the same missing parent whatever the guard says.
+    /// `DELETE` requests have a null `object`; there every node on an `object` path fails
+    /// alike, guarded or not.
+    fn required_present(&self, path: &[String]) -> bool {
+        let Some((_, parent)) = path.split_last() else {
+            return false;
+        };
+        self.node_operand
+            .is_some_and(|node| node.starts_with(parent))
+            && (self.required)(path)
+    }
+}
+
 /// One AST node as the narrowing analysis sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GuardedNode {
@@ -172,13 +274,22 @@ pub struct GuardedNode {
     pub guard: Formula,
     /// It is the presence test of a `has()` macro.
     pub has_test: bool,
+    /// A field selection `object.<path>.f` (plain field selections): `path`.
+    pub operand_path: Option<Vec<String>>,
+    /// `variables.<name>`: the name (a use of the variable).
+    pub variable: Option<String>,
+    /// The identifier `variables` itself.
+    pub variables_ident: bool,
 }
 
 /// The analysis of one expression: every node with its guard.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Guards {
     /// The nodes, in any order.
     pub nodes: Vec<GuardedNode>,
+    /// What the analysis knows about the value of the whole expression (a matchCondition's
+    /// formula).
+    pub root: Formula,
 }
 
 impl Guards {
@@ -293,20 +404,30 @@ pub struct Finding {
 
 /// Classifies one finding of `kind` (its `Kind`), given the expression's guards and the
 /// positions of all findings of the expression for that kind.
+///
+/// `required` tells whether a field path from `object` is required by the kind's schema
+/// ([`Facts::required`]).
 pub fn classify(
     issue: &Issue,
     guards: Option<&Guards>,
-    kind: &str,
+    gvk: &Gvk,
     errors: &[Pos],
+    required: &dyn Fn(&[String]) -> bool,
 ) -> (FindingClass, &'static str) {
     let nodes: Vec<&GuardedNode> = match (guards, issue.pos) {
         (Some(g), Some(p)) => g.at(p).collect(),
         _ => Vec::new(),
     };
     if !nodes.is_empty()
-        && nodes
-            .iter()
-            .all(|n| n.guard.eval(kind, errors) == Truth::False)
+        && nodes.iter().all(|n| {
+            n.guard.eval_in(&Facts {
+                kind: &gvk.kind,
+                group_version: Some((&gvk.group, &gvk.version)),
+                errors,
+                required,
+                node_operand: n.operand_path.as_deref(),
+            }) == Truth::False
+        })
     {
         return (
             FindingClass::Unreachable,
@@ -417,6 +538,7 @@ mod tests {
         let has = Formula::Atom(Atom::Has {
             test: Some(p),
             operand: vec![Pos { line: 1, column: 9 }],
+            path: None,
         });
         assert_eq!(pod.eval("Pod", &[]), Truth::True);
         assert_eq!(pod.eval("Deployment", &[]), Truth::False);
@@ -438,39 +560,52 @@ mod tests {
     fn classes() {
         let issues = split_issues(TWO);
         assert_eq!(
-            classify(&issues[0], None, "Pod", &[]).0,
+            classify(&issues[0], None, &Gvk::new("", "v1", "Pod"), &[], &|_| {
+                false
+            })
+            .0,
             FindingClass::FailsAtAdmission
         );
         assert_eq!(
-            classify(&issues[1], None, "Pod", &[]).0,
+            classify(&issues[1], None, &Gvk::new("", "v1", "Pod"), &[], &|_| {
+                false
+            })
+            .0,
             FindingClass::StaticTypingOnly
         );
         let eq = split_issues(
             "ERROR: <input>:1:1: found no matching overload for '_==_' applied to '(string, bool)'",
         );
         assert_eq!(
-            classify(&eq[0], None, "Pod", &[]).0,
+            classify(&eq[0], None, &Gvk::new("", "v1", "Pod"), &[], &|_| false).0,
             FindingClass::FailsAtAdmission
         );
         let cond = split_issues(
             "ERROR: <input>:1:1: found no matching overload for '_?_:_' applied to '(string, bool, bool)'",
         );
         assert_eq!(
-            classify(&cond[0], None, "Pod", &[]).0,
+            classify(&cond[0], None, &Gvk::new("", "v1", "Pod"), &[], &|_| false).0,
             FindingClass::FailsAtAdmission
         );
         let inobj = split_issues(
             "ERROR: <input>:1:1: found no matching overload for '@in' applied to '(string, ConfigMap.metadata)'",
         );
         assert_eq!(
-            classify(&inobj[0], None, "ConfigMap", &[]).0,
+            classify(
+                &inobj[0],
+                None,
+                &Gvk::new("", "v1", "ConfigMap"),
+                &[],
+                &|_| false
+            )
+            .0,
             FindingClass::StaticTypingOnly
         );
         let null = split_issues(
             "ERROR: <input>:1:1: found no matching overload for '_!=_' applied to '(string, null)'",
         );
         assert_eq!(
-            classify(&null[0], None, "Pod", &[]).0,
+            classify(&null[0], None, &Gvk::new("", "v1", "Pod"), &[], &|_| false).0,
             FindingClass::StaticTypingOnly
         );
         let g = Guards {
@@ -478,14 +613,32 @@ mod tests {
                 pos: Some(Pos { line: 1, column: 6 }),
                 guard: Formula::Atom(Atom::KindIs("Deployment".into())),
                 has_test: false,
+                operand_path: None,
+                variable: None,
+                variables_ident: false,
             }],
+            root: Formula::Unknown,
         };
         assert_eq!(
-            classify(&issues[0], Some(&g), "Pod", &[]).0,
+            classify(
+                &issues[0],
+                Some(&g),
+                &Gvk::new("", "v1", "Pod"),
+                &[],
+                &|_| false
+            )
+            .0,
             FindingClass::Unreachable
         );
         assert_eq!(
-            classify(&issues[0], Some(&g), "Deployment", &[]).0,
+            classify(
+                &issues[0],
+                Some(&g),
+                &Gvk::new("", "v1", "Deployment"),
+                &[],
+                &|_| false
+            )
+            .0,
             FindingClass::FailsAtAdmission
         );
     }

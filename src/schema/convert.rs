@@ -549,6 +549,7 @@ impl<'a> Converter<'a> {
                 // conversion gives no type): recorded so that checks above the checker know
                 // the field exists.
                 let mut unexposed = Vec::new();
+                let mut required_fields = Vec::new();
                 for (prop_name, prop) in props {
                     let escaped = escape(prop_name);
                     let child_name = format!("{name}.{}", escaped.as_deref().unwrap_or(prop_name));
@@ -566,6 +567,9 @@ impl<'a> Converter<'a> {
                     }
                     match escaped {
                         Some(escaped) => {
+                            if required.contains(&prop_name) {
+                                required_fields.push(escaped.clone());
+                            }
                             field_sizes.push((escaped.clone(), size));
                             fields.push((escaped, t));
                         }
@@ -576,6 +580,7 @@ impl<'a> Converter<'a> {
                     DeclType::Object(Arc::new(
                         ObjectType::new(name, fields)
                             .with_unexposed(unexposed)
+                            .with_required(required_fields)
                             .with_preserved_unknown_fields(s.ext(EXT_PRESERVE_UNKNOWN_FIELDS)),
                     )),
                     SizeNode::object(min_size, field_sizes),

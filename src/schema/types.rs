@@ -174,6 +174,8 @@ pub struct ObjectType {
     /// `x-kubernetes-preserve-unknown-fields: true`: the API server keeps fields the schema
     /// does not declare (upstream's CEL conversion ignores the extension).
     preserves_unknown: bool,
+    /// The schema's `required` property names that have a CEL field (escaped); sorted.
+    required: Vec<String>,
 }
 
 impl ObjectType {
@@ -194,7 +196,23 @@ impl ObjectType {
             fields: deduped,
             unexposed: Vec::new(),
             preserves_unknown: false,
+            required: Vec::new(),
         }
+    }
+
+    /// The same type, recording the schema's `required` properties (escaped names).
+    pub fn with_required(mut self, mut names: Vec<String>) -> Self {
+        names.sort();
+        names.dedup();
+        self.required = names;
+        self
+    }
+
+    /// Whether the schema lists the field `name` (escaped) in `required`.
+    pub fn is_required(&self, name: &str) -> bool {
+        self.required
+            .binary_search_by(|n| n.as_str().cmp(name))
+            .is_ok()
     }
 
     /// The same type, marked as keeping undeclared fields
