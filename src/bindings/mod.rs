@@ -19,6 +19,12 @@
 //! `ensureParamsForPolicyLocked`), `validating/dispatcher.go` (`Dispatch`, its
 //! `addConfigError`), `generic/policy_dispatcher.go` (`CollectParams`),
 //! `generic/policy_matcher.go` and `matching/matching.go`. See docs/bindings.md.
+//!
+//! MutatingAdmissionPolicyBindings ([`analyse_mutating`]) go through the same generic source,
+//! matcher and `CollectParams`; only the reporting of a configuration error differs: the
+//! mutating plugin has no dispatcher of its own for it, so `generic/policy_dispatcher.go`
+//! `Dispatch` reports it (`PolicyError.Error`: `policy 'P' with binding 'B' denied request:
+//! ...`, HTTP 403 Forbidden), and a binding that passes applies the policy's mutations.
 
 pub mod condition;
 pub mod rules;
@@ -28,7 +34,9 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
 
 use k8s_openapi::api::admissionregistration::v1::{
-    ParamKind, ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
+    MutatingAdmissionPolicy, MutatingAdmissionPolicyBinding, ParamKind, ValidatingAdmissionPolicy,
+    ValidatingAdmissionPolicyBinding, ValidatingAdmissionPolicyBindingSpec,
+    ValidatingAdmissionPolicySpec,
 };
 
 use crate::apiserver::vap::{default_binding, default_policy};
@@ -55,6 +63,38 @@ pub struct PolicyInput<'a> {
 pub struct BindingInput<'a> {
     /// The binding as read.
     pub binding: &'a ValidatingAdmissionPolicyBinding,
+    /// Whether kube-apiserver stores it (accepts it on create).
+    pub stored: bool,
+}
+
+/// The admission plugin a policy and its bindings belong to: what a configuration error says
+/// and what a binding that passes does differ.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Plugin {
+    /// ValidatingAdmissionPolicy and ValidatingAdmissionPolicyBinding.
+    Validating,
+    /// MutatingAdmissionPolicy and MutatingAdmissionPolicyBinding.
+    Mutating,
+}
+
+/// A MutatingAdmissionPolicy as the analysis sees it (see [`PolicyInput`]).
+#[derive(Debug, Clone)]
+pub struct MutatingPolicyInput<'a> {
+    /// The policy as read.
+    pub policy: &'a MutatingAdmissionPolicy,
+    /// Whether kube-apiserver stores it (accepts it on create).
+    pub stored: bool,
+    /// Kinds on which type checking found warnings.
+    pub warning_kinds: Vec<Gvk>,
+    /// What the cluster knows about the policy's `paramKind`.
+    pub param_scope: ParamScope,
+}
+
+/// A MutatingAdmissionPolicyBinding as the analysis sees it.
+#[derive(Debug, Clone)]
+pub struct MutatingBindingInput<'a> {
+    /// The binding as read.
+    pub binding: &'a MutatingAdmissionPolicyBinding,
     /// Whether kube-apiserver stores it (accepts it on create).
     pub stored: bool,
 }
@@ -167,6 +207,15 @@ pub fn analyse(
     bindings: &[BindingInput<'_>],
     params: &[ParamObject],
 ) -> Vec<BindingReport> {
+    analyse_with(Plugin::Validating, policies, bindings, params)
+}
+
+fn analyse_with(
+    plugin: Plugin,
+    policies: &[PolicyInput<'_>],
+    bindings: &[BindingInput<'_>],
+    params: &[ParamObject],
+) -> Vec<BindingReport> {
     // The same object listed twice (two files, or an apiVersion per version of its group): the
     // last one wins, in the place of the first. A map, not a scan: the controller passes every
     // object of a param kind (1,000s) to each reconcile.
@@ -189,8 +238,70 @@ pub fn analyse(
     }
     bindings
         .iter()
-        .map(|b| analyse_binding(policies, b, &unique))
+        .map(|b| analyse_binding(plugin, policies, b, &unique))
         .collect()
+}
+
+/// [`analyse`] for MutatingAdmissionPolicyBindings and their MutatingAdmissionPolicies. The
+/// fields the generic plugin reads (`paramKind`, `matchConstraints`, `failurePolicy`;
+/// `policyName`, `paramRef`, `matchResources`) have the same types and rules in both kinds,
+/// so each object is seen through its validating counterpart.
+pub fn analyse_mutating(
+    policies: &[MutatingPolicyInput<'_>],
+    bindings: &[MutatingBindingInput<'_>],
+    params: &[ParamObject],
+) -> Vec<BindingReport> {
+    let policy_views: Vec<ValidatingAdmissionPolicy> = policies
+        .iter()
+        .map(|p| ValidatingAdmissionPolicy {
+            metadata: p.policy.metadata.clone(),
+            spec: p
+                .policy
+                .spec
+                .as_ref()
+                .map(|s| ValidatingAdmissionPolicySpec {
+                    param_kind: s.param_kind.clone(),
+                    match_constraints: s.match_constraints.clone(),
+                    failure_policy: s.failure_policy.clone(),
+                    ..ValidatingAdmissionPolicySpec::default()
+                }),
+            status: None,
+        })
+        .collect();
+    let binding_views: Vec<ValidatingAdmissionPolicyBinding> = bindings
+        .iter()
+        .map(|b| {
+            let spec = b.binding.spec.clone().unwrap_or_default();
+            ValidatingAdmissionPolicyBinding {
+                metadata: b.binding.metadata.clone(),
+                spec: ValidatingAdmissionPolicyBindingSpec {
+                    policy_name: spec.policy_name.unwrap_or_default(),
+                    param_ref: spec.param_ref,
+                    match_resources: spec.match_resources,
+                    validation_actions: Vec::new(),
+                },
+            }
+        })
+        .collect();
+    let policy_inputs: Vec<PolicyInput<'_>> = policies
+        .iter()
+        .zip(&policy_views)
+        .map(|(p, view)| PolicyInput {
+            policy: view,
+            stored: p.stored,
+            warning_kinds: p.warning_kinds.clone(),
+            param_scope: p.param_scope,
+        })
+        .collect();
+    let binding_inputs: Vec<BindingInput<'_>> = bindings
+        .iter()
+        .zip(&binding_views)
+        .map(|(b, view)| BindingInput {
+            binding: view,
+            stored: b.stored,
+        })
+        .collect();
+    analyse_with(Plugin::Mutating, &policy_inputs, &binding_inputs, params)
 }
 
 /// The group of an `apiVersion` (`""` for `v1`), or `None` when it does not parse
@@ -254,6 +365,7 @@ fn namespace_of(p: &ParamObject) -> &str {
 /// decision with `failed to configure binding: <err>` (or `policy`), whatever the binding's
 /// `validationActions`.
 struct Ctx<'a> {
+    plugin: Plugin,
     binding: &'a str,
     policy: &'a str,
     failure_policy: String,
@@ -281,18 +393,27 @@ impl Ctx<'_> {
                 None,
             );
         }
-        let message = if policy_level {
-            format!(
+        let message = match (self.plugin, policy_level) {
+            (Plugin::Validating, true) => format!(
                 "ValidatingAdmissionPolicy '{}' denied request: failed to configure policy: {error}",
                 self.policy
-            )
-        } else {
-            format!(
+            ),
+            (Plugin::Validating, false) => format!(
                 "ValidatingAdmissionPolicy '{}' with binding '{}' denied request: failed to configure binding: {error}",
                 self.policy, self.binding
-            )
+            ),
+            // generic/policy_dispatcher.go `PolicyError.Error` (Go's %q for the policy alone).
+            (Plugin::Mutating, true) => format!(
+                "policy {:?} denied request: failed to configure policy: {error}",
+                self.policy
+            ),
+            (Plugin::Mutating, false) => format!(
+                "policy '{}' with binding '{}' denied request: failed to configure binding: {error}",
+                self.policy, self.binding
+            ),
         };
-        let actions = if self.actions.iter().any(|a| a == "Deny") {
+        let actions = if self.plugin == Plugin::Mutating || self.actions.iter().any(|a| a == "Deny")
+        {
             String::new()
         } else {
             format!(
@@ -314,6 +435,7 @@ impl Ctx<'_> {
 }
 
 fn analyse_binding(
+    plugin: Plugin,
     policies: &[PolicyInput<'_>],
     input: &BindingInput<'_>,
     params: &[ParamObject],
@@ -352,7 +474,10 @@ fn analyse_binding(
         let why = if policies.iter().any(|p| named(&p)) {
             "the policy is in the input but kube-apiserver rejects it on create"
         } else {
-            "no ValidatingAdmissionPolicy of that name is in the input"
+            match plugin {
+                Plugin::Validating => "no ValidatingAdmissionPolicy of that name is in the input",
+                Plugin::Mutating => "no MutatingAdmissionPolicy of that name is in the input",
+            }
         };
         report.reason = format!(
             "{head}: {why}; kube-apiserver skips bindings whose policy does not exist, so the binding does nothing"
@@ -364,6 +489,7 @@ fn analyse_binding(
     default_policy(&mut policy);
     let pspec = policy.spec.clone().unwrap_or_default();
     let ctx = Ctx {
+        plugin,
         binding: &name,
         policy: &policy_name,
         failure_policy: pspec
@@ -649,9 +775,16 @@ fn analyse_binding(
         )
     };
     report.verdict = verdict;
-    report.reason = format!(
-        "{head}: evaluates the policy's expressions{evaluated_with} for the requests it matches{scope_note}{effects}{warn}"
-    );
+    report.reason = match plugin {
+        Plugin::Validating => format!(
+            "{head}: evaluates the policy's expressions{evaluated_with} for the requests it matches{scope_note}{effects}{warn}"
+        ),
+        // mutating/dispatcher.go `dispatchInvocations`: each invocation's mutations patch the
+        // object in turn.
+        Plugin::Mutating => format!(
+            "{head}: applies the policy's mutations{evaluated_with} to the requests it matches{scope_note}{warn}"
+        ),
+    };
     report
 }
 

@@ -550,3 +550,81 @@ mod proptests {
         }
     }
 }
+
+/// MutatingAdmissionPolicyBindings: the same generic rules; a configuration error is reported
+/// by `generic/policy_dispatcher.go` `Dispatch` (`PolicyError.Error`), not by a validating
+/// dispatcher, and a binding that passes applies mutations. `e2e_map_binding_verdicts` shows
+/// these messages on kube-apiserver 1.37.1.
+#[test]
+fn mutating_bindings_use_the_generic_dispatchers_messages() {
+    let map: MutatingAdmissionPolicy = serde_json::from_value(json!({
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingAdmissionPolicy",
+        "metadata": {"name": "m"},
+        "spec": {
+            "paramKind": {"apiVersion": "v1", "kind": "ConfigMap"},
+            "matchConstraints": {"resourceRules": [{
+                "apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
+                "resources": ["configmaps"]}]},
+            "reinvocationPolicy": "Never",
+            "mutations": [{"patchType": "ApplyConfiguration",
+                "applyConfiguration": {"expression": "Object{}"}}]
+        }
+    }))
+    .unwrap();
+    let mapb = |name: &str, policy: &str, param: &str| -> MutatingAdmissionPolicyBinding {
+        serde_json::from_value(json!({
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "MutatingAdmissionPolicyBinding", "metadata": {"name": name},
+            "spec": {"policyName": policy, "paramRef": {"name": param, "namespace": "ns",
+                "parameterNotFoundAction": "Deny"}}
+        }))
+        .unwrap()
+    };
+    let (missing, found, orphan) = (
+        mapb("missing", "m", "absent"),
+        mapb("found", "m", "limits"),
+        mapb("orphan", "nope", "limits"),
+    );
+    let policies = [MutatingPolicyInput {
+        policy: &map,
+        stored: true,
+        warning_kinds: Vec::new(),
+        param_scope: ParamScope::Namespaced,
+    }];
+    let bindings: Vec<MutatingBindingInput<'_>> = [&missing, &found, &orphan]
+        .into_iter()
+        .map(|b| MutatingBindingInput {
+            binding: b,
+            stored: true,
+        })
+        .collect();
+    let reports = analyse_mutating(&policies, &bindings, &[cm(Some("ns"), "limits", &[])]);
+    assert_eq!(reports[0].verdict, Verdict::DeniesAllMatching);
+    assert_eq!(
+        reports[0].denial_message.as_deref(),
+        Some(
+            "policy 'm' with binding 'missing' denied request: failed to configure binding: no params found for policy binding with `Deny` parameterNotFoundAction"
+        )
+    );
+    assert!(
+        !reports[0].reason.contains("validationActions"),
+        "{}",
+        reports[0].reason
+    );
+    assert_eq!(reports[1].verdict, Verdict::Evaluates);
+    assert!(
+        reports[1]
+            .reason
+            .contains("applies the policy's mutations once per param"),
+        "{}",
+        reports[1].reason
+    );
+    assert_eq!(reports[2].verdict, Verdict::Inactive);
+    assert!(
+        reports[2]
+            .reason
+            .contains("no MutatingAdmissionPolicy of that name"),
+        "{}",
+        reports[2].reason
+    );
+}

@@ -668,7 +668,7 @@ pub fn run_check(
             schemas: loaded.schemas.as_ref(),
             checker: loaded.checker.as_ref(),
         });
-        let entries = mutating_objects
+        let mut entries: Vec<CheckedPolicy> = mutating_objects
             .iter()
             .map(|o| {
                 let mut entry = mutating::verdict(o, &previous_mutating, server);
@@ -676,6 +676,22 @@ pub fn run_check(
                 entry
             })
             .collect();
+        // What each MutatingAdmissionPolicyBinding will do, as for validating bindings.
+        if mutating_objects
+            .iter()
+            .any(|o| matches!(o, mutating::MutatingObject::Binding(..)))
+        {
+            let live = options.openapi.is_none() && options.crds.is_empty();
+            if let Err(e) = add_mutating_binding_effects(
+                &mutating_objects,
+                &others,
+                &mut entries,
+                loaded.as_ref(),
+                live,
+            ) {
+                return fail(&e.to_string());
+            }
+        }
         let files: Vec<String> = args
             .files
             .iter()
@@ -816,25 +832,7 @@ fn add_binding_effects(
             InputObject::Binding(_) => None,
         })
         .collect();
-    let mut params = Vec::new();
-    for o in others {
-        let is_param = param_kinds
-            .iter()
-            .any(|g| group_of(o.api_version()) == Some(g.group.as_str()) && o.kind() == g.kind);
-        match input::param_object(o) {
-            Ok(p) => params.push(p),
-            Err(message) if is_param => {
-                return Err(InputError {
-                    file: o.origin.source.clone(),
-                    document: Some(o.origin.document),
-                    item: o.origin.item,
-                    line: None,
-                    message,
-                });
-            }
-            Err(_) => {}
-        }
-    }
+    let params = param_objects(&param_kinds, others)?;
     let mut policies = Vec::new();
     let mut bindings = Vec::new();
     let mut binding_index = Vec::new();
@@ -884,6 +882,106 @@ fn add_binding_effects(
     }
     for (i, r) in binding_index.into_iter().zip(reports) {
         checked[i].effect = Some(r);
+    }
+    Ok(())
+}
+
+/// The param objects among `others`: every well-formed object (for the "param of the wrong
+/// kind" note); one of a kind in `param_kinds` that is malformed is an error naming its file,
+/// document and field.
+fn param_objects(
+    param_kinds: &[Gvk],
+    others: &[InputOther],
+) -> Result<Vec<crate::bindings::ParamObject>, InputError> {
+    let mut params = Vec::new();
+    for o in others {
+        let is_param = param_kinds
+            .iter()
+            .any(|g| group_of(o.api_version()) == Some(g.group.as_str()) && o.kind() == g.kind);
+        match input::param_object(o) {
+            Ok(p) => params.push(p),
+            Err(message) if is_param => {
+                return Err(InputError {
+                    file: o.origin.source.clone(),
+                    document: Some(o.origin.document),
+                    item: o.origin.item,
+                    line: None,
+                    message,
+                });
+            }
+            Err(_) => {}
+        }
+    }
+    Ok(params)
+}
+
+/// [`add_binding_effects`] for MutatingAdmissionPolicyBindings: `entries` are the checked
+/// entries of `objects`, in the same order.
+fn add_mutating_binding_effects(
+    objects: &[mutating::MutatingObject],
+    others: &[InputOther],
+    entries: &mut [CheckedPolicy],
+    loaded: Option<&LoadedBackends>,
+    live: bool,
+) -> Result<(), InputError> {
+    use crate::bindings::{MutatingBindingInput, MutatingPolicyInput, analyse_mutating};
+    use mutating::MutatingObject;
+    let param_kinds: Vec<Gvk> = objects
+        .iter()
+        .filter_map(|o| match o {
+            MutatingObject::Policy(_, p) => p
+                .spec
+                .as_ref()
+                .and_then(|s| s.param_kind.as_ref())
+                .and_then(param_kind_gvk),
+            MutatingObject::Binding(..) => None,
+        })
+        .collect();
+    let params = param_objects(&param_kinds, others)?;
+    let mut policies = Vec::new();
+    let mut bindings = Vec::new();
+    let mut binding_index = Vec::new();
+    for (i, (o, c)) in objects.iter().zip(entries.iter()).enumerate() {
+        match o {
+            MutatingObject::Policy(_, p) => policies.push(MutatingPolicyInput {
+                policy: p,
+                stored: c.api_server.accepted(),
+                warning_kinds: c
+                    .status
+                    .as_ref()
+                    .map(crate::bindings::warning_kinds)
+                    .unwrap_or_default(),
+                param_scope: p
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.param_kind.as_ref())
+                    .and_then(param_kind_gvk)
+                    .map_or(ParamScope::Unknown, |g| param_scope(&g, loaded, live)),
+            }),
+            MutatingObject::Binding(_, b) => {
+                bindings.push(MutatingBindingInput {
+                    binding: b,
+                    stored: c.api_server.accepted(),
+                });
+                binding_index.push(i);
+            }
+        }
+    }
+    let reports = analyse_mutating(&policies, &bindings, &params);
+    for c in entries.iter_mut() {
+        if c.kind == mutating::MUTATING_POLICY_KIND {
+            c.bound_by = Some(
+                reports
+                    .iter()
+                    .zip(&bindings)
+                    .filter(|(r, b)| b.stored && r.policy == c.name)
+                    .map(|(r, _)| r.binding.clone())
+                    .collect(),
+            );
+        }
+    }
+    for (i, r) in binding_index.into_iter().zip(reports) {
+        entries[i].effect = Some(r);
     }
     Ok(())
 }
