@@ -442,9 +442,8 @@ fn trigger_param_kind(ctx: &Arc<Context>, gvk: &Gvk) {
     };
     for p in store.state() {
         let same = p
-            .spec
+            .param_kind
             .as_ref()
-            .and_then(|s| s.param_kind.as_ref())
             .and_then(param_kind_gvk)
             .is_some_and(|g| g.group == gvk.group && g.kind == gvk.kind);
         if same {
