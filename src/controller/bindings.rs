@@ -493,9 +493,8 @@ fn trigger_policies_of_kind(ctx: &Arc<Context>, gvk: &Gvk, wanted: impl Fn(&str)
     };
     for p in store.state() {
         let same = p
-            .spec
+            .param_kind
             .as_ref()
-            .and_then(|s| s.param_kind.as_ref())
             .and_then(param_kind_gvk)
             .is_some_and(|g| g.group == gvk.group && g.kind == gvk.kind);
         if same && wanted(&p.name_any()) {

@@ -19,6 +19,7 @@ pub mod lease;
 pub mod mutating;
 pub mod slim;
 pub mod status;
+pub mod stored;
 pub mod watch;
 
 use std::collections::HashMap;
@@ -51,6 +52,7 @@ use self::status::{
     FIELD_MANAGER, apply_body, desired_status, is_up_to_date, overwritten_by_other_manager,
     warnings_of,
 };
+use self::stored::StoredPolicy;
 
 /// Why a reconcile failed (retried with backoff by the error policy).
 #[derive(Debug, thiserror::Error)]
@@ -84,7 +86,7 @@ pub struct Context {
     /// Names of policies to re-check, fed by the schema poll task.
     triggers: broadcast::Sender<String>,
     /// The store of the running controller (to forget deleted policies).
-    store: Mutex<Option<Store<ValidatingAdmissionPolicy>>>,
+    store: Mutex<Option<Store<StoredPolicy>>>,
     /// The bindings and param kinds the running controller watches.
     bindings: bindings::BindingState,
     /// The MutatingAdmissionPolicy controller's state.
@@ -203,16 +205,18 @@ fn state_of(computed: &PolicyStatus) -> PolicyState {
 }
 
 /// Reconciles one policy: check, compare, write if needed, record an event on change.
-async fn reconcile(
-    policy: Arc<ValidatingAdmissionPolicy>,
-    ctx: Arc<Context>,
-) -> Result<Action, ReconcileError> {
-    let name = policy.name_any();
-    let generation = policy.metadata.generation;
+async fn reconcile(stored: Arc<StoredPolicy>, ctx: Arc<Context>) -> Result<Action, ReconcileError> {
+    let name = stored.name_any();
+    let generation = stored.metadata.generation;
     let span = info_span!("reconcile", policy = %name, generation = generation.unwrap_or(0));
     async move {
         let guard = ctx.metrics.start_reconcile();
-        let result = reconcile_inner(&policy, &name, &ctx).await;
+        // The store keeps spec and status packed (stored.rs); this reconcile's copy is dropped
+        // when it ends.
+        let result = match stored.unpack() {
+            Ok(policy) => reconcile_inner(&Arc::new(policy), &name, &ctx).await,
+            Err(e) => Err(ReconcileError::Check(e)),
+        };
         let took = guard.elapsed();
         match &result {
             Ok(outcome) => {
@@ -455,11 +459,7 @@ fn skip_label(reason: &crate::policy::SkipReason) -> crate::metrics::SkipReason 
 }
 
 /// Retry with exponential backoff per policy: 1 s, 2 s, 4 s ... at most 5 minutes.
-fn error_policy(
-    policy: Arc<ValidatingAdmissionPolicy>,
-    _error: &ReconcileError,
-    ctx: Arc<Context>,
-) -> Action {
+fn error_policy(policy: Arc<StoredPolicy>, _error: &ReconcileError, ctx: Arc<Context>) -> Action {
     ctx.metrics.workqueue_retry();
     let mut failures = lock(&ctx.failures);
     let n = failures.entry(policy.name_any()).or_insert(0);
@@ -475,7 +475,8 @@ pub fn backoff(failures: u32) -> Duration {
 
 /// Runs one controller instance until `stop` completes (then finishes in-flight reconciles).
 async fn run_controller(ctx: Arc<Context>, stop: impl Future<Output = ()> + Send + Sync + 'static) {
-    let api: Api<ValidatingAdmissionPolicy> = Api::all(ctx.client.clone());
+    // Decoded straight into the packed form the store keeps (stored.rs).
+    let api: Api<StoredPolicy> = Api::all(ctx.client.clone());
     let rx = ctx.triggers.subscribe();
     let triggers = futures::stream::unfold(rx, |mut rx| async move {
         loop {
@@ -523,8 +524,8 @@ async fn run_controller(ctx: Arc<Context>, stop: impl Future<Output = ()> + Send
             }
             event
         })
-        // Only what the controller reads goes into the store (see slim.rs).
-        .modify(|p: &mut ValidatingAdmissionPolicy| slim::slim_meta(&mut p.metadata))
+        // Only what the controller reads goes into the store: StoredPolicy slims and packs
+        // each object as it is decoded (stored.rs, slim.rs).
         .reflect(writer)
         .applied_objects()
         // Errors are handled above; passed on they would make the controller back off once more.
