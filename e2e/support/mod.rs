@@ -490,3 +490,48 @@ pub async fn dry_run_create(
         status["message"].as_str().unwrap_or_default()
     )))
 }
+
+/// What `vapcheck check -o json --kubeconfig <kubeconfig> <file>` says about each binding of
+/// `kind` (`ValidatingAdmissionPolicyBinding` or `MutatingAdmissionPolicyBinding`): name →
+/// (verdict, `effect.denialMessage`). Each is also printed, prefixed with `log`.
+pub fn binding_verdicts(
+    kubeconfig: &Path,
+    file: &Path,
+    kind: &str,
+    log: &str,
+) -> anyhow::Result<std::collections::BTreeMap<String, (String, serde_json::Value)>> {
+    let output = Command::new(env!("CARGO_BIN_EXE_vapcheck"))
+        .args(["check", "-o", "json", "--kubeconfig"])
+        .arg(kubeconfig)
+        .arg(file)
+        .stdin(Stdio::null())
+        .output()
+        .context("running vapcheck")?;
+    let entries: Vec<serde_json::Value> =
+        serde_json::from_slice(&output.stdout).with_context(|| {
+            format!(
+                "vapcheck ({}) printed no JSON; stderr:\n{}",
+                output.status,
+                String::from_utf8_lossy(&output.stderr)
+            )
+        })?;
+    Ok(entries
+        .iter()
+        .filter(|e| e["kind"] == kind)
+        .map(|e| {
+            eprintln!(
+                "{log}: vapcheck: {}: {}: {}",
+                e["name"].as_str().unwrap_or_default(),
+                e["verdict"].as_str().unwrap_or_default(),
+                e["reason"].as_str().unwrap_or_default()
+            );
+            (
+                e["name"].as_str().unwrap_or_default().to_owned(),
+                (
+                    e["verdict"].as_str().unwrap_or_default().to_owned(),
+                    e["effect"]["denialMessage"].clone(),
+                ),
+            )
+        })
+        .collect())
+}

@@ -25,8 +25,6 @@
 mod support;
 
 use std::collections::BTreeMap;
-use std::path::Path;
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use anyhow::{Context, bail};
@@ -326,43 +324,6 @@ async fn request(client: &Client, case: &Case, name: &str) -> anyhow::Result<Opt
     support::dry_run_create(client, &uri, &body).await
 }
 
-/// What vapcheck says about each binding: (verdict, denialMessage).
-fn vapcheck(kubeconfig: &Path, file: &Path) -> anyhow::Result<BTreeMap<String, (String, Value)>> {
-    let output = Command::new(env!("CARGO_BIN_EXE_vapcheck"))
-        .args(["check", "-o", "json", "--kubeconfig"])
-        .arg(kubeconfig)
-        .arg(file)
-        .stdin(Stdio::null())
-        .output()
-        .context("running vapcheck")?;
-    let entries: Vec<Value> = serde_json::from_slice(&output.stdout).with_context(|| {
-        format!(
-            "vapcheck ({}) printed no JSON; stderr:\n{}",
-            output.status,
-            String::from_utf8_lossy(&output.stderr)
-        )
-    })?;
-    Ok(entries
-        .iter()
-        .filter(|e| e["kind"] == "ValidatingAdmissionPolicyBinding")
-        .map(|e| {
-            eprintln!(
-                "binding-verdicts: vapcheck: {}: {}: {}",
-                e["name"].as_str().unwrap_or_default(),
-                e["verdict"].as_str().unwrap_or_default(),
-                e["reason"].as_str().unwrap_or_default()
-            );
-            (
-                e["name"].as_str().unwrap_or_default().to_owned(),
-                (
-                    e["verdict"].as_str().unwrap_or_default().to_owned(),
-                    e["effect"]["denialMessage"].clone(),
-                ),
-            )
-        })
-        .collect())
-}
-
 /// Whether the API server's answer to the case's first request (and, for `evaluates`, its
 /// second) is what the verdict says; `Err` is the disagreement.
 fn agrees(
@@ -443,7 +404,12 @@ async fn binding_verdicts_match_the_api_server() -> anyhow::Result<()> {
             .await
             .with_context(|| format!("creating case {}", c.name))?;
     }
-    let verdicts = vapcheck(cluster.kubeconfig(), &file)?;
+    let verdicts = support::binding_verdicts(
+        cluster.kubeconfig(),
+        &file,
+        "ValidatingAdmissionPolicyBinding",
+        "binding-verdicts",
+    )?;
     if verdicts.len() != cases.len() {
         bail!(
             "vapcheck reported {} bindings for {} cases",

@@ -23,8 +23,6 @@
 mod support;
 
 use std::collections::BTreeMap;
-use std::path::Path;
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use anyhow::{Context, bail};
@@ -194,43 +192,6 @@ async fn request(
     }
 }
 
-/// What vapcheck says about each MAP binding: (verdict, denialMessage).
-fn vapcheck(kubeconfig: &Path, file: &Path) -> anyhow::Result<BTreeMap<String, (String, Value)>> {
-    let output = Command::new(env!("CARGO_BIN_EXE_vapcheck"))
-        .args(["check", "-o", "json", "--kubeconfig"])
-        .arg(kubeconfig)
-        .arg(file)
-        .stdin(Stdio::null())
-        .output()
-        .context("running vapcheck")?;
-    let entries: Vec<Value> = serde_json::from_slice(&output.stdout).with_context(|| {
-        format!(
-            "vapcheck ({}) printed no JSON; stderr:\n{}",
-            output.status,
-            String::from_utf8_lossy(&output.stderr)
-        )
-    })?;
-    Ok(entries
-        .iter()
-        .filter(|e| e["kind"] == "MutatingAdmissionPolicyBinding")
-        .map(|e| {
-            eprintln!(
-                "map-binding-verdicts: vapcheck: {}: {}: {}",
-                e["name"].as_str().unwrap_or_default(),
-                e["verdict"].as_str().unwrap_or_default(),
-                e["reason"].as_str().unwrap_or_default()
-            );
-            (
-                e["name"].as_str().unwrap_or_default().to_owned(),
-                (
-                    e["verdict"].as_str().unwrap_or_default().to_owned(),
-                    e["effect"]["denialMessage"].clone(),
-                ),
-            )
-        })
-        .collect())
-}
-
 fn agrees(
     case: &str,
     verdict: &str,
@@ -280,7 +241,12 @@ async fn map_binding_verdicts_match_the_api_server() -> anyhow::Result<()> {
             .await
             .with_context(|| format!("creating case {}", c.name))?;
     }
-    let verdicts = vapcheck(cluster.kubeconfig(), &file)?;
+    let verdicts = support::binding_verdicts(
+        cluster.kubeconfig(),
+        &file,
+        "MutatingAdmissionPolicyBinding",
+        "map-binding-verdicts",
+    )?;
     if verdicts.len() != cases.len() {
         bail!(
             "vapcheck reported {} MAP bindings for {} cases",

@@ -867,23 +867,36 @@ fn add_binding_effects(
         }
     }
     let reports = analyse(&policies, &bindings, &params);
-    for c in checked.iter_mut() {
-        if c.kind == input::POLICY_KIND {
-            // Only stored bindings bind (a rejected one never exists).
+    let stored: Vec<bool> = bindings.iter().map(|b| b.stored).collect();
+    attach_reports(checked, input::POLICY_KIND, reports, &stored, binding_index);
+    Ok(())
+}
+
+/// Attaches the binding reports to the entries: `bound_by` on each policy of `policy_kind`
+/// (only stored bindings bind: a rejected one never exists), `effect` on the binding at
+/// `binding_index[i]` for `reports[i]` (whose binding is stored when `stored[i]`).
+fn attach_reports(
+    entries: &mut [CheckedPolicy],
+    policy_kind: &str,
+    reports: Vec<crate::bindings::BindingReport>,
+    stored: &[bool],
+    binding_index: Vec<usize>,
+) {
+    for c in entries.iter_mut() {
+        if c.kind == policy_kind {
             c.bound_by = Some(
                 reports
                     .iter()
-                    .zip(&bindings)
-                    .filter(|(r, b)| b.stored && r.policy == c.name)
+                    .zip(stored)
+                    .filter(|(r, stored)| **stored && r.policy == c.name)
                     .map(|(r, _)| r.binding.clone())
                     .collect(),
             );
         }
     }
     for (i, r) in binding_index.into_iter().zip(reports) {
-        checked[i].effect = Some(r);
+        entries[i].effect = Some(r);
     }
-    Ok(())
 }
 
 /// The param objects among `others`: every well-formed object (for the "param of the wrong
@@ -968,20 +981,13 @@ fn add_mutating_binding_effects(
         }
     }
     let reports = analyse_mutating(&policies, &bindings, &params);
-    for c in entries.iter_mut() {
-        if c.kind == mutating::MUTATING_POLICY_KIND {
-            c.bound_by = Some(
-                reports
-                    .iter()
-                    .zip(&bindings)
-                    .filter(|(r, b)| b.stored && r.policy == c.name)
-                    .map(|(r, _)| r.binding.clone())
-                    .collect(),
-            );
-        }
-    }
-    for (i, r) in binding_index.into_iter().zip(reports) {
-        entries[i].effect = Some(r);
-    }
+    let stored: Vec<bool> = bindings.iter().map(|b| b.stored).collect();
+    attach_reports(
+        entries,
+        mutating::MUTATING_POLICY_KIND,
+        reports,
+        &stored,
+        binding_index,
+    );
     Ok(())
 }

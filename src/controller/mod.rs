@@ -233,14 +233,7 @@ async fn reconcile(stored: Arc<StoredPolicy>, ctx: Arc<Context>) -> Result<Actio
                 guard.finish(ReconcileResult::Error);
             }
         }
-        result.map(|_| {
-            let period = ctx.config.recheck_period.get();
-            if period.is_zero() {
-                Action::await_change()
-            } else {
-                Action::requeue(period)
-            }
-        })
+        result.map(|_| after_success(&ctx))
     }
     .instrument(span)
     .await
@@ -465,6 +458,17 @@ fn error_policy(policy: Arc<StoredPolicy>, _error: &ReconcileError, ctx: Arc<Con
     let n = failures.entry(policy.name_any()).or_insert(0);
     *n = n.saturating_add(1);
     Action::requeue(backoff(*n))
+}
+
+/// What follows a successful reconcile: a re-check after the configured period, or none
+/// (period 0: only changes trigger one).
+pub(crate) fn after_success(ctx: &Context) -> Action {
+    let period = ctx.config.recheck_period.get();
+    if period.is_zero() {
+        Action::await_change()
+    } else {
+        Action::requeue(period)
+    }
 }
 
 /// The retry delay after `failures` consecutive failures.

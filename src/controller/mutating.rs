@@ -225,14 +225,7 @@ async fn reconcile(
                 guard.finish(ReconcileResult::Error);
             }
         }
-        result.map(|_| {
-            let period = ctx.config.recheck_period.get();
-            if period.is_zero() {
-                Action::await_change()
-            } else {
-                Action::requeue(period)
-            }
-        })
+        result.map(|_| super::after_success(&ctx))
     }
     .instrument(span)
     .await

@@ -74,6 +74,20 @@ struct SiteResults {
     extra: Vec<KindResult>,
 }
 
+/// The positions of the findings (upstream's and extended mode's) of one site for `gvk`.
+fn finding_positions(res: &SiteResults, gvk: &Gvk) -> Vec<Pos> {
+    res.upstream
+        .iter()
+        .chain(&res.extra)
+        .filter(|r| &r.gvk == gvk)
+        .flat_map(|r| match &r.outcome {
+            KindOutcome::Issues(t) => split_issues(t),
+            KindOutcome::Error(_) => Vec::new(),
+        })
+        .filter_map(|i| i.pos)
+        .collect()
+}
+
 /// The params declaration for a policy (upstream `paramsGVK` + `declType`): no `paramKind`,
 /// an unparseable `apiVersion` or an empty GVK → absent; otherwise typed when the schema
 /// resolves to a type, `dyn` when it does not.
@@ -482,17 +496,7 @@ fn excluded_by_match_conditions(
             continue;
         };
         for kind in resolved {
-            let errors: Vec<Pos> = res
-                .upstream
-                .iter()
-                .chain(&res.extra)
-                .filter(|r| r.gvk == kind.gvk)
-                .flat_map(|r| match &r.outcome {
-                    KindOutcome::Issues(t) => split_issues(t),
-                    KindOutcome::Error(_) => Vec::new(),
-                })
-                .filter_map(|i| i.pos)
-                .collect();
+            let errors = finding_positions(res, &kind.gvk);
             let facts = Facts {
                 kind: &kind.gvk.kind,
                 group_version: Some((&kind.gvk.group, &kind.gvk.version)),
@@ -571,17 +575,7 @@ fn variables_not_evaluated(
         for kind in resolved {
             let mut all_false = true;
             for (res, uses) in &uses_by_site {
-                let errors: Vec<Pos> = res
-                    .upstream
-                    .iter()
-                    .chain(&res.extra)
-                    .filter(|r| r.gvk == kind.gvk)
-                    .flat_map(|r| match &r.outcome {
-                        KindOutcome::Issues(t) => split_issues(t),
-                        KindOutcome::Error(_) => Vec::new(),
-                    })
-                    .filter_map(|i| i.pos)
-                    .collect();
+                let errors = finding_positions(res, &kind.gvk);
                 for n in uses {
                     let facts = Facts {
                         kind: &kind.gvk.kind,
