@@ -10,7 +10,9 @@
 //!    policy's validation decides (a request it accepts is admitted, one it rejects denied);
 //! 3. a policy without bindings says so; a binding that selects nothing the policy matches is
 //!    inactive, and a request its policy would reject is admitted;
-//! 4. `vapcheck_bindings{verdict}` counts them.
+//! 4. `vapcheck_bindings{verdict}` counts them;
+//! 5. a binding whose policy does not exist (created so, or its policy deleted) gets an
+//!    `Inactive` Warning Event within 5 s (kube-apiserver skips it: `e2e_binding_verdicts`).
 //!
 //! `cargo test --test e2e_binding_controller -- --nocapture` prints the measured delays.
 
@@ -34,6 +36,7 @@ const BINDING: &str = "params-binding.bind13-ctl.e2e.vapcheck.dev";
 const LONELY: &str = "lonely.bind13-ctl.e2e.vapcheck.dev";
 const NARROW: &str = "narrow.bind13-ctl.e2e.vapcheck.dev";
 const NARROW_BINDING: &str = "narrow-binding.bind13-ctl.e2e.vapcheck.dev";
+const ORPHAN_BINDING: &str = "orphan-binding.bind13-ctl.e2e.vapcheck.dev";
 
 /// How long the first condition may take (vapcheck's start included).
 const FIRST: Duration = Duration::from_secs(60);
@@ -281,6 +284,59 @@ spec:
     let text = support::http_get(&addr, "/metrics")?;
     assert!(metric(&text, "inactive").unwrap_or(0.0) >= 1.0, "{text}");
     assert!(metric(&text, "denies_all").unwrap_or(0.0) >= 1.0, "{text}");
+    // 5. Bindings whose policy does not exist (kube-apiserver skips them: `no-policy` in
+    // e2e_binding_verdicts): a binding created for a missing policy, and the binding of a
+    // policy that is deleted, each get an Inactive Warning Event within 5 s.
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::all(client.clone());
+    let inactive_event = |binding: &'static str, since: Instant| {
+        let events = events.clone();
+        async move {
+            let (event, took) = {
+                let e = wait_for(&format!("an Inactive Event on {binding}"), CHANGE, || {
+                    let events = events.clone();
+                    async move {
+                        let list = events
+                            .list(
+                                &ListParams::default().fields(&format!("regarding.name={binding}")),
+                            )
+                            .await?;
+                        Ok(list.items.into_iter().find(|e| {
+                            e.reason.as_deref() == Some("Inactive")
+                                && e.type_.as_deref() == Some("Warning")
+                                && e.note.as_deref().is_some_and(|n| {
+                                    n.contains("no ValidatingAdmissionPolicy of that name exists")
+                                })
+                        }))
+                    }
+                })
+                .await?;
+                (e, since.elapsed())
+            };
+            anyhow::Ok((event, took))
+        }
+    };
+    let created = Instant::now();
+    apply_yaml(
+        &client,
+        &format!(
+            "apiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingAdmissionPolicyBinding\nmetadata:\n  name: {ORPHAN_BINDING}\nspec:\n  policyName: no-such-policy.bind13-ctl.e2e.vapcheck.dev\n  validationActions: [Deny]\n"
+        ),
+    )
+    .await?;
+    let (event, took) = inactive_event(ORPHAN_BINDING, created).await?;
+    println!(
+        "binding-controller: Inactive Event {took:?} after a binding of a missing policy was created: {}",
+        event.note.unwrap_or_default()
+    );
+    let vaps: Api<ValidatingAdmissionPolicy> = Api::all(client.clone());
+    let deleted = Instant::now();
+    vaps.delete(POLICY, &Default::default()).await?;
+    let (event, took) = inactive_event(BINDING, deleted).await?;
+    println!(
+        "binding-controller: Inactive Event {took:?} after the policy of {BINDING} was deleted: {}",
+        event.note.unwrap_or_default()
+    );
+
     drop(vapcheck);
     Ok(())
 }

@@ -242,6 +242,30 @@ fn analyse_with(
         .collect()
 }
 
+/// The report of a stored binding whose policy does not exist in the cluster (the
+/// controller's wording of the offline "no policy of that name is in the input"):
+/// `policy_source.go` `calculatePolicyData` skips such bindings, so the binding does nothing
+/// (`e2e_binding_verdicts`, case `no-policy`).
+pub fn orphan_report(binding: &ValidatingAdmissionPolicyBinding) -> BindingReport {
+    let name = binding.metadata.name.clone().unwrap_or_default();
+    let policy = binding.spec.policy_name.clone();
+    BindingReport {
+        reason: format!(
+            "binding {name:?} of policy {policy:?}: no ValidatingAdmissionPolicy of that name exists; kube-apiserver skips bindings whose policy does not exist, so the binding does nothing"
+        ),
+        binding: name,
+        policy,
+        policy_exists: false,
+        failure_policy: "Fail".into(),
+        validation_actions: binding.spec.validation_actions.clone(),
+        params: Vec::new(),
+        overlap: None,
+        verdict: Verdict::Inactive,
+        denial_message: None,
+        notes: Vec::new(),
+    }
+}
+
 /// [`analyse`] for MutatingAdmissionPolicyBindings and their MutatingAdmissionPolicies. The
 /// fields the generic plugin reads (`paramKind`, `matchConstraints`, `failurePolicy`;
 /// `policyName`, `paramRef`, `matchResources`) have the same types and rules in both kinds,

@@ -350,6 +350,48 @@ pub async fn watch_bindings(ctx: Arc<Context>) {
     }
 }
 
+/// How often [`watch_orphans`] looks for bindings whose policy does not exist.
+const ORPHAN_SWEEP: Duration = Duration::from_secs(1);
+
+/// Bindings whose policy does not exist have no policy to reconcile: once a second, while the
+/// policy and binding stores are listed, each such binding gets the `Inactive` verdict (metric)
+/// and, when that is new for it, an Event (a binding created for a missing policy, or whose
+/// policy was deleted). When the policy appears, its reconcile records the new verdict.
+pub async fn watch_orphans(ctx: Arc<Context>) {
+    let mut tick = tokio::time::interval(ORPHAN_SWEEP);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let policies = lock(&ctx.store).clone();
+        let bindings = lock(&ctx.bindings.bindings).clone();
+        let (Some(policies), Some(bindings)) = (policies, bindings) else {
+            continue;
+        };
+        // Both listed at least once: before that, a missing policy may just not be read yet.
+        let listed = futures::FutureExt::now_or_never(policies.wait_until_ready())
+            .is_some_and(|r| r.is_ok())
+            && futures::FutureExt::now_or_never(bindings.wait_until_ready())
+                .is_some_and(|r| r.is_ok());
+        if !listed {
+            continue;
+        }
+        let reports: Vec<BindingReport> = bindings
+            .state()
+            .iter()
+            .filter(|b| {
+                !b.spec.policy_name.is_empty()
+                    && policies
+                        .get(&reflector::ObjectRef::new(&b.spec.policy_name))
+                        .is_none()
+            })
+            .map(|b| crate::bindings::orphan_report(b))
+            .collect();
+        if !reports.is_empty() {
+            super::publish_binding_events(&ctx, None, &reports).await;
+        }
+    }
+}
+
 /// Starts a metadata-only watch of `gvk` (plural `resource`) in every namespace; each change
 /// re-checks the policies whose paramKind is that group and kind.
 fn start_param_watch(ctx: Arc<Context>, gvk: &Gvk, resource: &str, namespaced: bool) -> ParamWatch {

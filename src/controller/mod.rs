@@ -543,6 +543,7 @@ async fn run_controller(ctx: Arc<Context>, stop: impl Future<Output = ()> + Send
         .graceful_shutdown_on(stop);
     *lock(&ctx.store) = Some(controller.store());
     let _bindings = AbortOnDrop(tokio::spawn(bindings::watch_bindings(Arc::clone(&ctx))));
+    let _orphans = AbortOnDrop(tokio::spawn(bindings::watch_orphans(Arc::clone(&ctx))));
     let _mutating = AbortOnDrop(tokio::spawn(mutating::run(Arc::clone(&ctx))));
     ctx.metrics
         .set_max_concurrent_reconciles(ctx.config.concurrency);
