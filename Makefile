@@ -46,15 +46,16 @@ test:
 	@scripts/stage doc-test cargo test --doc
 	@scripts/stage fuzz-smoke $(MAKE) --no-print-directory fuzz-smoke
 
-## A fuzzing smoke run, 30 seconds per target (after the seeds): check (CEL parse + check),
+## A fuzzing smoke run, 60 seconds per target (seeds included): check (CEL parse + check),
 ## k8s_expr (an expression in every site of a policy, checked against real kinds and by the
 ## API server's create validation), policy (VAP and MAP documents through the `vapcheck check`
 ## pipeline), schema (OpenAPI documents and CRDs through the schema conversion) and manifests
-## (static-manifest folders, CI positions); cargo-fuzz on stable, no sanitizer, an
-## unoptimised build; a longer run: fuzz/run-smoke.sh 3600, see docs/cel-checker.md.
+## (static-manifest folders, CI positions); cargo-fuzz on stable, no sanitizer, an optimised
+## build with debug assertions; each target prints its executions (`Done N runs`,
+## `stat::number_of_executed_units`). Longer runs: docs/fuzzing.md.
 fuzz-smoke:
 	@command -v cargo-fuzz >/dev/null 2>&1 || cargo install cargo-fuzz --locked
-	FUZZ_DEV=1 fuzz/run-smoke.sh 30
+	fuzz/run-smoke.sh 60
 
 ## make demo: build, start a local control plane with the upstream status controller, apply the
 ## sample policies from config/samples/, show their status with kubectl, stop the control plane.

@@ -12,7 +12,7 @@ use k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicy;
 use libfuzzer_sys::fuzz_target;
 use vapcheck::apiserver::{Server, validate_policy_create};
 use vapcheck::cli::{BackendProvider, LoadedBackends, OfflineProvider, SchemaOptions};
-use vapcheck::policy::{Backends, CheckOptions, Mode, check_policy};
+use vapcheck::policy::{Backends, CheckOptions, Mode, check_policy, extended_keeps_strict};
 
 fn load() -> LoadedBackends {
     let openapi = vapcheck::schema::shared_dir().join("openapi/v1.35");
@@ -78,7 +78,7 @@ fuzz_target!(|data: &[u8]| {
             schemas: loaded.schemas.as_ref(),
             checker: loaded.checker.as_ref(),
         };
-        for mode in [Mode::Strict, Mode::Extended] {
+        let [strict, extended] = [Mode::Strict, Mode::Extended].map(|mode| {
             let options = CheckOptions {
                 mode,
                 ..CheckOptions::default()
@@ -89,6 +89,12 @@ fuzz_target!(|data: &[u8]| {
                 first, second,
                 "{mode:?} check of {text:?} is not deterministic"
             );
+            first
+        });
+        if let Err(e) =
+            extended_keeps_strict(&strict.expression_warnings, &extended.expression_warnings)
+        {
+            panic!("{text:?}: {e}");
         }
     });
 });

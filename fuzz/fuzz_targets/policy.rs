@@ -12,7 +12,7 @@ use vapcheck::cli::input::{read_all, read_policies};
 use vapcheck::cli::mutating::{policies as map_policies, read};
 use vapcheck::cli::{BackendProvider, LoadedBackends, OfflineProvider, SchemaOptions};
 use vapcheck::mutating::check_mutating_policy;
-use vapcheck::policy::{Backends, CheckOptions, Mode, check_policy};
+use vapcheck::policy::{Backends, CheckOptions, Mode, check_policy, extended_keeps_strict};
 
 fn load() -> LoadedBackends {
     let openapi = vapcheck::schema::shared_dir().join("openapi/v1.35");
@@ -52,7 +52,7 @@ fuzz_target!(|data: &[u8]| {
             checker: loaded.checker.as_ref(),
         };
         for p in &policies {
-            for mode in [Mode::Strict, Mode::Extended] {
+            let [strict, extended] = [Mode::Strict, Mode::Extended].map(|mode| {
                 let options = CheckOptions {
                     mode,
                     ..CheckOptions::default()
@@ -64,6 +64,12 @@ fuzz_target!(|data: &[u8]| {
                     "{mode:?} check of {} is not deterministic",
                     p.origin
                 );
+                first
+            });
+            if let Err(e) =
+                extended_keeps_strict(&strict.expression_warnings, &extended.expression_warnings)
+            {
+                panic!("{}: {e}", p.origin);
             }
         }
         for (origin, policy) in map_policies(&maps) {

@@ -38,5 +38,5 @@ pub use restmapper::{
     ApiGroupResources, ApiResource, ApiVersionResources, Discovery, DiscoveryRestMapper,
     MappingError, RestMapper,
 };
-pub use status::{PolicyCondition, PolicyStatus};
+pub use status::{PolicyCondition, PolicyStatus, extended_keeps_strict};
 pub use types::{ExpectedType, OutputType};

@@ -345,6 +345,29 @@ pub fn expressions_valid_condition_classified(
     }
 }
 
+/// Checks the promise of extended mode ([`super::check_policy`]): every upstream (strict) entry
+/// is kept, with upstream's text as the prefix of the extended entry of the same `fieldRef`.
+/// `Err` names the first entry that is lost or changed. Used by the fuzz targets
+/// (`fuzz/fuzz_targets/policy.rs`, `k8s_expr.rs`) on arbitrary input.
+pub fn extended_keeps_strict(
+    strict: &[ExpressionWarning],
+    extended: &[ExpressionWarning],
+) -> Result<(), String> {
+    for s in strict {
+        match extended.iter().find(|e| e.field_ref == s.field_ref) {
+            None => return Err(format!("extended mode lost the entry of {}", s.field_ref)),
+            Some(e) if !e.warning.starts_with(&s.warning) => {
+                return Err(format!(
+                    "extended mode changed upstream's text of {}: {:?} is not a prefix of {:?}",
+                    s.field_ref, s.warning, e.warning
+                ));
+            }
+            Some(_) => {}
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -426,6 +449,30 @@ mod tests {
         let m = bounded_message("x: ", &huge);
         assert!(m.len() <= MAX_CONDITION_MESSAGE);
         assert_eq!(m, "x: 1 item not listed");
+    }
+
+    #[test]
+    fn extended_keeps_strict_entries_as_prefixes() {
+        let w = |f: &str, t: &str| ExpressionWarning {
+            field_ref: f.into(),
+            warning: t.into(),
+        };
+        let strict = [w("spec.validations[0].expression", "ERROR: a")];
+        let longer = [
+            w("spec.variables[0].expression", "ERROR: v"),
+            w("spec.validations[0].expression", "ERROR: a\nERROR: b"),
+        ];
+        assert_eq!(extended_keeps_strict(&strict, &longer), Ok(()));
+        assert_eq!(extended_keeps_strict(&[], &longer), Ok(()));
+        let lost = extended_keeps_strict(&strict, &longer[..1]).unwrap_err();
+        assert_eq!(
+            lost,
+            "extended mode lost the entry of spec.validations[0].expression"
+        );
+        let changed =
+            extended_keeps_strict(&strict, &[w("spec.validations[0].expression", "ERROR: b")])
+                .unwrap_err();
+        assert!(changed.contains("changed upstream's text"), "{changed}");
     }
 
     #[test]
