@@ -483,7 +483,7 @@ impl Metrics {
         );
         r.register(
             "vapcheck_policy_rejected_on_create",
-            "Number of field errors kube-apiserver returns if the stored ValidatingAdmissionPolicy were created now (0: accepted; the AcceptedOnCreate condition names them)",
+            "1 when kube-apiserver would reject the stored admission policy if it were created now, else 0 (a ValidatingAdmissionPolicy's AcceptedOnCreate condition names the causes)",
             m.policy_rejected_on_create.clone(),
         );
         r.register(

@@ -948,7 +948,8 @@ fn chrono_free_now() -> String {
 /// would have accepted it) that today's API server rejects on create: `vapcheck controller`
 /// reports `AcceptedOnCreate=False` naming the API server's own cause (taken from a dry-run
 /// create of the same spec), and `vapcheck_policy_rejected_on_create` is 1; a policy the
-/// server accepts gets `AcceptedOnCreate=True` and 0.
+/// server accepts gets `AcceptedOnCreate=True` and 0. The same for MutatingAdmissionPolicies,
+/// which have no status: only the metric (`kind="MutatingAdmissionPolicy"`) says it.
 #[tokio::test]
 async fn controller_reports_stored_policies_the_api_server_rejects_on_create() -> anyhow::Result<()>
 {
@@ -973,6 +974,37 @@ async fn controller_reports_stored_policies_the_api_server_rejects_on_create() -
     };
     let stored = policy("stored-includes.e2e.vapcheck.dev", "[1, 2].includes(1)");
     let good = policy("created-good.e2e.vapcheck.dev", "object.spec.replicas > 1");
+    let mutating = |name: &str, expression: &str| {
+        json!({
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "MutatingAdmissionPolicy",
+            "metadata": {"name": name},
+            "spec": {
+                "failurePolicy": "Fail",
+                "reinvocationPolicy": "Never",
+                "matchConstraints": {
+                    "matchPolicy": "Equivalent", "namespaceSelector": {}, "objectSelector": {},
+                    "resourceRules": [{"apiGroups": ["apps"], "apiVersions": ["v1"],
+                        "operations": ["CREATE"], "resources": ["deployments"], "scope": "*"}]
+                },
+                "mutations": [{"patchType": "ApplyConfiguration",
+                               "applyConfiguration": {"expression": expression}}]
+            }
+        })
+    };
+    let includes_apply = "[1, 2].includes(1) ? Object{} : Object{}";
+    let stored_map = mutating("stored-includes-map.e2e.vapcheck.dev", includes_apply);
+    let good_map = mutating(
+        "created-good-map.e2e.vapcheck.dev",
+        "Object{spec: Object.spec{replicas: 2}}",
+    );
+    let probe_map = mutating("probe-includes-map.e2e.vapcheck.dev", includes_apply);
+    let expected_map = truth::dry_run_create(&client, &probe_map).await?;
+    assert_eq!(expected_map.http, 422, "{:?}", expected_map.causes);
+    println!(
+        "stored MAP: kube-apiserver rejects its create: {:?}",
+        expected_map.causes
+    );
     // What the API server says to a create of the same spec (under another name).
     let probe = policy("probe-includes.e2e.vapcheck.dev", "[1, 2].includes(1)");
     let expected = truth::dry_run_create(&client, &probe).await?;
@@ -983,10 +1015,15 @@ async fn controller_reports_stored_policies_the_api_server_rejects_on_create() -
         .unwrap_or_default()
         .to_owned();
 
-    truth::delete_if_present(&client, &stored).await?;
-    truth::delete_if_present(&client, &good).await?;
-    let line =
-        json!({"key": truth::etcd_key(&stored)?, "value": truth::etcd_value(&stored, 990_001)});
+    for object in [&stored, &good, &stored_map, &good_map] {
+        truth::delete_if_present(&client, object).await?;
+    }
+    let line = [
+        json!({"key": truth::etcd_key(&stored)?, "value": truth::etcd_value(&stored, 990_001)}),
+        json!({"key": truth::etcd_key(&stored_map)?, "value": truth::etcd_value(&stored_map, 990_002)}),
+    ]
+    .map(|l| l.to_string())
+    .join("\n");
     let endpoint = etcd_endpoint(cluster.kubeconfig())?;
     let mut child = Command::new(etcdput()?)
         .args(["-endpoint", &endpoint])
@@ -1002,13 +1039,15 @@ async fn controller_reports_stored_policies_the_api_server_rejects_on_create() -
     if !status.success() {
         bail!("etcdput failed: {status}");
     }
-    let (http, body, _) = truth::send(&client, http::Method::POST, &good, false).await?;
-    if http != 201 {
-        bail!(
-            "creating {}: HTTP {http}: {}",
-            truth::name_of(&good),
-            String::from_utf8_lossy(&body)
-        );
+    for created in [&good, &good_map] {
+        let (http, body, _) = truth::send(&client, http::Method::POST, created, false).await?;
+        if http != 201 {
+            bail!(
+                "creating {}: HTTP {http}: {}",
+                truth::name_of(created),
+                String::from_utf8_lossy(&body)
+            );
+        }
     }
 
     let log = std::env::temp_dir().join(format!(
@@ -1096,6 +1135,29 @@ async fn controller_reports_stored_policies_the_api_server_rejects_on_create() -
         ] {
             assert!(metrics.contains(series), "no {series} in\n{metrics}");
         }
+        // MAPs: no status, only the metric (the MAP controller starts once discovery shows
+        // the kind, so wait for it).
+        let map_series = [
+            "vapcheck_policy_rejected_on_create{kind=\"MutatingAdmissionPolicy\",policy=\"stored-includes-map.e2e.vapcheck.dev\"} 1",
+            "vapcheck_policy_rejected_on_create{kind=\"MutatingAdmissionPolicy\",policy=\"created-good-map.e2e.vapcheck.dev\"} 0",
+        ];
+        let started = std::time::Instant::now();
+        support::wait_for(
+            "vapcheck_policy_rejected_on_create of both MAPs",
+            std::time::Duration::from_secs(60),
+            || async {
+                let metrics = http_get(&addr, "/metrics")?;
+                Ok(map_series
+                    .iter()
+                    .all(|s| metrics.contains(s))
+                    .then_some(()))
+            },
+        )
+        .await?;
+        println!(
+            "stored MAP: vapcheck_policy_rejected_on_create 1 (the created MAP 0) after {:?}",
+            started.elapsed()
+        );
         anyhow::Ok(())
     }
     .await;
@@ -1107,8 +1169,9 @@ async fn controller_reports_stored_policies_the_api_server_rejects_on_create() -
             std::fs::read_to_string(&log).unwrap_or_default()
         );
     }
-    truth::delete_if_present(&client, &stored).await?;
-    truth::delete_if_present(&client, &good).await?;
+    for object in [&stored, &good, &stored_map, &good_map] {
+        truth::delete_if_present(&client, object).await?;
+    }
     result
 }
 

@@ -2,19 +2,23 @@
 //! and reports its findings as Events (a MAP has no status), and each finding class is a real
 //! mistake on kube-apiserver 1.37.1:
 //!
-//! 1. for every finding class that a stored MAP can have (unknown field in an apply
-//!    configuration, a literal of the wrong type, a JSON patch path that the kind's schema does
-//!    not have) a MAP with that mistake and its binding are installed,
-//!    a matching ConfigMap is created (server-side dry run), and the API server's answer is
-//!    shown: the request is denied (`failurePolicy: Fail`) with the error of the mutation. That
-//!    the request is mutated at all proves the MutatingAdmissionPolicy admission plugin is on
-//!    in the test control plane (it is in the default-on plugins of k8s.io/kubernetes
-//!    `pkg/kubeapiserver/options/plugins.go` `DefaultOffAdmissionPlugins`, and the feature gate
-//!    `MutatingAdmissionPolicy` is GA and on since 1.36, `pkg/features/kube_features.go`);
-//!    vapcheck's Warning Event on the MAP, naming the expression in `regarding.fieldPath`,
-//!    appears within 5 s of the MAP's creation. An expression whose result is not the type
-//!    the patch needs cannot be stored: the API server refuses the MAP (shown too);
-//! 2. a correct MAP gets no Warning Event and mutates the object as intended;
+//! 1. for every finding class that a stored MAP can have ([`cases`]: unknown fields, value
+//!    types, list vs map, nested `Object.<path>` type names, references to fields the kind
+//!    does not have, JSON patch paths, `from`, `op`, `-`, list indexes, `JSONPatch` fields and
+//!    values) a MAP with that mistake and its binding are installed, a matching ConfigMap is
+//!    created (server-side dry run), and the API server's answer is shown: the request is
+//!    denied (`failurePolicy: Fail`) with the error of the mutation, or admitted with the
+//!    object mutated wrongly. That the request is mutated at all proves the
+//!    MutatingAdmissionPolicy admission plugin is on in the test control plane (it is in the
+//!    default-on plugins of k8s.io/kubernetes `pkg/kubeapiserver/options/plugins.go`
+//!    `DefaultOffAdmissionPlugins`, and the feature gate `MutatingAdmissionPolicy` is GA and
+//!    on since 1.36, `pkg/features/kube_features.go`); vapcheck's Warning Event on the MAP,
+//!    naming the expression in `regarding.fieldPath`, appears within 5 s of the MAP's
+//!    creation. The classes whose MAP cannot be stored (a result that is not the type the
+//!    patch needs; an unknown `JSONPatch` field with a typed value) are shown refused
+//!    ([`refused_cases`]);
+//! 2. correct MAPs (an apply configuration and a JSON patch) get no Warning Event and mutate
+//!    the object as intended;
 //! 3. re-checks: the same findings again (a re-check every second) publish no new Event; a fix
 //!    gives a Normal `ExpressionWarningsCleared` Event;
 //! 4. a CRD field removed → a Warning Event on the MAP that sets it, the MAP untouched.
@@ -95,14 +99,19 @@ fn json_patch(expression: &str) -> String {
     )
 }
 
-/// A server-side dry-run create of a ConfigMap labelled for `case` (with `data: {a: b}`):
+/// A server-side dry-run create of a ConfigMap labelled for `case` (with `data: {a: b}`, one
+/// finalizer and one owner reference, so that the JSON patches of list elements have lists to
+/// patch):
 /// the object as admission left it, or the API server's message.
 async fn request(client: &Client, case: &str) -> anyhow::Result<Result<ConfigMap, String>> {
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), NS);
     let cm: ConfigMap = serde_json::from_value(json!({
         "apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"name": format!("probe-{case}"), "namespace": NS,
-                     "labels": {"map12-ctl": case}},
+                     "labels": {"map12-ctl": case},
+                     "finalizers": ["e2e.vapcheck.dev/probe"],
+                     "ownerReferences": [{"apiVersion": "v1", "kind": "ConfigMap", "name": "owner",
+                                          "uid": "00000000-0000-0000-0000-00000000e2e0"}]},
         "data": {"a": "b"}}))?;
     let params = PostParams {
         dry_run: true,
@@ -160,43 +169,331 @@ async fn wait_until_watching(vapcheck: &Vapcheck) -> anyhow::Result<()> {
     .await
 }
 
-/// One finding class: the mutation, what vapcheck's Event says, what the API server says.
-struct Case {
-    case: &'static str,
-    mutation: String,
-    field_path: &'static str,
-    vapcheck: &'static str,
-    /// What the API server's denial says (a substring).
-    apiserver: &'static str,
+/// A mutation of a MAP: its `patchType` and expression.
+#[derive(Clone, Copy)]
+enum Patch {
+    Apply(&'static str),
+    Json(&'static str),
 }
 
+impl Patch {
+    /// The `spec.mutations` item.
+    fn mutation(self) -> String {
+        match self {
+            Patch::Apply(e) => apply_configuration(e),
+            Patch::Json(e) => json_patch(e),
+        }
+    }
+
+    /// The fieldRef of its expression.
+    fn field_path(self) -> &'static str {
+        match self {
+            Patch::Apply(_) => "spec.mutations[0].applyConfiguration.expression",
+            Patch::Json(_) => "spec.mutations[0].jsonPatch.expression",
+        }
+    }
+}
+
+/// A test of the object kube-apiserver admitted.
+type ObjectTest = fn(&ConfigMap) -> bool;
+
+/// What kube-apiserver does with a matching request.
+#[derive(Clone, Copy)]
+enum Consequence {
+    /// The request is denied with a message that contains this text.
+    Denied(&'static str),
+    /// The request is admitted, but the object is mutated wrongly: what is wrong, and a test
+    /// of the admitted object that holds when it is.
+    Mutated(&'static str, ObjectTest),
+}
+
+/// One finding class: the mutation, what vapcheck's Event says, what the API server does.
+/// `class` is the name docs/mutating.md gives the class.
+struct Case {
+    case: &'static str,
+    class: &'static str,
+    patch: Patch,
+    vapcheck: &'static str,
+    apiserver: Consequence,
+}
+
+/// Every finding class vapcheck's MAP checks can report on a stored MAP (src/mutating/schema.rs,
+/// the typed environment of src/policy), one row each, on ConfigMap creates. The probe object
+/// (see [`request`]) has labels, `data: {a: b}`, a finalizer and an owner reference, so that
+/// the paths a mistake is about exist up to the mistake.
 fn cases() -> Vec<Case> {
+    use Consequence::{Denied, Mutated};
+    use Patch::{Apply, Json};
     vec![
         Case {
             case: "unknown-field",
-            mutation: apply_configuration("Object{dataz: {\"k\": \"v\"}}"),
-            field_path: "spec.mutations[0].applyConfiguration.expression",
+            class: "unknown field in `Object{...}`",
+            patch: Apply("Object{dataz: {\"k\": \"v\"}}"),
             vapcheck: "undefined field 'dataz'",
-            apiserver: "error applying patch: failed to convert patch object to typed object: .dataz: field not declared in schema",
+            apiserver: Denied(
+                "error applying patch: failed to convert patch object to typed object: .dataz: field not declared in schema",
+            ),
+        },
+        Case {
+            case: "map-literal-field",
+            class: "unknown field as a key of a map literal that stands for an object",
+            patch: Apply("Object{metadata: {\"labelz\": {\"k\": \"v\"}}}"),
+            vapcheck: "undefined field 'labelz'",
+            apiserver: Denied(".metadata.labelz: field not declared in schema"),
         },
         Case {
             case: "value-type",
-            mutation: apply_configuration("Object{immutable: \"yes\"}"),
-            field_path: "spec.mutations[0].applyConfiguration.expression",
+            class: "wrong value type",
+            patch: Apply("Object{immutable: \"yes\"}"),
             vapcheck: "expected type of field 'immutable' is 'bool' but provided type is 'string'",
-            apiserver: "error applying patch: failed to convert patch object to typed object: .immutable: expected boolean",
+            apiserver: Denied(
+                "error applying patch: failed to convert patch object to typed object: .immutable: expected boolean",
+            ),
+        },
+        Case {
+            case: "list-for-map",
+            class: "list where the schema has a map",
+            patch: Apply("Object{data: [\"x\"]}"),
+            vapcheck: "expected type of field 'data' is 'map(string, string)' but provided type is 'list(string)'",
+            apiserver: Denied(".data: expected map, got"),
+        },
+        Case {
+            case: "map-for-list",
+            class: "map where the schema has a list",
+            patch: Apply("Object{metadata: Object.metadata{finalizers: {\"a\": \"b\"}}}"),
+            vapcheck: "expected type of field 'finalizers' is 'list(string)' but provided type is 'map(string, string)'",
+            apiserver: Denied(".metadata.finalizers: expected list, got"),
+        },
+        Case {
+            case: "object-for-scalar",
+            class: "`Object…{}` where the schema has a scalar",
+            patch: Apply("Object{immutable: Object.immutable{x: 1}}"),
+            vapcheck: "expected type of field 'immutable' is 'bool' but provided type is 'Object.immutable'",
+            apiserver: Denied(".immutable: expected boolean, got"),
+        },
+        Case {
+            case: "list-element",
+            class: "wrong type of a list element",
+            patch: Apply("Object{metadata: Object.metadata{finalizers: [1]}}"),
+            vapcheck: "expected type of list element of field 'finalizers' is 'string' but provided type is 'int'",
+            apiserver: Denied(".metadata.finalizers[=1]: expected string, got"),
+        },
+        Case {
+            case: "map-value",
+            class: "wrong type of a map value",
+            patch: Apply("Object{data: {\"k\": 1}}"),
+            vapcheck: "expected type of map value of field 'data' is 'string' but provided type is 'int'",
+            apiserver: Denied(".data.k: expected string, got"),
+        },
+        Case {
+            case: "type-name",
+            class: "nested `Object.<path>{}` type name that is not its field path",
+            patch: Apply("Object{metadata: Object.spec{labels: {\"k\": \"v\"}}}"),
+            vapcheck: "unexpected type name \"Object.spec\", expected \"Object.metadata\", which matches field name path from root Object type",
+            apiserver: Denied(
+                "type mismatch: unexpected type name \"Object.spec\", expected \"Object.metadata\", which matches field name path from root Object type",
+            ),
+        },
+        Case {
+            case: "type-name-no-field",
+            class: "`Object.<path>{}` whose path is no field path of the schema",
+            patch: Apply(
+                "Object{metadata: object.metadata.name != \"\" ? Object.metdata{labels: {\"k\": \"v\"}} : Object.metdata{}}",
+            ),
+            vapcheck: "type 'Object.metdata' names no field of the schema: undefined field 'metdata'",
+            apiserver: Denied(
+                "type mismatch: unexpected type name \"Object.metdata\", expected \"Object.metadata\"",
+            ),
+        },
+        Case {
+            case: "typed-reference",
+            class: "reference to a field the kind does not have (typed environment)",
+            patch: Apply("Object{data: {\"k\": object.dataz}}"),
+            vapcheck: "undefined field 'dataz'",
+            apiserver: Denied("resulted in error: no such key: dataz"),
         },
         Case {
             case: "patch-path",
-            mutation: json_patch(
+            class: "JSON patch path not in the schema",
+            patch: Json(
                 "[JSONPatch{op: \"add\", path: \"/metadata/labelz\", value: {\"k\": \"v\"}}]",
             ),
-            field_path: "spec.mutations[0].jsonPatch.expression",
-            vapcheck: "labelz",
+            vapcheck: "JSON Patch path \"/metadata/labelz\": undefined field 'labelz'",
             // The patched object is decoded strictly after the mutation (json_patch.go), which
             // the API server reports as an internal error that does not name the policy.
-            apiserver: "Internal error occurred: strict decoding error: unknown field \"metadata.labelz\"",
+            apiserver: Denied(
+                "Internal error occurred: strict decoding error: unknown field \"metadata.labelz\"",
+            ),
         },
+        Case {
+            case: "patch-from",
+            class: "JSON patch `from` not in the schema",
+            patch: Json(
+                "[JSONPatch{op: \"copy\", from: \"/metadata/labelz\", path: \"/metadata/labels\"}]",
+            ),
+            vapcheck: "JSON Patch from \"/metadata/labelz\": undefined field 'labelz'",
+            // json-patch.v4 copies the missing value as null: the labels are gone.
+            apiserver: Mutated("the labels are removed", |cm| cm.metadata.labels.is_none()),
+        },
+        Case {
+            case: "patch-field",
+            class: "unknown `JSONPatch` field",
+            patch: Json(
+                "[JSONPatch{op: \"add\", path: \"/metadata/labels/copy\", valu: object.metadata.name}]",
+            ),
+            vapcheck: "unexpected JSONPatchType field: valu",
+            apiserver: Denied("resulted in error: unexpected JSONPatchType field: valu"),
+        },
+        Case {
+            case: "patch-op",
+            class: "bad `op`",
+            patch: Json("[JSONPatch{op: \"ad\", path: \"/metadata/labels/k\", value: \"v\"}]"),
+            vapcheck: "unknown JSON Patch op \"ad\" (one of add, remove, replace, move, copy, test)",
+            apiserver: Denied("JSON Patch: Unexpected kind: ad"),
+        },
+        Case {
+            case: "patch-no-op",
+            class: "missing `op`",
+            patch: Json("[JSONPatch{path: \"/metadata/labels/k\", value: \"v\"}]"),
+            vapcheck: "JSONPatch without op (one of add, remove, replace, move, copy, test)",
+            apiserver: Denied("JSON Patch: Unexpected kind: "),
+        },
+        Case {
+            case: "patch-relative",
+            class: "path that does not start with `/`",
+            patch: Json("[JSONPatch{op: \"add\", path: \"metadata/labels/k\", value: \"v\"}]"),
+            vapcheck: "JSON Patch path \"metadata/labels/k\" must start with '/' (RFC 6901)",
+            apiserver: Denied(
+                "JSON Patch: add operation does not apply: doc is missing path: \"metadata/labels/k\"",
+            ),
+        },
+        Case {
+            case: "patch-dash-op",
+            class: "`-` with an op other than add, move, copy",
+            patch: Json(
+                "[JSONPatch{op: \"replace\", path: \"/metadata/finalizers/-\", value: \"e2e.vapcheck.dev/x\"}]",
+            ),
+            vapcheck: "'-' (the end of the list) is only valid as the last segment of an add, move or copy target, not for op \"replace\"",
+            apiserver: Denied(
+                "JSON Patch: replace operation does not apply: doc is missing key: /metadata/finalizers/-",
+            ),
+        },
+        Case {
+            case: "patch-dash-inner",
+            class: "`-` not as the last segment",
+            patch: Json(
+                "[JSONPatch{op: \"add\", path: \"/metadata/ownerReferences/-/name\", value: \"x\"}]",
+            ),
+            vapcheck: "'-' (the end of the list) is only valid as the last segment of an add, move or copy target, not for op \"add\"",
+            apiserver: Denied(
+                "JSON Patch: add operation does not apply: doc is missing path: \"/metadata/ownerReferences/-/name\"",
+            ),
+        },
+        Case {
+            case: "patch-index",
+            class: "list segment that is not an index",
+            patch: Json(
+                "[JSONPatch{op: \"add\", path: \"/metadata/finalizers/first\", value: \"e2e.vapcheck.dev/x\"}]",
+            ),
+            vapcheck: "'first' is not an index of a list",
+            apiserver: Denied("value was not a proper array index: 'first'"),
+        },
+        Case {
+            case: "patch-below-scalar",
+            class: "path below a scalar",
+            patch: Json("[JSONPatch{op: \"add\", path: \"/data/a/b\", value: \"x\"}]"),
+            vapcheck: "JSON Patch path \"/data/a/b\": 'b' is below a string value, which has no fields",
+            apiserver: Denied(
+                "JSON Patch: add operation does not apply: doc is missing path: \"/data/a/b\"",
+            ),
+        },
+        Case {
+            case: "patch-value-type",
+            class: "value of the wrong type at the path",
+            patch: Json("[JSONPatch{op: \"add\", path: \"/immutable\", value: \"yes\"}]"),
+            vapcheck: "expected type of field 'immutable' is 'bool' but provided type is 'string'",
+            apiserver: Denied(
+                "Internal error occurred: json: cannot unmarshal string into Go struct field ConfigMap.immutable of type bool",
+            ),
+        },
+        Case {
+            case: "patch-value-object",
+            class: "unknown field in an `Object…{}` value",
+            patch: Json(
+                "[JSONPatch{op: \"add\", path: \"/metadata\", value: Object.metadata{labelz: {\"k\": \"v\"}}}]",
+            ),
+            vapcheck: "undefined field 'labelz'",
+            apiserver: Denied(
+                "Internal error occurred: strict decoding error: unknown field \"metadata.labelz\"",
+            ),
+        },
+    ]
+}
+
+/// Finding classes whose MAP the API server refuses to store (it compiles every mutation on
+/// create and update, with `object` as `dyn`): vapcheck's create-time verdict
+/// (src/apiserver/map.rs) and `vapcheck check` report them; the controller never sees such a
+/// MAP. The case, the mutation, and the API server's refusal.
+fn refused_cases() -> Vec<(&'static str, Patch, &'static str)> {
+    vec![
+        // A wrong result type: exactly `Object` is required, `dyn` is refused too
+        // (k8s.io/apiserver `pkg/admission/plugin/cel/compile.go` `CompileCELExpression`,
+        // called by k8s.io/kubernetes `pkg/apis/admissionregistration/validation/
+        // validation.go` `validateApplyConfiguration`).
+        (
+            "result-type",
+            Patch::Apply("object.data"),
+            "spec.mutations[0].applyConfiguration.expression: Invalid value: \"object.data\": must evaluate to Object but got dyn",
+        ),
+        // An unknown `JSONPatch` field with a typed value: `JSONPatchType.Field` gives unknown
+        // fields a nil type (pkg/cel/mutation/jsonpatch.go), to which cel-go's checker
+        // assigns nothing but `dyn` (the computed value of "patch-field" above).
+        (
+            "patch-field-literal",
+            Patch::Json("[JSONPatch{op: \"add\", path: \"/metadata/labels/k\", valu: \"v\"}]"),
+            "compilation failed: ERROR: <input>:1:55: expected type of field 'valu' is '' but provided type is 'string'",
+        ),
+    ]
+}
+
+/// Correct MAPs: the case, the mutation, and a test that the admitted object carries the
+/// intended mutation.
+fn correct_cases() -> Vec<(&'static str, Patch, ObjectTest)> {
+    vec![
+        (
+            "correct",
+            Patch::Apply(
+                "Object{metadata: Object.metadata{labels: {\"mutated\": \"yes\"}}, data: {\"added\": \"by-map\"}}",
+            ),
+            |cm| {
+                let label = cm.metadata.labels.as_ref().and_then(|l| l.get("mutated"));
+                let added = cm.data.as_ref().and_then(|d| d.get("added"));
+                label.map(String::as_str) == Some("yes")
+                    && added.map(String::as_str) == Some("by-map")
+            },
+        ),
+        (
+            "correct-json-patch",
+            Patch::Json(
+                "[JSONPatch{op: \"add\", path: \"/metadata/finalizers/-\", value: \"e2e.vapcheck.dev/added\"}, \
+                 JSONPatch{op: \"add\", path: \"/metadata/labels/\" + jsonpatch.escapeKey(\"e2e.vapcheck.dev/patched\"), value: \"yes\"}]",
+            ),
+            |cm| {
+                let label = cm
+                    .metadata
+                    .labels
+                    .as_ref()
+                    .and_then(|l| l.get("e2e.vapcheck.dev/patched"));
+                label.map(String::as_str) == Some("yes")
+                    && cm.metadata.finalizers.as_deref()
+                        == Some(
+                            &[
+                                "e2e.vapcheck.dev/probe".to_owned(),
+                                "e2e.vapcheck.dev/added".to_owned(),
+                            ][..],
+                        )
+            },
+        ),
     ]
 }
 
@@ -225,7 +522,7 @@ async fn map_findings_are_events_and_real_mistakes() -> anyhow::Result<()> {
     for case in cases() {
         let name = policy_name(case.case);
         let created = Instant::now();
-        apply_yaml(&client, &map_and_binding(case.case, &case.mutation)).await?;
+        apply_yaml(&client, &map_and_binding(case.case, &case.patch.mutation())).await?;
         let event = wait_for(&format!("{name}: a Warning Event"), EVENT_DELAY, || async {
             Ok(events_by(&client, &name, Some(vapcheck.pid()))
                 .await?
@@ -239,52 +536,59 @@ async fn map_findings_are_events_and_real_mistakes() -> anyhow::Result<()> {
         let took = created.elapsed();
         let note = event.note.clone().unwrap_or_default();
         println!(
-            "map-controller: {}: Warning Event after {took:?}: {note}",
-            case.case
+            "map-controller: {} ({}): Warning Event after {took:?}: {note}",
+            case.case, case.class
         );
+        let field_path = case.patch.field_path();
         assert_eq!(
             event
                 .regarding
                 .as_ref()
                 .and_then(|r| r.field_path.as_deref()),
-            Some(case.field_path),
+            Some(field_path),
             "{event:?}"
         );
-        assert!(note.starts_with(case.field_path), "{note}");
+        assert!(note.starts_with(field_path), "{note}");
         assert!(note.contains("Kind=ConfigMap"), "{note}");
         assert!(note.contains(case.vapcheck), "{note}");
         assert!(note.len() <= 1024);
 
-        // The API server: the matching create is denied with the mutation's error.
-        let answer = wait_for(&format!("{name}: the request mutated"), START, || async {
-            Ok(request(&client, case.case).await?.err())
-        })
-        .await?;
-        println!("map-controller: {}: kube-apiserver: {answer}", case.case);
-        assert!(answer.contains(case.apiserver), "{answer}");
+        // The API server: the matching create is denied with the mutation's error, or
+        // admitted with the object mutated wrongly.
+        match case.apiserver {
+            Consequence::Denied(expected) => {
+                let answer = wait_for(&format!("{name}: the request mutated"), START, || async {
+                    Ok(request(&client, case.case).await?.err())
+                })
+                .await?;
+                println!("map-controller: {}: kube-apiserver: {answer}", case.case);
+                assert!(answer.contains(expected), "{answer}");
+            }
+            Consequence::Mutated(what, wrong) => {
+                let admitted = wait_for(&format!("{name}: {what}"), START, || async {
+                    Ok(match request(&client, case.case).await? {
+                        Ok(cm) => wrong(&cm).then_some(cm),
+                        Err(message) => bail!("{name}: the request was denied: {message}"),
+                    })
+                })
+                .await?;
+                println!(
+                    "map-controller: {}: kube-apiserver admitted it, {what}: labels {:?}, data {:?}",
+                    case.case, admitted.metadata.labels, admitted.data
+                );
+            }
+        }
     }
 
-    // 1b. A wrong result type: on 1.37.1 the API server compiles the mutation when the MAP is
-    // created, with `object` as dyn, and requires exactly `Object` (`dyn` is refused too:
-    // k8s.io/apiserver `pkg/admission/plugin/cel/compile.go` `CompileCELExpression`, called by
-    // k8s.io/kubernetes `pkg/apis/admissionregistration/validation/validation.go`
-    // `validateApplyConfiguration`), so such a MAP is never stored and the controller never
-    // sees one: the create is refused. vapcheck's create-time verdict (src/apiserver/map.rs)
-    // and `vapcheck check` report it; the Event path cannot be reached.
-    let refused = apply_yaml(
-        &client,
-        &map_and_binding("result-type", &apply_configuration("object.data")),
-    )
-    .await;
-    let refused = match refused {
-        Ok(_) => bail!("the API server stored a MAP whose mutation is not an Object"),
-        Err(e) => format!("{e:#}"),
-    };
-    println!("map-controller: result-type: kube-apiserver: {refused}");
-    assert!(
-        refused.contains("spec.mutations[0].applyConfiguration.expression: Invalid value: \"object.data\": must evaluate to Object but got dyn"),
-        "{refused}"
-    );
+    // 1b. Classes whose MAP the API server refuses to store.
+    for (case, patch, expected) in refused_cases() {
+        let refused = match apply_yaml(&client, &map_and_binding(case, &patch.mutation())).await {
+            Ok(_) => bail!("{case}: the API server stored the MAP"),
+            Err(e) => format!("{e:#}"),
+        };
+        println!("map-controller: {case}: kube-apiserver refused the MAP: {refused}");
+        assert!(refused.contains(expected), "{refused}");
+    }
 
     // The per-policy metrics name the kind.
     let addr = support::metrics_addr(&vapcheck)?;
@@ -296,66 +600,55 @@ async fn map_findings_are_events_and_real_mistakes() -> anyhow::Result<()> {
         );
         assert!(metrics.contains(&series), "no {series} in\n{metrics}");
     }
-    // At least the three MAPs above (the other test's Gadget MAP may have a warning too).
+    // At least the MAPs above (the other test's Gadget MAP may have a warning too).
     let prefix = "vapcheck_policies{kind=\"MutatingAdmissionPolicy\",state=\"warnings\"} ";
     let warned: f64 = metrics
         .lines()
         .find_map(|l| l.strip_prefix(prefix))
         .and_then(|v| v.trim().parse().ok())
         .with_context(|| format!("no {prefix} in\n{metrics}"))?;
-    assert!(warned >= 3.0, "{prefix}{warned}");
-
-    // 2. A correct MAP: mutates as intended, no Warning Event.
-    let good = "correct";
-    let name = policy_name(good);
-    apply_yaml(
-        &client,
-        &map_and_binding(
-            good,
-            &apply_configuration(
-                "Object{metadata: Object.metadata{labels: {\"mutated\": \"yes\"}}, data: {\"added\": \"by-map\"}}",
-            ),
-        ),
-    )
-    .await?;
-    let mutated = wait_for(&format!("{name}: the object mutated"), START, || async {
-        Ok(match request(&client, good).await? {
-            Ok(cm)
-                if cm
-                    .metadata
-                    .labels
-                    .as_ref()
-                    .and_then(|l| l.get("mutated"))
-                    .is_some() =>
-            {
-                Some(cm)
-            }
-            Ok(_) => None,
-            Err(message) => bail!("the correct MAP's request was denied: {message}"),
-        })
-    })
-    .await?;
-    let data = mutated.data.unwrap_or_default();
-    assert_eq!(data.get("added").map(String::as_str), Some("by-map"));
-    assert_eq!(data.get("a").map(String::as_str), Some("b"));
-    println!(
-        "map-controller: correct: mutated labels {:?}",
-        mutated.metadata.labels
-    );
-    // vapcheck has checked it (its log says so) and published nothing.
-    wait_for(&format!("{name}: reconciled"), EVENT_DELAY, || async {
-        Ok(vapcheck
-            .log_text()
-            .lines()
-            .any(|l| l.contains("reconciled") && l.contains(&name))
-            .then_some(()))
-    })
-    .await?;
+    let stored = cases().len() as f64;
     assert!(
-        events_by(&client, &name, None).await?.is_empty(),
-        "{:?}",
-        events_by(&client, &name, None).await?
+        warned >= stored,
+        "{prefix}{warned}, expected at least {stored}"
     );
+
+    // 2. Correct MAPs, one per patch type: each mutates as intended, no Warning Event.
+    for (good, patch, intended) in correct_cases() {
+        let name = policy_name(good);
+        apply_yaml(&client, &map_and_binding(good, &patch.mutation())).await?;
+        let mutated = wait_for(&format!("{name}: the object mutated"), START, || async {
+            Ok(match request(&client, good).await? {
+                Ok(cm) if intended(&cm) => Some(cm),
+                Ok(_) => None,
+                Err(message) => bail!("the correct MAP {good}'s request was denied: {message}"),
+            })
+        })
+        .await?;
+        // Nothing else was changed.
+        let data = mutated.data.clone().unwrap_or_default();
+        assert_eq!(data.get("a").map(String::as_str), Some("b"));
+        let labels = mutated.metadata.labels.clone().unwrap_or_default();
+        assert_eq!(labels.get("map12-ctl").map(String::as_str), Some(good));
+        println!(
+            "map-controller: {good}: mutated: labels {:?}, finalizers {:?}, data {:?}",
+            mutated.metadata.labels, mutated.metadata.finalizers, mutated.data
+        );
+        // vapcheck has checked it (its log says so) and published nothing.
+        wait_for(&format!("{name}: reconciled"), EVENT_DELAY, || async {
+            Ok(vapcheck
+                .log_text()
+                .lines()
+                .any(|l| l.contains("reconciled") && l.contains(&name))
+                .then_some(()))
+        })
+        .await?;
+        assert!(
+            events_by(&client, &name, None).await?.is_empty(),
+            "{:?}",
+            events_by(&client, &name, None).await?
+        );
+    }
 
     // 3. Re-checks every second give the same findings: still one Warning Event each.
     tokio::time::sleep(Duration::from_secs(4)).await;

@@ -131,11 +131,16 @@ impl LiveInputs {
     }
 
     /// Checks one MutatingAdmissionPolicy against the same snapshot, schemas and checker as
-    /// [`LiveInputs::check`] ([`crate::mutating::check_mutating_policy`]). CPU-bound.
+    /// [`LiveInputs::check`] ([`crate::mutating::check_mutating_policy`]), with its
+    /// `AcceptedOnCreate` verdict ([`mutating_accepted_on_create`]). CPU-bound.
     pub fn check_mutating(&self, policy: &MutatingAdmissionPolicy) -> Result<PolicyStatus, String> {
-        self.with_backends(|options, backends| {
+        let mut status = self.with_backends(|options, backends| {
             crate::mutating::check_mutating_policy(policy, options, backends)
-        })
+        })?;
+        status
+            .conditions
+            .push(mutating_accepted_on_create(policy, self.server_minor));
+        Ok(status)
     }
 
     /// Runs `f` with the backends of the current snapshot.
@@ -178,6 +183,29 @@ pub fn accepted_on_create(
     server_minor: u32,
 ) -> PolicyCondition {
     let causes: Vec<String> = crate::apiserver::validate_policy_create(
+        policy,
+        crate::apiserver::Server {
+            minor: server_minor,
+        },
+    )
+    .iter()
+    .map(ToString::to_string)
+    .collect();
+    crate::policy::status::accepted_on_create_condition(
+        policy.metadata.generation,
+        server_minor,
+        &causes,
+    )
+}
+
+/// [`accepted_on_create`] for a stored MutatingAdmissionPolicy
+/// ([`crate::apiserver::validate_mutating_policy_create`]). A MAP has no status to carry the
+/// condition: it feeds `vapcheck_policy_rejected_on_create{kind="MutatingAdmissionPolicy"}`.
+pub fn mutating_accepted_on_create(
+    policy: &MutatingAdmissionPolicy,
+    server_minor: u32,
+) -> PolicyCondition {
+    let causes: Vec<String> = crate::apiserver::validate_mutating_policy_create(
         policy,
         crate::apiserver::Server {
             minor: server_minor,
@@ -328,5 +356,42 @@ mod tests {
             ..Config::default()
         };
         assert_eq!(target_version(&pinned, &info("37")).minor(), 31);
+    }
+
+    /// A stored MAP that kube-apiserver 1.37 would refuse on create (`includes` is not in its
+    /// new-expression environment) gets `AcceptedOnCreate=False` naming the expression; a
+    /// correct one `True` (the e2e test compares the same MAP with the API server).
+    #[test]
+    fn mutating_policies_get_the_create_time_verdict() {
+        let map = |expression: &str| -> MutatingAdmissionPolicy {
+            serde_json::from_value(serde_json::json!({
+                "apiVersion": "admissionregistration.k8s.io/v1",
+                "kind": "MutatingAdmissionPolicy",
+                "metadata": {"name": "m", "generation": 3},
+                "spec": {
+                    "reinvocationPolicy": "Never",
+                    "matchConstraints": {"resourceRules": [{"apiGroups": ["apps"],
+                        "apiVersions": ["v1"], "operations": ["CREATE"],
+                        "resources": ["deployments"]}]},
+                    "mutations": [{"patchType": "ApplyConfiguration",
+                                   "applyConfiguration": {"expression": expression}}]
+                }
+            }))
+            .expect("a MAP")
+        };
+        let rejected =
+            mutating_accepted_on_create(&map("[1, 2].includes(1) ? Object{} : Object{}"), 37);
+        assert_eq!(rejected.type_, crate::policy::status::ACCEPTED_ON_CREATE);
+        assert_eq!(rejected.status, "False", "{rejected:?}");
+        assert!(
+            rejected
+                .message
+                .contains("spec.mutations[0].applyConfiguration.expression"),
+            "{}",
+            rejected.message
+        );
+        let accepted =
+            mutating_accepted_on_create(&map("Object{spec: Object.spec{replicas: 2}}"), 37);
+        assert_eq!(accepted.status, "True", "{accepted:?}");
     }
 }

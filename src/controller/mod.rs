@@ -145,12 +145,11 @@ impl Context {
             name,
             computed.expression_warnings.len(),
         );
-        let rejected = computed
-            .conditions
-            .iter()
-            .any(|c| c.type_ == crate::policy::status::ACCEPTED_ON_CREATE && c.status == "False");
-        self.metrics
-            .set_policy_rejected_on_create(PolicyKind::Validating, name, rejected);
+        self.metrics.set_policy_rejected_on_create(
+            PolicyKind::Validating,
+            name,
+            rejected_on_create(computed),
+        );
     }
 
     /// Forgets policies that are no longer in the controller's store (deleted).
@@ -188,6 +187,15 @@ impl Context {
 }
 
 /// The `vapcheck_policies` state of a check result (both policy kinds).
+/// Whether the computed status says kube-apiserver would reject the stored policy if it were
+/// created now (`AcceptedOnCreate=False`).
+fn rejected_on_create(computed: &PolicyStatus) -> bool {
+    computed
+        .conditions
+        .iter()
+        .any(|c| c.type_ == crate::policy::status::ACCEPTED_ON_CREATE && c.status == "False")
+}
+
 fn state_of(computed: &PolicyStatus) -> PolicyState {
     let failed = computed
         .conditions

@@ -84,6 +84,11 @@ impl MutatingState {
             name,
             computed.expression_warnings.len(),
         );
+        metrics.set_policy_rejected_on_create(
+            PolicyKind::Mutating,
+            name,
+            super::rejected_on_create(computed),
+        );
     }
 
     /// Forgets the policies no longer in the running controller's store (records, index and
