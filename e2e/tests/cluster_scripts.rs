@@ -360,7 +360,7 @@ fn restart_apiserver_kills_and_restarts_it_on_the_same_port_and_etcd() -> anyhow
     assert!(running(old));
 
     let before = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?;
-    let restarted = Command::new(script("restart-apiserver"))
+    let restarted = Command::new(script("restart"))
         .args(["--down", "1"])
         .arg(&kubeconfig)
         .env("VAPCHECK_CACHE", cache.path())
