@@ -6,13 +6,16 @@
 //! `false`), so each operand of `a && b` is evaluated only where it can matter: `a` under `b`,
 //! `b` under `a`; of `a || b`, each under the other's negation. `c ? x : y` evaluates `x`
 //! only when `c`, `y` only when `!c`. Atoms: `object.kind`, `oldObject.kind` and
-//! `request.kind.kind` compared with a string literal (`==`, `!=`, `in [...]`), and `has()`.
+//! `request.kind.kind` compared with a string literal (`==`, `!=`, `in [...]`), the same for
+//! `apiVersion` and `request.kind.group`/`version`, `has()`, `e.?f.hasValue()` and
+//! `e.?f.orValue(<bool literal>)`, and `'k' in object.<path>`.
 
 use cel::common::ast::{ComprehensionExpr, Expr, IdedExpr, LiteralValue};
 
 use crate::cel::ParsedExpr;
 use crate::cel::parse::children;
 use crate::policy::narrowing::{Atom, Formula, GuardedNode, Guards, GvkPart, Pos};
+use crate::schema::escape::escape;
 
 fn pos_of(parsed: &ParsedExpr, e: &IdedExpr) -> Option<Pos> {
     parsed.location(e.id).map(|l| Pos {
@@ -60,10 +63,10 @@ fn gvk_atom(part: GvkPart, value: &str) -> Formula {
     })
 }
 
-/// `object.a.b` (plain field selections from `object`): `[a, b]`.
+/// `object.a.b` (plain field selections from `object` or `oldObject`): `[object, a, b]`.
 fn object_path(e: &IdedExpr) -> Option<Vec<String>> {
     match &e.expr {
-        Expr::Ident(name) if name == "object" => Some(Vec::new()),
+        Expr::Ident(name) if name == "object" || name == "oldObject" => Some(vec![name.clone()]),
         Expr::Select(s) if !s.test => {
             let mut p = object_path(&s.operand)?;
             p.push(s.field.clone());
@@ -71,6 +74,62 @@ fn object_path(e: &IdedExpr) -> Option<Vec<String>> {
         }
         _ => None,
     }
+}
+
+/// `e.?f` (the parser's `_?._(e, 'f')`): `e`.
+fn opt_select_operand(e: &IdedExpr) -> Option<&IdedExpr> {
+    match &e.expr {
+        Expr::Call(c)
+            if c.target.is_none()
+                && c.func_name == "_?._"
+                && c.args.len() == 2
+                && matches!(&c.args[1].expr, Expr::Literal(LiteralValue::String(_))) =>
+        {
+            Some(&c.args[0])
+        }
+        _ => None,
+    }
+}
+
+/// Whether evaluating `e` tests its last field for presence: `e` is `x.?f`, or `x.f` where
+/// `x` is such a selection (cel-go v0.29.2 `interpreter/attributes.go`, `applyQualifiers`).
+fn is_optional_select(e: &IdedExpr) -> bool {
+    let mut cur = e;
+    loop {
+        if opt_select_operand(cur).is_some() {
+            return true;
+        }
+        match &cur.expr {
+            Expr::Select(s) if !s.test => cur = &s.operand,
+            _ => return false,
+        }
+    }
+}
+
+/// An optional chain `x.?a.b.?c.d`: the positions of its optional selections (`.?a` and
+/// everything after it) and the innermost non-optional operand `x`.
+fn optional_chain<'a>(parsed: &ParsedExpr, e: &'a IdedExpr) -> Option<(Vec<Pos>, &'a IdedExpr)> {
+    let mut tests = Vec::new();
+    let mut found: Option<(usize, &IdedExpr)> = None;
+    let mut cur = e;
+    loop {
+        if let Some(operand) = opt_select_operand(cur) {
+            tests.extend(pos_of(parsed, cur));
+            found = Some((tests.len(), operand));
+            cur = operand;
+            continue;
+        }
+        match &cur.expr {
+            Expr::Select(s) if !s.test => {
+                tests.extend(pos_of(parsed, cur));
+                cur = &s.operand;
+            }
+            _ => break,
+        }
+    }
+    let (n, operand) = found?;
+    tests.truncate(n);
+    Some((tests, operand))
 }
 
 /// A string literal, or the comprehension variable `bind.0` standing for `bind.1`.
@@ -147,6 +206,35 @@ fn formula_bound(parsed: &ParsedExpr, e: &IdedExpr, bind: Option<(&str, &str)>) 
                             .collect();
                         values.map(Formula::Or).unwrap_or(Formula::Unknown)
                     }
+                    _ => key_test(parsed, &args[0], &args[1], bind),
+                },
+                _ => Formula::Unknown,
+            }
+        }
+        // `e.?f.hasValue()`; `e.?f.orValue(false)` is `hasValue() && <value>`,
+        // `e.?f.orValue(true)` is `!hasValue() || <value>`.
+        Expr::Call(c) if c.target.is_some() => {
+            let Some(target) = c.target.as_deref() else {
+                return Formula::Unknown;
+            };
+            let present = || {
+                optional_chain(parsed, target).map(|(tests, operand)| {
+                    Formula::Atom(Atom::Present {
+                        tests,
+                        operand: subtree_positions(parsed, operand),
+                    })
+                })
+            };
+            match (c.func_name.as_str(), c.args.as_slice()) {
+                ("hasValue", []) => present().unwrap_or(Formula::Unknown),
+                ("orValue", [default]) => match (&default.expr, present()) {
+                    (Expr::Literal(LiteralValue::Boolean(b)), Some(p)) => {
+                        if **b {
+                            Formula::Or(vec![p.negate(), Formula::Unknown])
+                        } else {
+                            Formula::And(vec![p, Formula::Unknown])
+                        }
+                    }
                     _ => Formula::Unknown,
                 },
                 _ => Formula::Unknown,
@@ -155,6 +243,27 @@ fn formula_bound(parsed: &ParsedExpr, e: &IdedExpr, bind: Option<(&str, &str)>) 
         Expr::Comprehension(c) => comprehension_formula(parsed, c).unwrap_or(Formula::Unknown),
         _ => Formula::Unknown,
     }
+}
+
+/// `'k' in object.a` (a string literal, or a comprehension variable bound to one; a key that
+/// is its own CEL field name, so that the schema's field names can answer for it).
+fn key_test(
+    parsed: &ParsedExpr,
+    key: &IdedExpr,
+    map: &IdedExpr,
+    bind: Option<(&str, &str)>,
+) -> Formula {
+    let (Some(key), Some(mut path)) = (string_value(key, bind), object_path(map)) else {
+        return Formula::Unknown;
+    };
+    if escape(key).as_deref() != Some(key) {
+        return Formula::Unknown;
+    }
+    path.push(key.to_owned());
+    Formula::Atom(Atom::HasKey {
+        operand: subtree_positions(parsed, map),
+        path,
+    })
 }
 
 /// `[lits].all(v, p)` (accumulator `true`, step `acc && p`) is the conjunction of `p` over
@@ -216,6 +325,7 @@ pub fn analyze(parsed: &ParsedExpr) -> Guards {
                 Expr::Select(s) if !s.test => object_path(&s.operand),
                 _ => None,
             },
+            optional_select: is_optional_select(e),
             variable: match &e.expr {
                 Expr::Select(s)
                     if !s.test && matches!(&s.operand.expr, Expr::Ident(n) if n == "variables") =>
@@ -273,7 +383,7 @@ pub fn analyze(parsed: &ParsedExpr) -> Guards {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::narrowing::Truth;
+    use crate::policy::narrowing::{Presence, Truth};
 
     fn guard_at(g: &Guards, column: usize) -> Vec<&Formula> {
         g.nodes
@@ -364,19 +474,28 @@ mod tests {
             .collect();
         assert_eq!(nodes.len(), 1);
         let node = nodes[0];
-        assert_eq!(node.operand_path.as_deref(), Some(&["spec".to_owned()][..]));
-        let template_required = |path: &[String]| path == ["spec", "template"];
-        let facts = |required: &dyn Fn(&[String]) -> bool| {
+        assert_eq!(
+            node.operand_path.as_deref(),
+            Some(&["object".to_owned(), "spec".to_owned()][..])
+        );
+        let template_required = |path: &[String]| {
+            if path == ["spec", "template"] {
+                Presence::Required
+            } else {
+                Presence::Unknown
+            }
+        };
+        let facts = |presence: &dyn Fn(&[String]) -> Presence| {
             node.guard.eval_in(&Facts {
                 kind: "Deployment",
                 group_version: Some(("apps", "v1")),
                 errors: &[],
-                required,
+                presence,
                 node_operand: node.operand_path.as_deref(),
             })
         };
         assert_eq!(facts(&template_required), Truth::False);
-        assert_eq!(facts(&|_| false), Truth::Unknown);
+        assert_eq!(facts(&|_| Presence::Unknown), Truth::Unknown);
         // A node that does not read through `object.spec` is not narrowed: `spec` itself may
         // be missing, and then `has()` is an error, not false.
         let text = "!has(object.spec.template) && object.metadata.x == 'a'";
@@ -392,7 +511,7 @@ mod tests {
                 kind: "Deployment",
                 group_version: Some(("apps", "v1")),
                 errors: &[],
-                required: &template_required,
+                presence: &template_required,
                 node_operand: n.operand_path.as_deref(),
             });
             assert_eq!(t, Truth::Unknown);
@@ -421,7 +540,7 @@ mod tests {
                     kind,
                     group_version: Some((group, version)),
                     errors: &[],
-                    required: &|_| false,
+                    presence: &|_| Presence::Unknown,
                     node_operand: None,
                 })
             };
@@ -437,10 +556,359 @@ mod tests {
             kind: "X",
             group_version: Some((group, "v1")),
             errors: &[],
-            required: &|_| false,
+            presence: &|_| Presence::Unknown,
             node_operand: None,
         };
         assert_eq!(g.root.eval_in(&facts("")), Truth::True);
         assert_eq!(g.root.eval_in(&facts("apps")), Truth::False);
+    }
+
+    /// Every guard form of issue 14, alone and under `&&`, `||`, `!` and `?:`: the guard of
+    /// the node `object.spec.template.x` (the `.x` selection, or `.containers` where noted)
+    /// for a Pod (no `spec.template`, no `spec.paused`: the checker reports those fields
+    /// undefined where they are selected) and a Deployment (`spec.template` required).
+    #[test]
+    fn every_guard_form() {
+        use crate::policy::narrowing::{Facts, Presence};
+        use Truth::{False, True, Unknown};
+        // (expression, node marker (last occurrence), Pod, Deployment)
+        let cases: &[(&str, &str, Truth, Truth)] = &[
+            (
+                "object.kind == 'Deployment' && object.spec.template.x",
+                ".x",
+                False,
+                True,
+            ),
+            (
+                "object.kind != 'Deployment' || object.spec.template.x",
+                ".x",
+                False,
+                True,
+            ),
+            (
+                "!(object.kind == 'Deployment') ? true : object.spec.template.x",
+                ".x",
+                False,
+                True,
+            ),
+            (
+                "object.kind in ['Deployment', 'Job'] ? object.spec.template.x : true",
+                ".x",
+                False,
+                True,
+            ),
+            (
+                "request.kind.kind == 'Deployment' ? object.spec.template.x : true",
+                ".x",
+                False,
+                True,
+            ),
+            (
+                "oldObject.kind == 'Deployment' && object.spec.template.x",
+                ".x",
+                False,
+                True,
+            ),
+            (
+                "object.apiVersion == 'apps/v1' && object.spec.template.x",
+                ".x",
+                False,
+                True,
+            ),
+            (
+                "request.kind.group != 'apps' || object.spec.template.x",
+                ".x",
+                False,
+                True,
+            ),
+            // has(): false where the field is undefined; true where it is required.
+            (
+                "has(object.spec.template) && object.spec.template.x",
+                ".x",
+                False,
+                True,
+            ),
+            (
+                "!has(object.spec.template) || object.spec.template.x",
+                ".x",
+                False,
+                True,
+            ),
+            (
+                "has(object.spec.template) ? object.spec.template.x : true",
+                ".x",
+                False,
+                True,
+            ),
+            (
+                "!has(object.spec.template) ? true : object.spec.template.x",
+                ".x",
+                False,
+                True,
+            ),
+            (
+                "!has(object.spec.template) && object.spec.containers",
+                ".containers",
+                True,
+                False,
+            ),
+            // oldObject: the same, on paths through oldObject only.
+            (
+                "!has(oldObject.spec.template) && oldObject.spec.containers",
+                ".containers",
+                True,
+                False,
+            ),
+            (
+                "!has(oldObject.spec.template) && object.spec.containers",
+                ".containers",
+                True,
+                Unknown,
+            ),
+            (
+                "has(oldObject.spec.template) && object.spec.template.x",
+                ".x",
+                False,
+                Unknown,
+            ),
+            // Optional chains: false where a field of the chain is undefined.
+            (
+                "object.?spec.template.hasValue() && object.spec.template.x",
+                ".x",
+                False,
+                Unknown,
+            ),
+            (
+                "!object.?spec.template.hasValue() || object.spec.template.x",
+                ".x",
+                False,
+                Unknown,
+            ),
+            (
+                "object.?spec.?template.hasValue() ? object.spec.template.x : true",
+                ".x",
+                False,
+                Unknown,
+            ),
+            (
+                "!object.?spec.?template.hasValue() ? true : object.spec.template.x",
+                ".x",
+                False,
+                Unknown,
+            ),
+            (
+                "object.?spec.paused.orValue(false) ? object.spec.template.x : true",
+                ".x",
+                False,
+                Unknown,
+            ),
+            (
+                "object.?spec.paused.orValue(true) ? true : object.spec.template.x",
+                ".x",
+                False,
+                Unknown,
+            ),
+            (
+                "object.?spec.paused.orValue(true) ? object.spec.template.x : true",
+                ".x",
+                True,
+                Unknown,
+            ),
+            (
+                "object.?spec.paused.orValue(x) ? object.spec.template.x : true",
+                ".x",
+                Unknown,
+                Unknown,
+            ),
+            // Map-key tests: false where the schema has no such property; true where required.
+            (
+                "'template' in object.spec && object.spec.template.x",
+                ".x",
+                False,
+                True,
+            ),
+            (
+                "!('template' in object.spec) || object.spec.template.x",
+                ".x",
+                False,
+                True,
+            ),
+            (
+                "'template' in object.spec ? object.spec.template.x : true",
+                ".x",
+                False,
+                True,
+            ),
+            (
+                "['template'].exists(k, k in object.spec) && object.spec.template.x",
+                ".x",
+                False,
+                True,
+            ),
+            (
+                "!('template' in object.spec) && object.spec.containers",
+                ".containers",
+                True,
+                False,
+            ),
+            (
+                "'template' in object.metadata.labels && object.spec.template.x",
+                ".x",
+                Unknown,
+                Unknown,
+            ),
+            // Combinations.
+            (
+                "object.kind == 'Pod' || (has(object.spec.template) && object.spec.template.x)",
+                ".x",
+                False,
+                True,
+            ),
+            (
+                "object.kind == 'Deployment' ? (has(object.spec.template) ? object.spec.template.x : true) : true",
+                ".x",
+                False,
+                True,
+            ),
+            ("x || object.spec.template.x", ".x", Unknown, Unknown),
+        ];
+        for &(text, marker, pod, deployment) in cases {
+            let p = crate::cel::parse(text).unwrap_or_else(|e| panic!("{text}: {e:?}"));
+            let g = analyze(&p);
+            let column = text.rfind(marker).unwrap();
+            let nodes: Vec<&GuardedNode> = g
+                .nodes
+                .iter()
+                .filter(|n| n.pos == Some(Pos { line: 1, column }))
+                .collect();
+            assert_eq!(nodes.len(), 1, "{text}");
+            let node = nodes[0];
+            // A Pod: the checker reports `template` and `paused` undefined at the presence
+            // tests and optional selections that name them.
+            let pod_errors: Vec<Pos> = ["(object.spec.template)", "(oldObject.spec.template)"]
+                .iter()
+                .filter_map(|m| text.find(m))
+                .chain(
+                    [".template.hasValue", ".?template", ".paused"]
+                        .iter()
+                        .filter_map(|m| text.find(m)),
+                )
+                .map(|column| Pos { line: 1, column })
+                .collect();
+            let pod_presence = |path: &[String]| match path {
+                [s, t] if s == "spec" && (t == "template" || t == "paused") => Presence::Absent,
+                _ => Presence::Unknown,
+            };
+            let deployment_presence = |path: &[String]| match path {
+                [s, t] if s == "spec" && t == "template" => Presence::Required,
+                _ => Presence::Unknown,
+            };
+            let at = |kind: &str,
+                      group: &str,
+                      errors: &[Pos],
+                      presence: &dyn Fn(&[String]) -> Presence| {
+                node.guard.eval_in(&Facts {
+                    kind,
+                    group_version: Some((group, "v1")),
+                    errors,
+                    presence,
+                    node_operand: node.operand_path.as_deref(),
+                })
+            };
+            assert_eq!(
+                at("Pod", "", &pod_errors, &pod_presence),
+                pod,
+                "Pod: {text}"
+            );
+            assert_eq!(
+                at("Deployment", "apps", &[], &deployment_presence),
+                deployment,
+                "Deployment: {text}"
+            );
+        }
+    }
+
+    /// matchConditions: the formula of a whole expression ([`Guards::root`]).
+    #[test]
+    fn match_condition_formulas() {
+        use crate::policy::narrowing::{Facts, Presence};
+        for (text, pod, deployment) in [
+            (
+                "request.kind.kind == 'Deployment'",
+                Truth::False,
+                Truth::True,
+            ),
+            (
+                "object.kind != 'Pod' && request.kind.group == 'apps'",
+                Truth::False,
+                Truth::True,
+            ),
+            ("!(object.kind in ['Pod'])", Truth::False, Truth::True),
+            ("has(object.spec.template)", Truth::False, Truth::Unknown),
+            (
+                "object.?spec.template.hasValue()",
+                Truth::False,
+                Truth::Unknown,
+            ),
+            ("'template' in object.spec", Truth::False, Truth::Unknown),
+            (
+                "request.kind.kind == 'Pod' ? false : true",
+                Truth::Unknown,
+                Truth::Unknown,
+            ),
+        ] {
+            let p = crate::cel::parse(text).unwrap();
+            let g = analyze(&p);
+            let pod_errors: Vec<Pos> = ["(object.spec.template)", ".template.hasValue"]
+                .iter()
+                .filter_map(|m| text.find(m))
+                .map(|column| Pos { line: 1, column })
+                .collect();
+            let absent = |path: &[String]| {
+                if path == ["spec", "template"] {
+                    Presence::Absent
+                } else {
+                    Presence::Unknown
+                }
+            };
+            let pod_facts = Facts {
+                kind: "Pod",
+                group_version: Some(("", "v1")),
+                errors: &pod_errors,
+                presence: &absent,
+                node_operand: None,
+            };
+            let deployment_facts = Facts {
+                kind: "Deployment",
+                group_version: Some(("apps", "v1")),
+                errors: &[],
+                presence: &|_| Presence::Unknown,
+                node_operand: None,
+            };
+            assert_eq!(g.root.eval_in(&pod_facts), pod, "Pod: {text}");
+            assert_eq!(
+                g.root.eval_in(&deployment_facts),
+                deployment,
+                "Deployment: {text}"
+            );
+        }
+    }
+
+    #[test]
+    fn optional_selections_are_marked() {
+        let text = "object.?spec.template.x.orValue(1) + object.spec.y";
+        let p = crate::cel::parse(text).unwrap();
+        let g = analyze(&p);
+        let at = |column: usize| {
+            g.nodes
+                .iter()
+                .filter(|n| n.pos == Some(Pos { line: 1, column }))
+                .any(|n| n.optional_select)
+        };
+        assert!(at(text.find(".?spec").unwrap()));
+        assert!(at(text.find(".template").unwrap()));
+        assert!(at(text.find(".x").unwrap()));
+        assert!(!at(text.rfind(".spec").unwrap()));
+        assert!(!at(text.find(".y").unwrap()));
     }
 }
