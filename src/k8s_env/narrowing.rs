@@ -10,6 +10,8 @@
 //! `apiVersion` and `request.kind.group`/`version`, `has()`, `e.?f.hasValue()` and
 //! `e.?f.orValue(<bool literal>)`, and `'k' in object.<path>`.
 
+use std::sync::Arc;
+
 use cel::common::ast::{ComprehensionExpr, Expr, IdedExpr, LiteralValue};
 
 use crate::cel::ParsedExpr;
@@ -312,14 +314,40 @@ fn comprehension_formula(parsed: &ParsedExpr, c: &ComprehensionExpr) -> Option<F
     })
 }
 
+/// `guard && f`, sharing `guard` (most nodes inherit their parent's guard unchanged, so the
+/// guards are shared rather than copied: the analysis stays linear in the expression's size).
+fn conj(guard: &Arc<Formula>, fs: &[&Arc<Formula>]) -> Arc<Formula> {
+    let unknown = fs.iter().any(|f| matches!(f.as_ref(), Formula::Unknown));
+    let fs: Vec<&Arc<Formula>> = fs
+        .iter()
+        .copied()
+        .filter(|f| !matches!(f.as_ref(), Formula::True | Formula::Unknown))
+        .collect();
+    match (guard.as_ref(), fs.as_slice()) {
+        // Nothing known under no guard: not "always evaluated" (as `Formula::and`).
+        (Formula::True, []) if unknown => Arc::new(Formula::Unknown),
+        (_, []) => Arc::clone(guard),
+        (Formula::True, [f]) => Arc::clone(f),
+        (Formula::True, _) => Arc::new(Formula::And(
+            fs.iter().map(|f| Formula::Shared(Arc::clone(f))).collect(),
+        )),
+        _ => Arc::new(Formula::And(
+            std::iter::once(guard)
+                .chain(fs)
+                .map(|f| Formula::Shared(Arc::clone(f)))
+                .collect(),
+        )),
+    }
+}
+
 /// Every node of `parsed` with the guard under which it is evaluated.
 pub fn analyze(parsed: &ParsedExpr) -> Guards {
     let mut nodes = Vec::new();
-    let mut stack: Vec<(&IdedExpr, Formula)> = vec![(parsed.expr(), Formula::True)];
+    let mut stack: Vec<(&IdedExpr, Arc<Formula>)> = vec![(parsed.expr(), Arc::new(Formula::True))];
     while let Some((e, guard)) = stack.pop() {
         nodes.push(GuardedNode {
             pos: pos_of(parsed, e),
-            guard: guard.clone(),
+            guard: Arc::clone(&guard),
             has_test: matches!(&e.expr, Expr::Select(s) if s.test),
             operand_path: match &e.expr {
                 Expr::Select(s) if !s.test => object_path(&s.operand),
@@ -343,33 +371,35 @@ pub fn analyze(parsed: &ParsedExpr) -> Guards {
                     && c.args.len() >= 2 =>
             {
                 let and = c.func_name == "_&&_";
-                let fs: Vec<Formula> = c
+                let fs: Vec<Arc<Formula>> = c
                     .args
                     .iter()
                     .map(|a| {
                         let f = formula(parsed, a);
-                        if and { f } else { f.negate() }
+                        Arc::new(if and { f } else { f.negate() })
                     })
                     .collect();
                 for (i, a) in c.args.iter().enumerate() {
-                    let mut g = guard.clone();
-                    for (j, f) in fs.iter().enumerate() {
-                        if i != j {
-                            g = g.and(f.clone());
-                        }
-                    }
-                    stack.push((a, g));
+                    let others: Vec<&Arc<Formula>> = fs
+                        .iter()
+                        .enumerate()
+                        .filter(|(j, _)| *j != i)
+                        .map(|(_, f)| f)
+                        .collect();
+                    stack.push((a, conj(&guard, &others)));
                 }
             }
             Expr::Call(c) if c.target.is_none() && c.func_name == "_?_:_" && c.args.len() == 3 => {
                 let f = formula(parsed, &c.args[0]);
-                stack.push((&c.args[0], guard.clone()));
-                stack.push((&c.args[1], guard.clone().and(f.clone())));
-                stack.push((&c.args[2], guard.and(f.negate())));
+                let not_f = Arc::new(f.clone().negate());
+                let f = Arc::new(f);
+                stack.push((&c.args[0], Arc::clone(&guard)));
+                stack.push((&c.args[1], conj(&guard, &[&f])));
+                stack.push((&c.args[2], conj(&guard, &[&not_f])));
             }
             _ => {
                 for ch in children(e) {
-                    stack.push((ch, guard.clone()));
+                    stack.push((ch, Arc::clone(&guard)));
                 }
             }
         }
@@ -389,7 +419,7 @@ mod tests {
         g.nodes
             .iter()
             .filter(|n| n.pos == Some(Pos { line: 1, column }))
-            .map(|n| &n.guard)
+            .map(|n| &*n.guard)
             .collect()
     }
 

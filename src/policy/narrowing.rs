@@ -18,6 +18,7 @@
 //! Nothing here changes what the checker says; strict mode never uses it.
 
 use std::fmt;
+use std::sync::Arc;
 
 use super::gvk::Gvk;
 
@@ -128,6 +129,9 @@ pub enum Formula {
     And(Vec<Formula>),
     /// Disjunction.
     Or(Vec<Formula>),
+    /// A formula shared with other nodes' guards (the analysis shares a parent's guard
+    /// instead of copying it).
+    Shared(Arc<Formula>),
 }
 
 /// Three-valued truth.
@@ -246,6 +250,7 @@ impl Formula {
                     Truth::Unknown
                 }
             }
+            Formula::Shared(f) => f.eval_in(facts),
             Formula::Not(f) => match f.eval_in(facts) {
                 Truth::True => Truth::False,
                 Truth::False => Truth::True,
@@ -346,7 +351,7 @@ pub struct GuardedNode {
     /// Its position (`None`: no recorded position).
     pub pos: Option<Pos>,
     /// When CEL evaluates it.
-    pub guard: Formula,
+    pub guard: Arc<Formula>,
     /// It is the presence test of a `has()` macro.
     pub has_test: bool,
     /// A field selection `object.<path>.f` or `oldObject.<path>.f` (plain field
@@ -708,7 +713,7 @@ mod tests {
         let g = Guards {
             nodes: vec![GuardedNode {
                 pos: Some(Pos { line: 1, column: 6 }),
-                guard: Formula::Atom(Atom::KindIs("Deployment".into())),
+                guard: Arc::new(Formula::Atom(Atom::KindIs("Deployment".into()))),
                 has_test: false,
                 operand_path: None,
                 optional_select: false,
