@@ -19,11 +19,59 @@ use crate::cel::parse::children;
 use crate::policy::narrowing::{Atom, Formula, GuardedNode, Guards, GvkPart, Pos};
 use crate::schema::escape::escape;
 
-fn pos_of(parsed: &ParsedExpr, e: &IdedExpr) -> Option<Pos> {
-    parsed.location(e.id).map(|l| Pos {
-        line: l.line,
-        column: l.column,
-    })
+/// Node positions. `ParsedExpr::location` counts the characters of the line before a node;
+/// for ASCII text (nearly every expression) a column is the byte distance from the line's
+/// start, computed here without rescanning the line for every node.
+struct Locator<'a> {
+    parsed: &'a ParsedExpr,
+    /// Byte offsets where lines start (after each `\n`, as `cel::errors::Source`); `None`
+    /// for non-ASCII text.
+    ascii_line_starts: Option<Vec<usize>>,
+}
+
+impl<'a> Locator<'a> {
+    fn new(parsed: &'a ParsedExpr) -> Self {
+        let text = parsed.source().text();
+        let ascii_line_starts = text.is_ascii().then(|| {
+            std::iter::once(0)
+                .chain(
+                    text.bytes()
+                        .enumerate()
+                        .filter(|(_, b)| *b == b'\n')
+                        .map(|(i, _)| i + 1),
+                )
+                .collect()
+        });
+        Locator {
+            parsed,
+            ascii_line_starts,
+        }
+    }
+
+    fn pos(&self, e: &IdedExpr) -> Option<Pos> {
+        let Some(starts) = &self.ascii_line_starts else {
+            return self.parsed.location(e.id).map(|l| Pos {
+                line: l.line,
+                column: l.column,
+            });
+        };
+        let byte = self
+            .parsed
+            .offset(e.id)?
+            .min(self.parsed.source().text().len());
+        let line = match starts.binary_search(&byte) {
+            Ok(i) => i,
+            Err(i) => i.saturating_sub(1),
+        };
+        Some(Pos {
+            line: line + 1,
+            column: byte - starts.get(line).copied().unwrap_or(0),
+        })
+    }
+}
+
+fn pos_of(loc: &Locator<'_>, e: &IdedExpr) -> Option<Pos> {
+    loc.pos(e)
 }
 
 /// `object.kind`, `oldObject.kind`, `request.kind.kind` ([`GvkPart::Kind`]);
@@ -110,7 +158,7 @@ fn is_optional_select(e: &IdedExpr) -> bool {
 
 /// An optional chain `x.?a.b.?c.d`: the positions of its optional selections (`.?a` and
 /// everything after it) and the innermost non-optional operand `x`.
-fn optional_chain<'a>(parsed: &ParsedExpr, e: &'a IdedExpr) -> Option<(Vec<Pos>, &'a IdedExpr)> {
+fn optional_chain<'a>(parsed: &Locator<'_>, e: &'a IdedExpr) -> Option<(Vec<Pos>, &'a IdedExpr)> {
     let mut tests = Vec::new();
     let mut found: Option<(usize, &IdedExpr)> = None;
     let mut cur = e;
@@ -144,7 +192,7 @@ fn string_value<'a>(e: &'a IdedExpr, bind: Option<(&str, &'a str)>) -> Option<&'
 }
 
 /// The positions of `e` and all its descendants.
-fn subtree_positions(parsed: &ParsedExpr, e: &IdedExpr) -> Vec<Pos> {
+fn subtree_positions(parsed: &Locator<'_>, e: &IdedExpr) -> Vec<Pos> {
     let mut out = Vec::new();
     let mut stack = vec![e];
     while let Some(n) = stack.pop() {
@@ -155,13 +203,13 @@ fn subtree_positions(parsed: &ParsedExpr, e: &IdedExpr) -> Vec<Pos> {
 }
 
 /// What the analysis knows about the value of a boolean expression.
-fn formula(parsed: &ParsedExpr, e: &IdedExpr) -> Formula {
+fn formula(parsed: &Locator<'_>, e: &IdedExpr) -> Formula {
     formula_bound(parsed, e, None)
 }
 
 /// [`formula`] with a comprehension variable bound to a string (for
 /// `['A', 'B'].all(k, object.kind != k)` and `.exists(k, object.kind == k)`).
-fn formula_bound(parsed: &ParsedExpr, e: &IdedExpr, bind: Option<(&str, &str)>) -> Formula {
+fn formula_bound(parsed: &Locator<'_>, e: &IdedExpr, bind: Option<(&str, &str)>) -> Formula {
     match &e.expr {
         Expr::Select(s) if s.test => Formula::Atom(Atom::Has {
             test: pos_of(parsed, e),
@@ -250,7 +298,7 @@ fn formula_bound(parsed: &ParsedExpr, e: &IdedExpr, bind: Option<(&str, &str)>) 
 /// `'k' in object.a` (a string literal, or a comprehension variable bound to one; a key that
 /// is its own CEL field name, so that the schema's field names can answer for it).
 fn key_test(
-    parsed: &ParsedExpr,
+    parsed: &Locator<'_>,
     key: &IdedExpr,
     map: &IdedExpr,
     bind: Option<(&str, &str)>,
@@ -270,7 +318,7 @@ fn key_test(
 
 /// `[lits].all(v, p)` (accumulator `true`, step `acc && p`) is the conjunction of `p` over
 /// the literals; `[lits].exists(v, p)` (`false`, `acc || p`) their disjunction.
-fn comprehension_formula(parsed: &ParsedExpr, c: &ComprehensionExpr) -> Option<Formula> {
+fn comprehension_formula(parsed: &Locator<'_>, c: &ComprehensionExpr) -> Option<Formula> {
     if c.iter_var2.is_some() {
         return None;
     }
@@ -341,9 +389,11 @@ fn conj(guard: &Arc<Formula>, fs: &[&Arc<Formula>]) -> Arc<Formula> {
 }
 
 /// Every node of `parsed` with the guard under which it is evaluated.
-pub fn analyze(parsed: &ParsedExpr) -> Guards {
+pub fn analyze(expr: &ParsedExpr) -> Guards {
+    let loc = Locator::new(expr);
+    let parsed = &loc;
     let mut nodes = Vec::new();
-    let mut stack: Vec<(&IdedExpr, Arc<Formula>)> = vec![(parsed.expr(), Arc::new(Formula::True))];
+    let mut stack: Vec<(&IdedExpr, Arc<Formula>)> = vec![(expr.expr(), Arc::new(Formula::True))];
     while let Some((e, guard)) = stack.pop() {
         nodes.push(GuardedNode {
             pos: pos_of(parsed, e),
@@ -406,7 +456,7 @@ pub fn analyze(parsed: &ParsedExpr) -> Guards {
     }
     Guards {
         nodes,
-        root: formula(parsed, parsed.expr()),
+        root: formula(parsed, expr.expr()),
     }
 }
 
@@ -940,5 +990,31 @@ mod tests {
         assert!(at(text.find(".x").unwrap()));
         assert!(!at(text.rfind(".spec").unwrap()));
         assert!(!at(text.find(".y").unwrap()));
+    }
+
+    /// The positions of the fast path are `ParsedExpr::location`'s (ASCII, several lines),
+    /// and non-ASCII text takes `location` itself.
+    #[test]
+    fn positions_agree_with_the_parser() {
+        for text in [
+            "object.kind == 'Pod' &&\n  has(object.spec.template) ?\n object.?spec.x.orValue(1) : 2",
+            "'é' == object.metadata.name && object.spec.x",
+        ] {
+            let p = crate::cel::parse(text).unwrap();
+            let loc = Locator::new(&p);
+            assert_eq!(loc.ascii_line_starts.is_some(), text.is_ascii());
+            let mut stack = vec![p.expr()];
+            let mut n = 0;
+            while let Some(e) = stack.pop() {
+                let want = p.location(e.id).map(|l| Pos {
+                    line: l.line,
+                    column: l.column,
+                });
+                assert_eq!(loc.pos(e), want, "{text}");
+                n += 1;
+                stack.extend(children(e));
+            }
+            assert!(n > 5);
+        }
     }
 }
