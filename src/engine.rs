@@ -265,6 +265,28 @@ impl ExpressionChecker for KubeChecker {
         matches!(t, DeclType::Object(o) if o.field(last).is_some() && o.is_required(last))
     }
 
+    fn is_absent_field(&self, object: &SchemaType, path: &[String]) -> bool {
+        let Ok(root) = root_of(object) else {
+            return false;
+        };
+        let Some((last, steps)) = path.split_last() else {
+            return false;
+        };
+        let mut t = root.root();
+        for step in steps {
+            match t {
+                DeclType::Object(o) => match o.field(step) {
+                    Some(f) => t = f,
+                    None => return false,
+                },
+                _ => return false,
+            }
+        }
+        // A property without a CEL type (`is_unexposed`) still exists in objects.
+        matches!(t, DeclType::Object(o)
+            if !o.preserves_unknown_fields() && o.field(last).is_none() && !o.is_unexposed(last))
+    }
+
     fn patch_literals(&self, parsed: &ParsedExpr) -> Option<crate::mutating::literal::Literals> {
         downcast(parsed)
             .ok()

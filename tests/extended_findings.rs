@@ -331,3 +331,152 @@ fn variables_are_narrowed_by_the_guards_of_their_uses() {
         );
     });
 }
+
+/// The guard forms added last (issue 14): optional chains (`hasValue()`, `orValue(<bool>)`),
+/// map-key tests (`'k' in object.spec`), required fields of `oldObject`, and the same as
+/// matchConditions, checked by the real checker for Pods and Deployments; a presence test of
+/// a field no matched kind has (a typo) stays a failure.
+#[test]
+fn optional_chains_key_tests_and_old_object_guards() {
+    use FindingClass::{FailsAtAdmission as Fail, StaticTypingOnly as Static, Unreachable};
+    let policy = |conditions: serde_json::Value, expression: &str| -> ValidatingAdmissionPolicy {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "p", "generation": 1},
+            "spec": {
+                "matchConstraints": {"resourceRules": [
+                    {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"], "resources": ["pods"]},
+                    {"apiGroups": ["apps"], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"], "resources": ["deployments"]}]},
+                "matchConditions": conditions,
+                "validations": [{"expression": expression}]
+            }
+        }))
+        .expect("policy")
+    };
+    let none = serde_json::json!([]);
+    let template = "undefined field 'template'";
+    // (matchConditions, validation, Pod findings, Deployment findings): (class, message
+    // without its position) of every finding, sorted; `@in` stands for the overload message.
+    type Expected<'a> = &'a [(FindingClass, &'a str)];
+    let cases: &[(serde_json::Value, &str, Expected<'_>, Expected<'_>)] = &[
+        (
+            none.clone(),
+            "object.?spec.template.hasValue() ? object.spec.template.spec.containers.size() > 0 : true",
+            &[(Static, template), (Unreachable, template)],
+            &[],
+        ),
+        (
+            none.clone(),
+            "!object.?spec.?template.hasValue() || object.spec.template.metadata.name != ''",
+            &[(Static, template), (Unreachable, template)],
+            &[],
+        ),
+        (
+            none.clone(),
+            "object.?spec.paused.orValue(false) ? object.spec.template.metadata.name != '' : true",
+            &[
+                (Static, "undefined field 'paused'"),
+                (Unreachable, template),
+            ],
+            &[],
+        ),
+        (
+            none.clone(),
+            "'template' in object.spec ? object.spec.template.metadata.name != '' : true",
+            &[(Static, "@in"), (Unreachable, template)],
+            &[(Static, "@in")],
+        ),
+        (
+            none.clone(),
+            "!('template' in object.spec) ? object.spec.containers.size() > 0 : true",
+            &[(Static, "@in")],
+            &[
+                (Static, "@in"),
+                (Unreachable, "undefined field 'containers'"),
+            ],
+        ),
+        (
+            none.clone(),
+            "!has(oldObject.spec.template) ? oldObject.spec.containers.size() > 0 : true",
+            &[(Static, template)],
+            &[(Unreachable, "undefined field 'containers'")],
+        ),
+        // Typos: no matched kind has the field.
+        (
+            none.clone(),
+            "object.?spec.containrs.orValue([]).size() >= 0",
+            &[(Fail, "undefined field 'containrs'")],
+            &[(Fail, "undefined field 'containrs'")],
+        ),
+        (
+            none.clone(),
+            "!has(object.spec.containrs)",
+            &[(Fail, "undefined field 'containrs'")],
+            &[(Fail, "undefined field 'containrs'")],
+        ),
+        // The same guards as matchConditions: the validation is not evaluated for Pods.
+        (
+            serde_json::json!([{"name": "t", "expression": "object.?spec.template.hasValue()"}]),
+            "object.spec.template.metadata.name != ''",
+            &[(Unreachable, template)],
+            &[],
+        ),
+        (
+            serde_json::json!([{"name": "t", "expression": "'template' in object.spec"}]),
+            "object.spec.template.metadata.name != ''",
+            &[(Unreachable, template)],
+            &[],
+        ),
+    ];
+    with_backends(|b| {
+        for (conditions, expression, pod, deployment) in cases {
+            let s = check_policy(
+                &policy(conditions.clone(), expression),
+                &CheckOptions::default(),
+                b,
+            );
+            let got = |kind: &str| {
+                let mut v: Vec<(FindingClass, String)> = s
+                    .findings
+                    .iter()
+                    .filter(|f| {
+                        f.field_ref == "spec.validations[0].expression" && f.gvk.kind == kind
+                    })
+                    .map(|f| {
+                        let rest = f.message.splitn(3, ": ").nth(2).unwrap_or_default();
+                        let rest = if rest.starts_with("found no matching overload for '@in'") {
+                            "@in"
+                        } else {
+                            rest
+                        };
+                        (f.class, rest.to_owned())
+                    })
+                    .collect();
+                v.sort();
+                v
+            };
+            let want = |e: Expected<'_>| {
+                let mut v: Vec<(FindingClass, String)> =
+                    e.iter().map(|(c, m)| (*c, (*m).to_owned())).collect();
+                v.sort();
+                v
+            };
+            assert_eq!(got("Pod"), want(pod), "Pod: {expression}");
+            assert_eq!(
+                got("Deployment"),
+                want(deployment),
+                "Deployment: {expression}"
+            );
+            let valid = s
+                .conditions
+                .iter()
+                .find(|c| c.type_ == "ExpressionsValid")
+                .expect("condition");
+            let fails = pod.iter().chain(deployment.iter()).any(|(c, _)| *c == Fail);
+            assert_eq!(
+                valid.status,
+                if fails { "False" } else { "True" },
+                "{expression}"
+            );
+        }
+    });
+}

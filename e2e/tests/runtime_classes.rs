@@ -2,7 +2,8 @@
 //! policy (failurePolicy Fail, on Pods and Deployments labelled for the case) and a Deny
 //! binding are created; `vapcheck check -o json --kubeconfig <cluster>` (extended mode) gives
 //! the policy's `ExpressionsValid` condition; a server-side dry-run create of a Pod and of a
-//! Deployment must then get what the class says:
+//! Deployment (for the `oldObject` cases, a dry-run patch of ones created beforehand: an
+//! UPDATE request) must then get what the class says:
 //!
 //! * `static typing only` (`True/StaticTypingOnly`) and findings in branches not evaluated for
 //!   a kind: both objects admitted (each expression is written to be true whenever it
@@ -97,6 +98,18 @@ const CASES: &[(&str, &str, &str)] = &[
         "ExpressionWarnings",
         "object.spec.containrs.size() > 0",
     ),
+    // matchConditions that select Deployments through an optional chain and a key test:
+    // the validation, which reads Deployment fields, is not evaluated for the Pod.
+    (
+        "match-condition-optional",
+        "StaticTypingOnly",
+        "object.spec.template.spec.containers.size() > 0",
+    ),
+    (
+        "match-condition-key",
+        "StaticTypingOnly",
+        "object.spec.template.spec.containers.size() > 0",
+    ),
     // Variables (see `variables_of`) are evaluated only where they are used: `tpl` reads a
     // Deployment path and is used only for Deployments; `typo` is used only for Pods.
     (
@@ -108,6 +121,55 @@ const CASES: &[(&str, &str, &str)] = &[
         "variable-typo",
         "ExpressionWarnings",
         "object.kind != 'Pod' || size(variables.typo) > 0",
+    ),
+    // Optional chains: `hasValue()` of a chain through a field the kind lacks is false, the
+    // branch it guards is not evaluated; an optional selection of a missing field is
+    // `optional.none()`, not an error.
+    (
+        "optional-has-value",
+        "StaticTypingOnly",
+        "object.?spec.template.hasValue() ? object.spec.template.spec.containers.size() > 0 : true",
+    ),
+    (
+        "optional-or-value",
+        "StaticTypingOnly",
+        "!object.?spec.paused.orValue(false) || object.spec.template.metadata.name != ''",
+    ),
+    (
+        "optional-absent",
+        "StaticTypingOnly",
+        "object.?spec.template.spec.containers.orValue([]).size() >= 0",
+    ),
+    // An optional chain through a field no matched kind has (a typo): always none, so the
+    // validation is false for the Pod (the Deployment's branch is not evaluated).
+    (
+        "optional-typo",
+        "ExpressionWarnings",
+        "object.kind != 'Pod' || object.?spec.containrs.orValue([]).size() > 0",
+    ),
+    // `in` on an object tests its keys: false for a field the kind lacks, true for a
+    // required one.
+    (
+        "key-in-object",
+        "StaticTypingOnly",
+        "!('template' in object.spec) || object.spec.template.spec.containers.size() > 0",
+    ),
+    (
+        "key-required",
+        "StaticTypingOnly",
+        "('template' in object.spec) || object.spec.containers.size() > 0",
+    ),
+    // oldObject (UPDATE requests, see `is_update`): has() of a required field of the stored
+    // object; and a typo under an oldObject kind guard.
+    (
+        "old-object-required",
+        "StaticTypingOnly",
+        "(!has(oldObject.spec.template) && oldObject.spec.containers.size() > 0) || has(oldObject.spec.template)",
+    ),
+    (
+        "old-object-typo",
+        "ExpressionWarnings",
+        "oldObject.kind != 'Pod' || oldObject.spec.containrs.size() > 0",
     ),
     // A typo: no such key at run time.
     (
@@ -133,11 +195,24 @@ const SENTINEL: &str = "sentinel";
 
 /// The matchConditions of a case (`spec.matchConditions`, YAML), if any.
 fn match_condition(case: &str) -> &'static str {
-    if case.starts_with("match-condition") {
-        "\n  matchConditions:\n  - name: pods-only\n    expression: \"request.kind.kind == 'Pod'\""
-    } else {
-        ""
+    match case {
+        "match-condition" | "match-condition-typo" => {
+            "\n  matchConditions:\n  - name: pods-only\n    expression: \"request.kind.kind == 'Pod'\""
+        }
+        "match-condition-optional" => {
+            "\n  matchConditions:\n  - name: deployments-only\n    expression: \"object.?spec.template.hasValue()\""
+        }
+        "match-condition-key" => {
+            "\n  matchConditions:\n  - name: deployments-only\n    expression: \"'template' in object.spec\""
+        }
+        _ => "",
     }
+}
+
+/// Cases checked on UPDATE requests (a dry-run patch of an object created beforehand), where
+/// `oldObject` is the stored object; the others on CREATE.
+fn is_update(case: &str) -> bool {
+    case.starts_with("old-object")
 }
 
 /// The variables of a case (`spec.variables`, YAML), if any.
@@ -153,6 +228,7 @@ fn variables_of(case: &str) -> &'static str {
 
 fn policy(case: &str, expr: &str) -> String {
     let conditions = format!("{}{}", match_condition(case), variables_of(case));
+    let operation = if is_update(case) { "UPDATE" } else { "CREATE" };
     format!(
         r#"apiVersion: admissionregistration.k8s.io/v1
 kind: ValidatingAdmissionPolicy
@@ -163,11 +239,11 @@ spec:
     resourceRules:
     - apiGroups: [""]
       apiVersions: ["v1"]
-      operations: ["CREATE"]
+      operations: ["{operation}"]
       resources: ["pods"]
     - apiGroups: ["apps"]
       apiVersions: ["v1"]
-      operations: ["CREATE"]
+      operations: ["{operation}"]
       resources: ["deployments"]
     objectSelector:
       matchLabels: {{rc14-case: {case}}}{conditions}
@@ -188,28 +264,77 @@ spec:
 /// A dry-run create of a Pod or a Deployment labelled for `case`: `Ok(None)` when admitted,
 /// `Ok(Some(message))` when denied.
 async fn request(client: &Client, case: &str, kind: &str) -> anyhow::Result<Option<String>> {
+    let uri = match kind {
+        "Pod" => format!("/api/v1/namespaces/{NS}/pods?dryRun=All"),
+        _ => format!("/apis/apps/v1/namespaces/{NS}/deployments?dryRun=All"),
+    };
+    request_at(client, case, kind, &uri).await
+}
+
+/// A create of the Pod or Deployment of `case` at `uri`.
+async fn request_at(
+    client: &Client,
+    case: &str,
+    kind: &str,
+    uri: &str,
+) -> anyhow::Result<Option<String>> {
     let labels = json!({"rc14-case": case});
     let pod_spec = json!({
         "containers": [{"name": "c", "image": "registry.example/app:1"}],
         "initContainers": [{"name": "i", "image": "registry.example/init:1"}]
     });
     let name = format!("{case}-{}", kind.to_lowercase());
-    let (body, uri) = match kind {
-        "Pod" => (
-            json!({"apiVersion": "v1", "kind": "Pod",
+    let body = match kind {
+        "Pod" => json!({"apiVersion": "v1", "kind": "Pod",
                    "metadata": {"name": name, "namespace": NS, "labels": labels},
                    "spec": pod_spec}),
-            format!("/api/v1/namespaces/{NS}/pods?dryRun=All"),
-        ),
-        _ => (
-            json!({"apiVersion": "apps/v1", "kind": "Deployment",
+        _ => json!({"apiVersion": "apps/v1", "kind": "Deployment",
                    "metadata": {"name": name, "namespace": NS, "labels": labels},
                    "spec": {"selector": {"matchLabels": {"app": "x"}},
                             "template": {"metadata": {"labels": {"app": "x"}}, "spec": pod_spec}}}),
-            format!("/apis/apps/v1/namespaces/{NS}/deployments?dryRun=All"),
+    };
+    support::dry_run_create(client, uri, &body).await
+}
+
+/// Creates the Pod or Deployment of an UPDATE case (for real; `AlreadyExists` from an
+/// earlier run on the same cluster is fine), then returns what a dry-run merge patch of it
+/// (an annotation added: an UPDATE request) gets: `Ok(None)` when admitted.
+async fn update(client: &Client, case: &str, kind: &str) -> anyhow::Result<Option<String>> {
+    use http_body_util::BodyExt;
+    let name = format!("{case}-{}", kind.to_lowercase());
+    let (create_uri, object_uri) = match kind {
+        "Pod" => (
+            format!("/api/v1/namespaces/{NS}/pods"),
+            format!("/api/v1/namespaces/{NS}/pods/{name}?dryRun=All"),
+        ),
+        _ => (
+            format!("/apis/apps/v1/namespaces/{NS}/deployments"),
+            format!("/apis/apps/v1/namespaces/{NS}/deployments/{name}?dryRun=All"),
         ),
     };
-    support::dry_run_create(client, &uri, &body).await
+    let created = request_at(client, case, kind, &create_uri).await?;
+    if let Some(m) = created.filter(|m| !m.starts_with("HTTP 409")) {
+        bail!("creating the {kind} of {case}: {m}");
+    }
+    let patch = json!({"metadata": {"annotations": {"rc14-update": "1"}}});
+    let req = http::Request::builder()
+        .method(http::Method::PATCH)
+        .uri(object_uri)
+        .header(http::header::CONTENT_TYPE, "application/merge-patch+json")
+        .header(http::header::ACCEPT, "application/json")
+        .body(kube::client::Body::from(serde_json::to_vec(&patch)?))?;
+    let response = client.send(req).await.context("sending a dry-run patch")?;
+    let code = response.status().as_u16();
+    let bytes = response.into_body().collect().await?.to_bytes();
+    if (200..300).contains(&code) {
+        return Ok(None);
+    }
+    let status: Value = serde_json::from_slice(&bytes)
+        .with_context(|| format!("HTTP {code}: {}", String::from_utf8_lossy(&bytes)))?;
+    Ok(Some(format!(
+        "HTTP {code}: {}",
+        status["message"].as_str().unwrap_or_default()
+    )))
 }
 
 /// vapcheck's `ExpressionsValid` (reason, message) per policy name.
@@ -297,8 +422,17 @@ async fn runtime_classes_match_the_api_server() -> anyhow::Result<()> {
             .get(&format!("rc14-{case}"))
             .cloned()
             .unwrap_or_default();
-        let pod = request(&client, case, "Pod").await?;
-        let deployment = request(&client, case, "Deployment").await?;
+        let (pod, deployment) = if is_update(case) {
+            (
+                update(&client, case, "Pod").await?,
+                update(&client, case, "Deployment").await?,
+            )
+        } else {
+            (
+                request(&client, case, "Pod").await?,
+                request(&client, case, "Deployment").await?,
+            )
+        };
         let said = format!("Pod: {pod:?}; Deployment: {deployment:?}");
         let agree = match reason.as_str() {
             "StaticTypingOnly" | "NoWarnings" => pod.is_none() && deployment.is_none(),

@@ -6,19 +6,72 @@
 //! `false`), so each operand of `a && b` is evaluated only where it can matter: `a` under `b`,
 //! `b` under `a`; of `a || b`, each under the other's negation. `c ? x : y` evaluates `x`
 //! only when `c`, `y` only when `!c`. Atoms: `object.kind`, `oldObject.kind` and
-//! `request.kind.kind` compared with a string literal (`==`, `!=`, `in [...]`), and `has()`.
+//! `request.kind.kind` compared with a string literal (`==`, `!=`, `in [...]`), the same for
+//! `apiVersion` and `request.kind.group`/`version`, `has()`, `e.?f.hasValue()` and
+//! `e.?f.orValue(<bool literal>)`, and `'k' in object.<path>`.
+
+use std::sync::Arc;
 
 use cel::common::ast::{ComprehensionExpr, Expr, IdedExpr, LiteralValue};
 
 use crate::cel::ParsedExpr;
 use crate::cel::parse::children;
 use crate::policy::narrowing::{Atom, Formula, GuardedNode, Guards, GvkPart, Pos};
+use crate::schema::escape::escape;
 
-fn pos_of(parsed: &ParsedExpr, e: &IdedExpr) -> Option<Pos> {
-    parsed.location(e.id).map(|l| Pos {
-        line: l.line,
-        column: l.column,
-    })
+/// Node positions. `ParsedExpr::location` counts the characters of the line before a node;
+/// for ASCII text (nearly every expression) a column is the byte distance from the line's
+/// start, computed here without rescanning the line for every node.
+struct Locator<'a> {
+    parsed: &'a ParsedExpr,
+    /// Byte offsets where lines start (after each `\n`, as `cel::errors::Source`); `None`
+    /// for non-ASCII text.
+    ascii_line_starts: Option<Vec<usize>>,
+}
+
+impl<'a> Locator<'a> {
+    fn new(parsed: &'a ParsedExpr) -> Self {
+        let text = parsed.source().text();
+        let ascii_line_starts = text.is_ascii().then(|| {
+            std::iter::once(0)
+                .chain(
+                    text.bytes()
+                        .enumerate()
+                        .filter(|(_, b)| *b == b'\n')
+                        .map(|(i, _)| i + 1),
+                )
+                .collect()
+        });
+        Locator {
+            parsed,
+            ascii_line_starts,
+        }
+    }
+
+    fn pos(&self, e: &IdedExpr) -> Option<Pos> {
+        let Some(starts) = &self.ascii_line_starts else {
+            return self.parsed.location(e.id).map(|l| Pos {
+                line: l.line,
+                column: l.column,
+            });
+        };
+        let byte = self
+            .parsed
+            .offset(e.id)?
+            .min(self.parsed.source().text().len());
+        let line = match starts.binary_search(&byte) {
+            Ok(i) => i,
+            Err(i) => i.saturating_sub(1),
+        };
+        Some(Pos {
+            line: line + 1,
+            column: byte - starts.get(line).copied().unwrap_or(0),
+        })
+    }
+}
+
+fn pos_of(loc: &Locator<'_>, e: &IdedExpr) -> Option<Pos> {
+    loc.pos(e)
 }
 
 /// `object.kind`, `oldObject.kind`, `request.kind.kind` ([`GvkPart::Kind`]);
@@ -60,10 +113,10 @@ fn gvk_atom(part: GvkPart, value: &str) -> Formula {
     })
 }
 
-/// `object.a.b` (plain field selections from `object`): `[a, b]`.
+/// `object.a.b` (plain field selections from `object` or `oldObject`): `[object, a, b]`.
 fn object_path(e: &IdedExpr) -> Option<Vec<String>> {
     match &e.expr {
-        Expr::Ident(name) if name == "object" => Some(Vec::new()),
+        Expr::Ident(name) if name == "object" || name == "oldObject" => Some(vec![name.clone()]),
         Expr::Select(s) if !s.test => {
             let mut p = object_path(&s.operand)?;
             p.push(s.field.clone());
@@ -71,6 +124,62 @@ fn object_path(e: &IdedExpr) -> Option<Vec<String>> {
         }
         _ => None,
     }
+}
+
+/// `e.?f` (the parser's `_?._(e, 'f')`): `e`.
+fn opt_select_operand(e: &IdedExpr) -> Option<&IdedExpr> {
+    match &e.expr {
+        Expr::Call(c)
+            if c.target.is_none()
+                && c.func_name == "_?._"
+                && c.args.len() == 2
+                && matches!(&c.args[1].expr, Expr::Literal(LiteralValue::String(_))) =>
+        {
+            Some(&c.args[0])
+        }
+        _ => None,
+    }
+}
+
+/// Whether evaluating `e` tests its last field for presence: `e` is `x.?f`, or `x.f` where
+/// `x` is such a selection (cel-go v0.29.2 `interpreter/attributes.go`, `applyQualifiers`).
+fn is_optional_select(e: &IdedExpr) -> bool {
+    let mut cur = e;
+    loop {
+        if opt_select_operand(cur).is_some() {
+            return true;
+        }
+        match &cur.expr {
+            Expr::Select(s) if !s.test => cur = &s.operand,
+            _ => return false,
+        }
+    }
+}
+
+/// An optional chain `x.?a.b.?c.d`: the positions of its optional selections (`.?a` and
+/// everything after it) and the innermost non-optional operand `x`.
+fn optional_chain<'a>(parsed: &Locator<'_>, e: &'a IdedExpr) -> Option<(Vec<Pos>, &'a IdedExpr)> {
+    let mut tests = Vec::new();
+    let mut found: Option<(usize, &IdedExpr)> = None;
+    let mut cur = e;
+    loop {
+        if let Some(operand) = opt_select_operand(cur) {
+            tests.extend(pos_of(parsed, cur));
+            found = Some((tests.len(), operand));
+            cur = operand;
+            continue;
+        }
+        match &cur.expr {
+            Expr::Select(s) if !s.test => {
+                tests.extend(pos_of(parsed, cur));
+                cur = &s.operand;
+            }
+            _ => break,
+        }
+    }
+    let (n, operand) = found?;
+    tests.truncate(n);
+    Some((tests, operand))
 }
 
 /// A string literal, or the comprehension variable `bind.0` standing for `bind.1`.
@@ -83,7 +192,7 @@ fn string_value<'a>(e: &'a IdedExpr, bind: Option<(&str, &'a str)>) -> Option<&'
 }
 
 /// The positions of `e` and all its descendants.
-fn subtree_positions(parsed: &ParsedExpr, e: &IdedExpr) -> Vec<Pos> {
+fn subtree_positions(parsed: &Locator<'_>, e: &IdedExpr) -> Vec<Pos> {
     let mut out = Vec::new();
     let mut stack = vec![e];
     while let Some(n) = stack.pop() {
@@ -94,13 +203,13 @@ fn subtree_positions(parsed: &ParsedExpr, e: &IdedExpr) -> Vec<Pos> {
 }
 
 /// What the analysis knows about the value of a boolean expression.
-fn formula(parsed: &ParsedExpr, e: &IdedExpr) -> Formula {
+fn formula(parsed: &Locator<'_>, e: &IdedExpr) -> Formula {
     formula_bound(parsed, e, None)
 }
 
 /// [`formula`] with a comprehension variable bound to a string (for
 /// `['A', 'B'].all(k, object.kind != k)` and `.exists(k, object.kind == k)`).
-fn formula_bound(parsed: &ParsedExpr, e: &IdedExpr, bind: Option<(&str, &str)>) -> Formula {
+fn formula_bound(parsed: &Locator<'_>, e: &IdedExpr, bind: Option<(&str, &str)>) -> Formula {
     match &e.expr {
         Expr::Select(s) if s.test => Formula::Atom(Atom::Has {
             test: pos_of(parsed, e),
@@ -147,6 +256,35 @@ fn formula_bound(parsed: &ParsedExpr, e: &IdedExpr, bind: Option<(&str, &str)>) 
                             .collect();
                         values.map(Formula::Or).unwrap_or(Formula::Unknown)
                     }
+                    _ => key_test(parsed, &args[0], &args[1], bind),
+                },
+                _ => Formula::Unknown,
+            }
+        }
+        // `e.?f.hasValue()`; `e.?f.orValue(false)` is `hasValue() && <value>`,
+        // `e.?f.orValue(true)` is `!hasValue() || <value>`.
+        Expr::Call(c) if c.target.is_some() => {
+            let Some(target) = c.target.as_deref() else {
+                return Formula::Unknown;
+            };
+            let present = || {
+                optional_chain(parsed, target).map(|(tests, operand)| {
+                    Formula::Atom(Atom::Present {
+                        tests,
+                        operand: subtree_positions(parsed, operand),
+                    })
+                })
+            };
+            match (c.func_name.as_str(), c.args.as_slice()) {
+                ("hasValue", []) => present().unwrap_or(Formula::Unknown),
+                ("orValue", [default]) => match (&default.expr, present()) {
+                    (Expr::Literal(LiteralValue::Boolean(b)), Some(p)) => {
+                        if **b {
+                            Formula::Or(vec![p.negate(), Formula::Unknown])
+                        } else {
+                            Formula::And(vec![p, Formula::Unknown])
+                        }
+                    }
                     _ => Formula::Unknown,
                 },
                 _ => Formula::Unknown,
@@ -157,9 +295,30 @@ fn formula_bound(parsed: &ParsedExpr, e: &IdedExpr, bind: Option<(&str, &str)>) 
     }
 }
 
+/// `'k' in object.a` (a string literal, or a comprehension variable bound to one; a key that
+/// is its own CEL field name, so that the schema's field names can answer for it).
+fn key_test(
+    parsed: &Locator<'_>,
+    key: &IdedExpr,
+    map: &IdedExpr,
+    bind: Option<(&str, &str)>,
+) -> Formula {
+    let (Some(key), Some(mut path)) = (string_value(key, bind), object_path(map)) else {
+        return Formula::Unknown;
+    };
+    if escape(key).as_deref() != Some(key) {
+        return Formula::Unknown;
+    }
+    path.push(key.to_owned());
+    Formula::Atom(Atom::HasKey {
+        operand: subtree_positions(parsed, map),
+        path,
+    })
+}
+
 /// `[lits].all(v, p)` (accumulator `true`, step `acc && p`) is the conjunction of `p` over
 /// the literals; `[lits].exists(v, p)` (`false`, `acc || p`) their disjunction.
-fn comprehension_formula(parsed: &ParsedExpr, c: &ComprehensionExpr) -> Option<Formula> {
+fn comprehension_formula(parsed: &Locator<'_>, c: &ComprehensionExpr) -> Option<Formula> {
     if c.iter_var2.is_some() {
         return None;
     }
@@ -203,19 +362,48 @@ fn comprehension_formula(parsed: &ParsedExpr, c: &ComprehensionExpr) -> Option<F
     })
 }
 
+/// `guard && f`, sharing `guard` (most nodes inherit their parent's guard unchanged, so the
+/// guards are shared rather than copied: the analysis stays linear in the expression's size).
+fn conj(guard: &Arc<Formula>, fs: &[&Arc<Formula>]) -> Arc<Formula> {
+    let unknown = fs.iter().any(|f| matches!(f.as_ref(), Formula::Unknown));
+    let fs: Vec<&Arc<Formula>> = fs
+        .iter()
+        .copied()
+        .filter(|f| !matches!(f.as_ref(), Formula::True | Formula::Unknown))
+        .collect();
+    match (guard.as_ref(), fs.as_slice()) {
+        // Nothing known under no guard: not "always evaluated" (as `Formula::and`).
+        (Formula::True, []) if unknown => Arc::new(Formula::Unknown),
+        (_, []) => Arc::clone(guard),
+        (Formula::True, [f]) => Arc::clone(f),
+        (Formula::True, _) => Arc::new(Formula::And(
+            fs.iter().map(|f| Formula::Shared(Arc::clone(f))).collect(),
+        )),
+        _ => Arc::new(Formula::And(
+            std::iter::once(guard)
+                .chain(fs)
+                .map(|f| Formula::Shared(Arc::clone(f)))
+                .collect(),
+        )),
+    }
+}
+
 /// Every node of `parsed` with the guard under which it is evaluated.
-pub fn analyze(parsed: &ParsedExpr) -> Guards {
+pub fn analyze(expr: &ParsedExpr) -> Guards {
+    let loc = Locator::new(expr);
+    let parsed = &loc;
     let mut nodes = Vec::new();
-    let mut stack: Vec<(&IdedExpr, Formula)> = vec![(parsed.expr(), Formula::True)];
+    let mut stack: Vec<(&IdedExpr, Arc<Formula>)> = vec![(expr.expr(), Arc::new(Formula::True))];
     while let Some((e, guard)) = stack.pop() {
         nodes.push(GuardedNode {
             pos: pos_of(parsed, e),
-            guard: guard.clone(),
+            guard: Arc::clone(&guard),
             has_test: matches!(&e.expr, Expr::Select(s) if s.test),
             operand_path: match &e.expr {
                 Expr::Select(s) if !s.test => object_path(&s.operand),
                 _ => None,
             },
+            optional_select: is_optional_select(e),
             variable: match &e.expr {
                 Expr::Select(s)
                     if !s.test && matches!(&s.operand.expr, Expr::Ident(n) if n == "variables") =>
@@ -233,53 +421,55 @@ pub fn analyze(parsed: &ParsedExpr) -> Guards {
                     && c.args.len() >= 2 =>
             {
                 let and = c.func_name == "_&&_";
-                let fs: Vec<Formula> = c
+                let fs: Vec<Arc<Formula>> = c
                     .args
                     .iter()
                     .map(|a| {
                         let f = formula(parsed, a);
-                        if and { f } else { f.negate() }
+                        Arc::new(if and { f } else { f.negate() })
                     })
                     .collect();
                 for (i, a) in c.args.iter().enumerate() {
-                    let mut g = guard.clone();
-                    for (j, f) in fs.iter().enumerate() {
-                        if i != j {
-                            g = g.and(f.clone());
-                        }
-                    }
-                    stack.push((a, g));
+                    let others: Vec<&Arc<Formula>> = fs
+                        .iter()
+                        .enumerate()
+                        .filter(|(j, _)| *j != i)
+                        .map(|(_, f)| f)
+                        .collect();
+                    stack.push((a, conj(&guard, &others)));
                 }
             }
             Expr::Call(c) if c.target.is_none() && c.func_name == "_?_:_" && c.args.len() == 3 => {
                 let f = formula(parsed, &c.args[0]);
-                stack.push((&c.args[0], guard.clone()));
-                stack.push((&c.args[1], guard.clone().and(f.clone())));
-                stack.push((&c.args[2], guard.and(f.negate())));
+                let not_f = Arc::new(f.clone().negate());
+                let f = Arc::new(f);
+                stack.push((&c.args[0], Arc::clone(&guard)));
+                stack.push((&c.args[1], conj(&guard, &[&f])));
+                stack.push((&c.args[2], conj(&guard, &[&not_f])));
             }
             _ => {
                 for ch in children(e) {
-                    stack.push((ch, guard.clone()));
+                    stack.push((ch, Arc::clone(&guard)));
                 }
             }
         }
     }
     Guards {
         nodes,
-        root: formula(parsed, parsed.expr()),
+        root: formula(parsed, expr.expr()),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::narrowing::Truth;
+    use crate::policy::narrowing::{Presence, Truth};
 
     fn guard_at(g: &Guards, column: usize) -> Vec<&Formula> {
         g.nodes
             .iter()
             .filter(|n| n.pos == Some(Pos { line: 1, column }))
-            .map(|n| &n.guard)
+            .map(|n| &*n.guard)
             .collect()
     }
 
@@ -364,19 +554,28 @@ mod tests {
             .collect();
         assert_eq!(nodes.len(), 1);
         let node = nodes[0];
-        assert_eq!(node.operand_path.as_deref(), Some(&["spec".to_owned()][..]));
-        let template_required = |path: &[String]| path == ["spec", "template"];
-        let facts = |required: &dyn Fn(&[String]) -> bool| {
+        assert_eq!(
+            node.operand_path.as_deref(),
+            Some(&["object".to_owned(), "spec".to_owned()][..])
+        );
+        let template_required = |path: &[String]| {
+            if path == ["spec", "template"] {
+                Presence::Required
+            } else {
+                Presence::Unknown
+            }
+        };
+        let facts = |presence: &dyn Fn(&[String]) -> Presence| {
             node.guard.eval_in(&Facts {
                 kind: "Deployment",
                 group_version: Some(("apps", "v1")),
                 errors: &[],
-                required,
+                presence,
                 node_operand: node.operand_path.as_deref(),
             })
         };
         assert_eq!(facts(&template_required), Truth::False);
-        assert_eq!(facts(&|_| false), Truth::Unknown);
+        assert_eq!(facts(&|_| Presence::Unknown), Truth::Unknown);
         // A node that does not read through `object.spec` is not narrowed: `spec` itself may
         // be missing, and then `has()` is an error, not false.
         let text = "!has(object.spec.template) && object.metadata.x == 'a'";
@@ -392,7 +591,7 @@ mod tests {
                 kind: "Deployment",
                 group_version: Some(("apps", "v1")),
                 errors: &[],
-                required: &template_required,
+                presence: &template_required,
                 node_operand: n.operand_path.as_deref(),
             });
             assert_eq!(t, Truth::Unknown);
@@ -421,7 +620,7 @@ mod tests {
                     kind,
                     group_version: Some((group, version)),
                     errors: &[],
-                    required: &|_| false,
+                    presence: &|_| Presence::Unknown,
                     node_operand: None,
                 })
             };
@@ -437,10 +636,385 @@ mod tests {
             kind: "X",
             group_version: Some((group, "v1")),
             errors: &[],
-            required: &|_| false,
+            presence: &|_| Presence::Unknown,
             node_operand: None,
         };
         assert_eq!(g.root.eval_in(&facts("")), Truth::True);
         assert_eq!(g.root.eval_in(&facts("apps")), Truth::False);
+    }
+
+    /// Every guard form of issue 14, alone and under `&&`, `||`, `!` and `?:`: the guard of
+    /// the node `object.spec.template.x` (the `.x` selection, or `.containers` where noted)
+    /// for a Pod (no `spec.template`, no `spec.paused`: the checker reports those fields
+    /// undefined where they are selected) and a Deployment (`spec.template` required).
+    #[test]
+    fn every_guard_form() {
+        use crate::policy::narrowing::{Facts, Presence};
+        use Truth::{False, True, Unknown};
+        // (expression, node marker (last occurrence), Pod, Deployment)
+        let cases: &[(&str, &str, Truth, Truth)] = &[
+            (
+                "object.kind == 'Deployment' && object.spec.template.x",
+                ".x",
+                False,
+                True,
+            ),
+            (
+                "object.kind != 'Deployment' || object.spec.template.x",
+                ".x",
+                False,
+                True,
+            ),
+            (
+                "!(object.kind == 'Deployment') ? true : object.spec.template.x",
+                ".x",
+                False,
+                True,
+            ),
+            (
+                "object.kind in ['Deployment', 'Job'] ? object.spec.template.x : true",
+                ".x",
+                False,
+                True,
+            ),
+            (
+                "request.kind.kind == 'Deployment' ? object.spec.template.x : true",
+                ".x",
+                False,
+                True,
+            ),
+            (
+                "oldObject.kind == 'Deployment' && object.spec.template.x",
+                ".x",
+                False,
+                True,
+            ),
+            (
+                "object.apiVersion == 'apps/v1' && object.spec.template.x",
+                ".x",
+                False,
+                True,
+            ),
+            (
+                "request.kind.group != 'apps' || object.spec.template.x",
+                ".x",
+                False,
+                True,
+            ),
+            // has(): false where the field is undefined; true where it is required.
+            (
+                "has(object.spec.template) && object.spec.template.x",
+                ".x",
+                False,
+                True,
+            ),
+            (
+                "!has(object.spec.template) || object.spec.template.x",
+                ".x",
+                False,
+                True,
+            ),
+            (
+                "has(object.spec.template) ? object.spec.template.x : true",
+                ".x",
+                False,
+                True,
+            ),
+            (
+                "!has(object.spec.template) ? true : object.spec.template.x",
+                ".x",
+                False,
+                True,
+            ),
+            (
+                "!has(object.spec.template) && object.spec.containers",
+                ".containers",
+                True,
+                False,
+            ),
+            // oldObject: the same, on paths through oldObject only.
+            (
+                "!has(oldObject.spec.template) && oldObject.spec.containers",
+                ".containers",
+                True,
+                False,
+            ),
+            (
+                "!has(oldObject.spec.template) && object.spec.containers",
+                ".containers",
+                True,
+                Unknown,
+            ),
+            (
+                "has(oldObject.spec.template) && object.spec.template.x",
+                ".x",
+                False,
+                Unknown,
+            ),
+            // Optional chains: false where a field of the chain is undefined.
+            (
+                "object.?spec.template.hasValue() && object.spec.template.x",
+                ".x",
+                False,
+                Unknown,
+            ),
+            (
+                "!object.?spec.template.hasValue() || object.spec.template.x",
+                ".x",
+                False,
+                Unknown,
+            ),
+            (
+                "object.?spec.?template.hasValue() ? object.spec.template.x : true",
+                ".x",
+                False,
+                Unknown,
+            ),
+            (
+                "!object.?spec.?template.hasValue() ? true : object.spec.template.x",
+                ".x",
+                False,
+                Unknown,
+            ),
+            (
+                "object.?spec.paused.orValue(false) ? object.spec.template.x : true",
+                ".x",
+                False,
+                Unknown,
+            ),
+            (
+                "object.?spec.paused.orValue(true) ? true : object.spec.template.x",
+                ".x",
+                False,
+                Unknown,
+            ),
+            (
+                "object.?spec.paused.orValue(true) ? object.spec.template.x : true",
+                ".x",
+                True,
+                Unknown,
+            ),
+            (
+                "object.?spec.paused.orValue(x) ? object.spec.template.x : true",
+                ".x",
+                Unknown,
+                Unknown,
+            ),
+            // Map-key tests: false where the schema has no such property; true where required.
+            (
+                "'template' in object.spec && object.spec.template.x",
+                ".x",
+                False,
+                True,
+            ),
+            (
+                "!('template' in object.spec) || object.spec.template.x",
+                ".x",
+                False,
+                True,
+            ),
+            (
+                "'template' in object.spec ? object.spec.template.x : true",
+                ".x",
+                False,
+                True,
+            ),
+            (
+                "['template'].exists(k, k in object.spec) && object.spec.template.x",
+                ".x",
+                False,
+                True,
+            ),
+            (
+                "!('template' in object.spec) && object.spec.containers",
+                ".containers",
+                True,
+                False,
+            ),
+            (
+                "'template' in object.metadata.labels && object.spec.template.x",
+                ".x",
+                Unknown,
+                Unknown,
+            ),
+            // Combinations.
+            (
+                "object.kind == 'Pod' || (has(object.spec.template) && object.spec.template.x)",
+                ".x",
+                False,
+                True,
+            ),
+            (
+                "object.kind == 'Deployment' ? (has(object.spec.template) ? object.spec.template.x : true) : true",
+                ".x",
+                False,
+                True,
+            ),
+            ("x || object.spec.template.x", ".x", Unknown, Unknown),
+        ];
+        for &(text, marker, pod, deployment) in cases {
+            let p = crate::cel::parse(text).unwrap_or_else(|e| panic!("{text}: {e:?}"));
+            let g = analyze(&p);
+            let column = text.rfind(marker).unwrap();
+            let nodes: Vec<&GuardedNode> = g
+                .nodes
+                .iter()
+                .filter(|n| n.pos == Some(Pos { line: 1, column }))
+                .collect();
+            assert_eq!(nodes.len(), 1, "{text}");
+            let node = nodes[0];
+            // A Pod: the checker reports `template` and `paused` undefined at the presence
+            // tests and optional selections that name them.
+            let pod_errors: Vec<Pos> = ["(object.spec.template)", "(oldObject.spec.template)"]
+                .iter()
+                .filter_map(|m| text.find(m))
+                .chain(
+                    [".template.hasValue", ".?template", ".paused"]
+                        .iter()
+                        .filter_map(|m| text.find(m)),
+                )
+                .map(|column| Pos { line: 1, column })
+                .collect();
+            let pod_presence = |path: &[String]| match path {
+                [s, t] if s == "spec" && (t == "template" || t == "paused") => Presence::Absent,
+                _ => Presence::Unknown,
+            };
+            let deployment_presence = |path: &[String]| match path {
+                [s, t] if s == "spec" && t == "template" => Presence::Required,
+                _ => Presence::Unknown,
+            };
+            let at = |kind: &str,
+                      group: &str,
+                      errors: &[Pos],
+                      presence: &dyn Fn(&[String]) -> Presence| {
+                node.guard.eval_in(&Facts {
+                    kind,
+                    group_version: Some((group, "v1")),
+                    errors,
+                    presence,
+                    node_operand: node.operand_path.as_deref(),
+                })
+            };
+            assert_eq!(
+                at("Pod", "", &pod_errors, &pod_presence),
+                pod,
+                "Pod: {text}"
+            );
+            assert_eq!(
+                at("Deployment", "apps", &[], &deployment_presence),
+                deployment,
+                "Deployment: {text}"
+            );
+        }
+    }
+
+    /// matchConditions: the formula of a whole expression ([`Guards::root`]).
+    #[test]
+    fn match_condition_formulas() {
+        use crate::policy::narrowing::{Facts, Presence};
+        for (text, pod, deployment) in [
+            (
+                "request.kind.kind == 'Deployment'",
+                Truth::False,
+                Truth::True,
+            ),
+            (
+                "object.kind != 'Pod' && request.kind.group == 'apps'",
+                Truth::False,
+                Truth::True,
+            ),
+            ("!(object.kind in ['Pod'])", Truth::False, Truth::True),
+            ("has(object.spec.template)", Truth::False, Truth::Unknown),
+            (
+                "object.?spec.template.hasValue()",
+                Truth::False,
+                Truth::Unknown,
+            ),
+            ("'template' in object.spec", Truth::False, Truth::Unknown),
+            (
+                "request.kind.kind == 'Pod' ? false : true",
+                Truth::Unknown,
+                Truth::Unknown,
+            ),
+        ] {
+            let p = crate::cel::parse(text).unwrap();
+            let g = analyze(&p);
+            let pod_errors: Vec<Pos> = ["(object.spec.template)", ".template.hasValue"]
+                .iter()
+                .filter_map(|m| text.find(m))
+                .map(|column| Pos { line: 1, column })
+                .collect();
+            let absent = |path: &[String]| {
+                if path == ["spec", "template"] {
+                    Presence::Absent
+                } else {
+                    Presence::Unknown
+                }
+            };
+            let pod_facts = Facts {
+                kind: "Pod",
+                group_version: Some(("", "v1")),
+                errors: &pod_errors,
+                presence: &absent,
+                node_operand: None,
+            };
+            let deployment_facts = Facts {
+                kind: "Deployment",
+                group_version: Some(("apps", "v1")),
+                errors: &[],
+                presence: &|_| Presence::Unknown,
+                node_operand: None,
+            };
+            assert_eq!(g.root.eval_in(&pod_facts), pod, "Pod: {text}");
+            assert_eq!(
+                g.root.eval_in(&deployment_facts),
+                deployment,
+                "Deployment: {text}"
+            );
+        }
+    }
+
+    #[test]
+    fn optional_selections_are_marked() {
+        let text = "object.?spec.template.x.orValue(1) + object.spec.y";
+        let p = crate::cel::parse(text).unwrap();
+        let g = analyze(&p);
+        let at = |column: usize| {
+            g.nodes
+                .iter()
+                .filter(|n| n.pos == Some(Pos { line: 1, column }))
+                .any(|n| n.optional_select)
+        };
+        assert!(at(text.find(".?spec").unwrap()));
+        assert!(at(text.find(".template").unwrap()));
+        assert!(at(text.find(".x").unwrap()));
+        assert!(!at(text.rfind(".spec").unwrap()));
+        assert!(!at(text.find(".y").unwrap()));
+    }
+
+    /// The positions of the fast path are `ParsedExpr::location`'s (ASCII, several lines),
+    /// and non-ASCII text takes `location` itself.
+    #[test]
+    fn positions_agree_with_the_parser() {
+        for text in [
+            "object.kind == 'Pod' &&\n  has(object.spec.template) ?\n object.?spec.x.orValue(1) : 2",
+            "'é' == object.metadata.name && object.spec.x",
+        ] {
+            let p = crate::cel::parse(text).unwrap();
+            let loc = Locator::new(&p);
+            assert_eq!(loc.ascii_line_starts.is_some(), text.is_ascii());
+            let mut stack = vec![p.expr()];
+            let mut n = 0;
+            while let Some(e) = stack.pop() {
+                let want = p.location(e.id).map(|l| Pos {
+                    line: l.line,
+                    column: l.column,
+                });
+                assert_eq!(loc.pos(e), want, "{text}");
+                n += 1;
+                stack.extend(children(e));
+            }
+            assert!(n > 5);
+        }
     }
 }

@@ -131,6 +131,15 @@ pub trait ExpressionChecker: Send + Sync {
         false
     }
 
+    /// Extended mode only: whether `path` (field names from the root of `object`) names a
+    /// field no valid object has: every step before the last is a field of an object type,
+    /// and the last step's parent is an object type that keeps no undeclared fields (not
+    /// `x-kubernetes-preserve-unknown-fields`) and declares no property of that name.
+    /// `false` when unknown.
+    fn is_absent_field(&self, _object: &SchemaType, _path: &[String]) -> bool {
+        false
+    }
+
     /// MutatingAdmissionPolicy mutations: the `Object…{}` and `JSONPatch{}` literals of a
     /// parsed expression ([`crate::mutating::literal`]). `None`: no analysis.
     fn patch_literals(&self, _parsed: &ParsedExpr) -> Option<crate::mutating::literal::Literals> {

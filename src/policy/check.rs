@@ -18,7 +18,8 @@ use super::kinds::{
     extend_selection, types_to_check_with,
 };
 use super::narrowing::{
-    Facts, Finding, FindingClass, Guards, Pos, Truth, classify, join_issues, split_issues,
+    Facts, Finding, FindingClass, Guards, Pos, Presence, Truth, WHY_HAS_ABSENT,
+    WHY_NO_KIND_HAS_FIELD, WHY_OPTIONAL_ABSENT, classify, join_issues, split_issues,
 };
 use super::render::{KindOutcome, KindResult, render_warning};
 use super::restmapper::{Discovery, RestMapper};
@@ -296,17 +297,29 @@ pub fn check_input(
     let mut findings = Vec::new();
     // Required fields are guaranteed only after the registry's validation, which runs after
     // mutating admission: MutatingAdmissionPolicies get no required-field facts.
-    let required = |gvk: &Gvk, path: &[String]| {
-        !input.mutating
-            && resolved.iter().any(|k| {
-                k.gvk == *gvk
-                    && k.object
-                        .as_ref()
-                        .is_some_and(|t| backends.checker.is_required_field(t, path))
-            })
+    // Absent fields: custom resources are pruned when decoded, built-in objects are Go
+    // structs; kept to validating policies like required fields (no e2e for mutations yet).
+    let presence = |gvk: &Gvk, path: &[String]| {
+        if input.mutating {
+            return Presence::Unknown;
+        }
+        let Some(t) = resolved
+            .iter()
+            .find(|k| k.gvk == *gvk)
+            .and_then(|k| k.object.as_ref())
+        else {
+            return Presence::Unknown;
+        };
+        if backends.checker.is_required_field(t, path) {
+            Presence::Required
+        } else if backends.checker.is_absent_field(t, path) {
+            Presence::Absent
+        } else {
+            Presence::Unknown
+        }
     };
     let excluded = if mode == Mode::Extended && !input.mutating {
-        excluded_by_match_conditions(sites, &results, &guards, &resolved, &required)
+        excluded_by_match_conditions(sites, &results, &guards, &resolved, &presence)
     } else {
         Vec::new()
     };
@@ -315,10 +328,11 @@ pub fn check_input(
         matches!(s.field, ExpressionField::MatchCondition(_)) && s.expression.contains("variables")
     });
     let unused_variables = if mode == Mode::Extended {
-        variables_not_evaluated(sites, variables, &results, &guards, &resolved, &required)
+        variables_not_evaluated(sites, variables, &results, &guards, &resolved, &presence)
     } else {
         Vec::new()
     };
+    let checked: Vec<Gvk> = resolved.iter().map(|k| k.gvk.clone()).collect();
     for (site, res) in sites.iter().zip(results) {
         let behind_conditions = match site.field {
             ExpressionField::MatchCondition(_) => false,
@@ -336,8 +350,9 @@ pub fn check_input(
                 res,
                 guards.get(site.expression),
                 input.mutating,
-                &required,
+                &presence,
                 &skip_kind,
+                &checked,
                 &mut findings,
             )
         } else {
@@ -351,7 +366,7 @@ pub fn check_input(
             warning: render_warning(&all),
         });
     }
-    let checked_kinds: Vec<Gvk> = resolved.into_iter().map(|k| k.gvk).collect();
+    let checked_kinds = checked;
     let conditions = vec![
         type_checked_condition(generation, &checked_kinds, &skipped, all_schemas_failed),
         match mode {
@@ -388,13 +403,15 @@ pub fn check_input(
 /// MutatingAdmissionPolicies (`mutating`) have no upstream text to keep: every finding in a
 /// branch not evaluated for its kind is dropped, and so is every static-typing-only finding
 /// that involves an `Object` type ([`is_patch_typing_artefact`]).
+#[allow(clippy::too_many_arguments)]
 fn narrow_site(
     field_ref: &str,
     res: SiteResults,
     guards: Option<&Guards>,
     mutating: bool,
-    required: &dyn Fn(&Gvk, &[String]) -> bool,
+    presence: &dyn Fn(&Gvk, &[String]) -> Presence,
     skip_kind: &dyn Fn(&Gvk) -> bool,
+    checked: &[Gvk],
     findings: &mut Vec<Finding>,
 ) -> Vec<KindResult> {
     let issues_of = |r: &KindResult| match &r.outcome {
@@ -439,9 +456,23 @@ fn narrow_site(
                     "a matchCondition, or the guards of every use, is false for this kind",
                 )
             } else {
-                classify(issue, guards, &r.gvk, errs, &|path: &[String]| {
-                    required(&r.gvk, path)
-                })
+                let (class, why) = classify(issue, guards, &r.gvk, errs, &|path: &[String]| {
+                    presence(&r.gvk, path)
+                });
+                // A presence test of a field that no checked kind has never finds it: a
+                // typo rather than a field of another kind.
+                let everywhere = |p: Pos| {
+                    checked
+                        .iter()
+                        .all(|k| errors.get(k).is_some_and(|e| e.contains(&p)))
+                };
+                if (why == WHY_HAS_ABSENT || why == WHY_OPTIONAL_ABSENT)
+                    && issue.pos.is_some_and(everywhere)
+                {
+                    (FindingClass::FailsAtAdmission, WHY_NO_KIND_HAS_FIELD)
+                } else {
+                    (class, why)
+                }
             };
             findings.push(Finding {
                 field_ref: field_ref.to_owned(),
@@ -485,7 +516,7 @@ fn excluded_by_match_conditions(
     results: &[SiteResults],
     guards: &HashMap<&str, Guards>,
     resolved: &[ResolvedKind],
-    required: &dyn Fn(&Gvk, &[String]) -> bool,
+    presence: &dyn Fn(&Gvk, &[String]) -> Presence,
 ) -> Vec<Gvk> {
     let mut out = Vec::new();
     for (site, res) in sites.iter().zip(results) {
@@ -501,7 +532,7 @@ fn excluded_by_match_conditions(
                 kind: &kind.gvk.kind,
                 group_version: Some((&kind.gvk.group, &kind.gvk.version)),
                 errors: &errors,
-                required: &|path: &[String]| required(&kind.gvk, path),
+                presence: &|path: &[String]| presence(&kind.gvk, path),
                 node_operand: None,
             };
             if g.root.eval_in(&facts) == Truth::False && !out.contains(&kind.gvk) {
@@ -526,7 +557,7 @@ fn variables_not_evaluated(
     results: &[SiteResults],
     guards: &HashMap<&str, Guards>,
     resolved: &[ResolvedKind],
-    required: &dyn Fn(&Gvk, &[String]) -> bool,
+    presence: &dyn Fn(&Gvk, &[String]) -> Presence,
 ) -> Vec<(usize, Gvk)> {
     let mut out = Vec::new();
     if variables.is_empty() {
@@ -581,7 +612,7 @@ fn variables_not_evaluated(
                         kind: &kind.gvk.kind,
                         group_version: Some((&kind.gvk.group, &kind.gvk.version)),
                         errors: &errors,
-                        required: &|path: &[String]| required(&kind.gvk, path),
+                        presence: &|path: &[String]| presence(&kind.gvk, path),
                         node_operand: n.operand_path.as_deref(),
                     };
                     if n.guard.eval_in(&facts) != Truth::False {

@@ -18,6 +18,7 @@
 //! Nothing here changes what the checker says; strict mode never uses it.
 
 use std::fmt;
+use std::sync::Arc;
 
 use super::gvk::Gvk;
 
@@ -52,9 +53,52 @@ pub enum Atom {
         test: Option<Pos>,
         /// The nodes of its operand.
         operand: Vec<Pos>,
-        /// `has(object.a.b)`: the field path `[a, b]` (plain field selections from `object`).
+        /// `has(object.a.b)`: the field path `[object, a, b]` (plain field selections from
+        /// `object` or `oldObject`, the root first).
         path: Option<Vec<String>>,
     },
+    /// `e.?f.g.hasValue()` (and `orValue(<bool>)`): an optional field-selection chain is
+    /// present. `tests` are the positions of the selections from the first `.?` on, `operand`
+    /// those of every node of `e`. Once a selection is optional, cel-go tests every later one
+    /// for presence instead of failing (cel-go v0.29.2 `interpreter/attributes.go`,
+    /// `applyQualifiers`: `isOpt = isOpt || qual.IsOptional()`, then `QualifyIfPresent`; a
+    /// missing field gives `optional.none()`). So where the checker reports a field of the
+    /// chain undefined (an error at one of `tests`) and nothing inside `e`, the chain is
+    /// `optional.none()` for every valid object and `hasValue()` is false, as for `has()`.
+    Present {
+        /// The optional selections.
+        tests: Vec<Pos>,
+        /// The nodes of the chain's non-optional operand.
+        operand: Vec<Pos>,
+    },
+    /// `'k' in object.a` (also `oldObject`): the map-key test of a field. `path` is
+    /// `[object, a, k]`, `operand` the positions of the nodes of `object.a`. False for a kind
+    /// whose schema at `object.a` is a closed object without a property `k` (then no valid
+    /// object has the key: built-in objects are Go structs, whose `in` is `found` of
+    /// `lookupField`, k8s.io/apiserver v0.37.1 `pkg/cel/common/valuesschemalesstyped.go`,
+    /// `reflectSchemalessTypedStruct.Contains`; custom resources are pruned to their schema);
+    /// true like `has()` when `k` is required.
+    HasKey {
+        /// The nodes of the map operand.
+        operand: Vec<Pos>,
+        /// The field path, the root first.
+        path: Vec<String>,
+    },
+}
+
+/// What a kind's schema says about a field path from `object` (field names only, the root
+/// not included).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Presence {
+    /// Every step before the last is a field of an object type, and the last is listed in
+    /// its parent's `required` (`ExpressionChecker::is_required_field`).
+    Required,
+    /// Every step before the last is a field of an object type, and the parent is a closed
+    /// object type (not `x-kubernetes-preserve-unknown-fields`) that declares no property of
+    /// that name (`ExpressionChecker::is_absent_field`).
+    Absent,
+    /// Anything else.
+    Unknown,
 }
 
 /// The part of a group/version/kind a guard compares.
@@ -85,6 +129,9 @@ pub enum Formula {
     And(Vec<Formula>),
     /// Disjunction.
     Or(Vec<Formula>),
+    /// A formula shared with other nodes' guards (the analysis shares a parent's guard
+    /// instead of copying it).
+    Shared(Arc<Formula>),
 }
 
 /// Three-valued truth.
@@ -132,7 +179,7 @@ impl Formula {
             kind,
             group_version: None,
             errors,
-            required: &|_| false,
+            presence: &|_| Presence::Unknown,
             node_operand: None,
         })
     }
@@ -183,6 +230,27 @@ impl Formula {
                     Truth::Unknown
                 }
             }
+            Formula::Atom(Atom::Present { tests, operand }) => {
+                if tests.iter().any(|t| errors.contains(t))
+                    && !operand.iter().any(|p| errors.contains(p))
+                {
+                    Truth::False
+                } else {
+                    Truth::Unknown
+                }
+            }
+            Formula::Atom(Atom::HasKey { operand, path }) => {
+                if operand.iter().any(|p| errors.contains(p)) {
+                    Truth::Unknown
+                } else if facts.schema_says(path) == Presence::Absent {
+                    Truth::False
+                } else if facts.required_present(path) {
+                    Truth::True
+                } else {
+                    Truth::Unknown
+                }
+            }
+            Formula::Shared(f) => f.eval_in(facts),
             Formula::Not(f) => match f.eval_in(facts) {
                 Truth::True => Truth::False,
                 Truth::False => Truth::True,
@@ -230,11 +298,12 @@ pub struct Facts<'a> {
     pub group_version: Option<(&'a str, &'a str)>,
     /// The positions of the expression's findings for the kind.
     pub errors: &'a [Pos],
-    /// Whether a field path from `object` names a field its parent's schema lists in
-    /// `required` (`ExpressionChecker::is_required_field`).
-    pub required: &'a dyn Fn(&[String]) -> bool,
+    /// What the kind's schema says about a field path (field names from the root of
+    /// `object`, which `oldObject` shares).
+    pub presence: &'a dyn Fn(&[String]) -> Presence,
     /// The node whose guard is evaluated, when it is a field selection on a plain field path
-    /// from `object`: that path (`object.spec.containers` → `[spec]`).
+    /// from `object` or `oldObject`: that path, the root first (`object.spec.containers` →
+    /// `[object, spec]`).
     pub node_operand: Option<&'a [String]>,
 }
 
@@ -253,15 +322,26 @@ impl Facts<'_> {
     /// when `CanOmit`, i.e. `omitempty` and empty). The parent itself may be absent (then
     /// `has()` is an error, not false): the node must select on a path that starts with the
     /// parent's, so that it fails on the same missing parent whatever the guard says.
-    /// `DELETE` requests have a null `object`; there every node on an `object` path fails
-    /// alike, guarded or not.
+    /// `DELETE` requests have a null `object` and `CREATE` requests a null `oldObject`; there
+    /// every node on such a path fails alike, guarded or not. `oldObject` is the stored
+    /// object, which passed the same validation when it was written.
     fn required_present(&self, path: &[String]) -> bool {
         let Some((_, parent)) = path.split_last() else {
             return false;
         };
-        self.node_operand
-            .is_some_and(|node| node.starts_with(parent))
-            && (self.required)(path)
+        !parent.is_empty()
+            && self
+                .node_operand
+                .is_some_and(|node| node.starts_with(parent))
+            && self.schema_says(path) == Presence::Required
+    }
+
+    /// [`Facts::presence`] of a path whose first element is the root (`object`/`oldObject`).
+    fn schema_says(&self, path: &[String]) -> Presence {
+        match path.split_first() {
+            Some((_, fields)) if !fields.is_empty() => (self.presence)(fields),
+            _ => Presence::Unknown,
+        }
     }
 }
 
@@ -271,11 +351,15 @@ pub struct GuardedNode {
     /// Its position (`None`: no recorded position).
     pub pos: Option<Pos>,
     /// When CEL evaluates it.
-    pub guard: Formula,
+    pub guard: Arc<Formula>,
     /// It is the presence test of a `has()` macro.
     pub has_test: bool,
-    /// A field selection `object.<path>.f` (plain field selections): `path`.
+    /// A field selection `object.<path>.f` or `oldObject.<path>.f` (plain field
+    /// selections): the root and `path` (`[object, spec]`).
     pub operand_path: Option<Vec<String>>,
+    /// An optional field selection: `e.?f`, or `.f` after one (`e.?f.g`). cel-go tests such
+    /// a field for presence (`optional.none()` when missing) instead of failing.
+    pub optional_select: bool,
     /// `variables.<name>`: the name (a use of the variable).
     pub variable: Option<String>,
     /// The identifier `variables` itself.
@@ -402,17 +486,26 @@ pub struct Finding {
     pub message: String,
 }
 
+/// Why of `has()` of a field the kind does not have ([`FindingClass::StaticTypingOnly`]).
+pub const WHY_HAS_ABSENT: &str = "has() of a field the kind does not have is false at run time";
+/// Why of an optional selection of a field the kind does not have.
+pub const WHY_OPTIONAL_ABSENT: &str =
+    "an optional selection of a field the kind does not have is none at run time";
+/// Why of a presence test (`has()`, optional selection) of a field no checked kind has.
+pub const WHY_NO_KIND_HAS_FIELD: &str =
+    "no checked kind has this field: the presence test never finds it (wrong result)";
+
 /// Classifies one finding of `kind` (its `Kind`), given the expression's guards and the
 /// positions of all findings of the expression for that kind.
 ///
-/// `required` tells whether a field path from `object` is required by the kind's schema
-/// ([`Facts::required`]).
+/// `presence` tells what the kind's schema says about a field path from `object`
+/// ([`Facts::presence`]).
 pub fn classify(
     issue: &Issue,
     guards: Option<&Guards>,
     gvk: &Gvk,
     errors: &[Pos],
-    required: &dyn Fn(&[String]) -> bool,
+    presence: &dyn Fn(&[String]) -> Presence,
 ) -> (FindingClass, &'static str) {
     let nodes: Vec<&GuardedNode> = match (guards, issue.pos) {
         (Some(g), Some(p)) => g.at(p).collect(),
@@ -424,7 +517,7 @@ pub fn classify(
                 kind: &gvk.kind,
                 group_version: Some((&gvk.group, &gvk.version)),
                 errors,
-                required,
+                presence,
                 node_operand: n.operand_path.as_deref(),
             }) == Truth::False
         })
@@ -436,11 +529,11 @@ pub fn classify(
     }
     let msg = issue.message();
     if msg.starts_with("undefined field") {
+        if nodes.iter().any(|n| n.optional_select) {
+            return (FindingClass::StaticTypingOnly, WHY_OPTIONAL_ABSENT);
+        }
         if nodes.iter().any(|n| n.has_test) {
-            return (
-                FindingClass::StaticTypingOnly,
-                "has() of a field the kind does not have is false at run time",
-            );
+            return (FindingClass::StaticTypingOnly, WHY_HAS_ABSENT);
         }
         return (FindingClass::FailsAtAdmission, "no such key at run time");
     }
@@ -561,14 +654,14 @@ mod tests {
         let issues = split_issues(TWO);
         assert_eq!(
             classify(&issues[0], None, &Gvk::new("", "v1", "Pod"), &[], &|_| {
-                false
+                Presence::Unknown
             })
             .0,
             FindingClass::FailsAtAdmission
         );
         assert_eq!(
             classify(&issues[1], None, &Gvk::new("", "v1", "Pod"), &[], &|_| {
-                false
+                Presence::Unknown
             })
             .0,
             FindingClass::StaticTypingOnly
@@ -577,14 +670,20 @@ mod tests {
             "ERROR: <input>:1:1: found no matching overload for '_==_' applied to '(string, bool)'",
         );
         assert_eq!(
-            classify(&eq[0], None, &Gvk::new("", "v1", "Pod"), &[], &|_| false).0,
+            classify(&eq[0], None, &Gvk::new("", "v1", "Pod"), &[], &|_| {
+                Presence::Unknown
+            })
+            .0,
             FindingClass::FailsAtAdmission
         );
         let cond = split_issues(
             "ERROR: <input>:1:1: found no matching overload for '_?_:_' applied to '(string, bool, bool)'",
         );
         assert_eq!(
-            classify(&cond[0], None, &Gvk::new("", "v1", "Pod"), &[], &|_| false).0,
+            classify(&cond[0], None, &Gvk::new("", "v1", "Pod"), &[], &|_| {
+                Presence::Unknown
+            })
+            .0,
             FindingClass::FailsAtAdmission
         );
         let inobj = split_issues(
@@ -596,7 +695,7 @@ mod tests {
                 None,
                 &Gvk::new("", "v1", "ConfigMap"),
                 &[],
-                &|_| false
+                &|_| Presence::Unknown
             )
             .0,
             FindingClass::StaticTypingOnly
@@ -605,15 +704,19 @@ mod tests {
             "ERROR: <input>:1:1: found no matching overload for '_!=_' applied to '(string, null)'",
         );
         assert_eq!(
-            classify(&null[0], None, &Gvk::new("", "v1", "Pod"), &[], &|_| false).0,
+            classify(&null[0], None, &Gvk::new("", "v1", "Pod"), &[], &|_| {
+                Presence::Unknown
+            })
+            .0,
             FindingClass::StaticTypingOnly
         );
         let g = Guards {
             nodes: vec![GuardedNode {
                 pos: Some(Pos { line: 1, column: 6 }),
-                guard: Formula::Atom(Atom::KindIs("Deployment".into())),
+                guard: Arc::new(Formula::Atom(Atom::KindIs("Deployment".into()))),
                 has_test: false,
                 operand_path: None,
+                optional_select: false,
                 variable: None,
                 variables_ident: false,
             }],
@@ -625,7 +728,7 @@ mod tests {
                 Some(&g),
                 &Gvk::new("", "v1", "Pod"),
                 &[],
-                &|_| false
+                &|_| Presence::Unknown
             )
             .0,
             FindingClass::Unreachable
@@ -636,7 +739,7 @@ mod tests {
                 Some(&g),
                 &Gvk::new("", "v1", "Deployment"),
                 &[],
-                &|_| false
+                &|_| Presence::Unknown
             )
             .0,
             FindingClass::FailsAtAdmission
