@@ -469,9 +469,10 @@ struct Coster<'a> {
     types: &'a CheckedTypes,
     estimator: &'a dyn CostEstimator,
     // The maps are keyed by node id (or variable name) with a fast hash, and sized for a
-    // typical expression up front: the estimate runs for every expression and kind of every
+    // small expression up front: the estimate runs for every expression and kind of every
     // checked policy (docs/cost.md, benchmark), and the growth of SipHash maps was a large
-    // part of its time.
+    // part of its time. (A larger initial capacity costs more: glibc consolidates its free
+    // lists on every allocation of 1 KiB or more.)
     paths: FastMap<u64, GoPath>,
     locals: FastMap<String, Vec<LocalVar>>,
     sizes: FastMap<u64, SizeEstimate>,
@@ -508,9 +509,9 @@ pub fn estimate_cost_with(
         env,
         types,
         estimator,
-        paths: map_with_capacity(64),
-        locals: map_with_capacity(4),
-        sizes: map_with_capacity(32),
+        paths: map_with_capacity(16),
+        locals: FastMap::default(),
+        sizes: map_with_capacity(16),
         entry_sizes: FastMap::default(),
         presence_test_cost: CostEstimate::fixed(u64::from(options.presence_test_has_cost)),
         unsupported: None,
