@@ -16,7 +16,7 @@ SHELL := /bin/bash
 test: export CELCHECK = $(CURDIR)/e2e/oracle/bin/celcheck
 # The comparisons with the oracle run in their own stage with --nocapture, so that the log shows
 # their exact counts ("oracle diff: 12054 comparisons ...", "compared 571 cases ...",
-# "cost: 933/933 identical ...", "typed cost: .../... identical ..."); the main
+# "cost: 2280/2280 identical ...", "typed cost: .../... identical ..."); the main
 # cargo run skips these tests (exact names) instead of running them twice.
 ORACLE_REPLAY_TARGETS := cel_oracle_diff k8s_env_golden_exprs k8s_env_golden_vap \
 	k8s_env_golden_vap_typed k8s_env_golden_corpus k8s_env_golden_cost \

@@ -235,7 +235,7 @@ impl ExpressionChecker for KubeChecker {
             newer,
             object_root,
             params_root,
-            last_checked: std::cell::RefCell::new(None),
+            checked: std::cell::RefCell::new(Vec::new()),
         }))
     }
 
@@ -303,9 +303,13 @@ struct KindEnv {
     object_root: Option<Arc<RootType>>,
     /// The params kind's converted schema (sizes `params`).
     params_root: Option<Arc<RootType>>,
-    /// The checked types of the last expression [`CheckEnv::check`] accepted (by address),
-    /// for [`CheckEnv::cost`], which the policy layer calls right after: saves a second check.
-    last_checked: std::cell::RefCell<Option<(usize, crate::cel::CheckedTypes)>>,
+    /// The checked types of the expressions [`CheckEnv::check`] accepted (by address) whose
+    /// estimate [`CheckEnv::cost`] has not taken yet: the policy layer asks for the estimate
+    /// right after the check, except for variables, which it checks first (each in the
+    /// environment of the variables before it) and estimates later with the other sites.
+    /// Taking their types from that check saves a second one and estimates each variable with
+    /// the types it was checked with, as the oracle's golden does (`variables[:i]`).
+    checked: std::cell::RefCell<Vec<(usize, crate::cel::CheckedTypes)>>,
 }
 
 /// The address of a parsed expression (the policy layer keeps each one alive in an `Arc` for
@@ -327,7 +331,10 @@ impl CheckEnv for KindEnv {
         match self.env.check(parsed) {
             Ok(types) => {
                 let out = output_type(types.result_type());
-                *self.last_checked.borrow_mut() = Some((address(parsed), types));
+                let at = address(parsed);
+                let mut checked = self.checked.borrow_mut();
+                checked.retain(|(a, _)| *a != at);
+                checked.push((at, types));
                 Ok(out)
             }
             Err(issues) => Err(issues.to_display_string()),
@@ -335,8 +342,6 @@ impl CheckEnv for KindEnv {
     }
 
     fn declare_variable(&mut self, name: &str, ty: &OutputType) {
-        // The environment changes: a cached check no longer stands.
-        self.last_checked.get_mut().take();
         let ty = from_output_type(ty);
         self.env.declare_variable(name, Some(&ty));
         if let Some(newer) = &mut self.newer {
@@ -348,12 +353,14 @@ impl CheckEnv for KindEnv {
     /// (`k8s_env::cost::estimate_cost_sized`), with the unbounded schema paths it used.
     fn cost(&self, parsed: &ParsedExpr) -> Option<crate::policy::CostOutcome> {
         let parsed = downcast(parsed).ok()?;
-        let cached = self
-            .last_checked
-            .borrow_mut()
-            .take()
-            .filter(|(a, _)| *a == address(parsed))
-            .map(|(_, t)| t);
+        let at = address(parsed);
+        let cached = {
+            let mut checked = self.checked.borrow_mut();
+            checked
+                .iter()
+                .position(|(a, _)| *a == at)
+                .map(|i| checked.swap_remove(i).1)
+        };
         let types = match cached {
             Some(t) => t,
             None => self.env.check(parsed).ok()?,

@@ -20,7 +20,7 @@ use cel::common::ast::{
 };
 
 use super::checker::{CheckedTypes, Synth, SynthComprehension};
-use super::env::Env;
+use super::env::{Env, FastMap};
 use super::parse::ParsedExpr;
 use super::types::{Kind, Type};
 
@@ -190,7 +190,9 @@ pub struct CallEstimate {
 #[derive(Clone, Debug)]
 pub struct AstNode<'e> {
     /// The field path (`object`, `spec`, `containers`, `@items`, ...); empty if unknown.
-    pub path: Vec<String>,
+    /// Shared strings: the estimator builds a node for every argument of every call, and
+    /// copying the steps was a large part of its time (docs/cost.md, benchmark).
+    pub path: Vec<Rc<str>>,
     /// The checked type.
     pub ty: Type,
     /// The expression (None for synthetic nodes such as list elements).
@@ -335,7 +337,7 @@ fn entry_union(a: Option<EntrySize>, b: Option<EntrySize>) -> Option<EntrySize> 
 #[derive(Clone, Debug, Default)]
 struct GoPath {
     /// The backing array (`None` for a nil slice); its length is how far it was written.
-    buf: Option<Rc<RefCell<Vec<String>>>>,
+    buf: Option<Rc<RefCell<Vec<Rc<str>>>>>,
     len: usize,
     cap: usize,
 }
@@ -397,7 +399,7 @@ impl GoPath {
     /// `[]string{name}`.
     fn single(name: &str) -> Self {
         GoPath {
-            buf: Some(Rc::new(RefCell::new(vec![name.to_string()]))),
+            buf: Some(Rc::new(RefCell::new(vec![Rc::from(name)]))),
             len: 1,
             cap: 1,
         }
@@ -409,9 +411,9 @@ impl GoPath {
             Some(buf) if self.len < self.cap => {
                 let mut b = buf.borrow_mut();
                 if b.len() > self.len {
-                    b[self.len] = step.to_string();
+                    b[self.len] = Rc::from(step);
                 } else {
-                    b.push(step.to_string());
+                    b.push(Rc::from(step));
                 }
                 GoPath {
                     buf: Some(Rc::clone(buf)),
@@ -426,7 +428,7 @@ impl GoPath {
                 if let Some(buf) = &self.buf {
                     v.extend(buf.borrow().iter().take(self.len).cloned());
                 }
-                v.push(step.to_string());
+                v.push(Rc::from(step));
                 GoPath {
                     buf: Some(Rc::new(RefCell::new(v))),
                     len: new_len,
@@ -437,7 +439,7 @@ impl GoPath {
     }
 
     /// The elements as they read now.
-    fn to_vec(&self) -> Vec<String> {
+    fn to_vec(&self) -> Vec<Rc<str>> {
         match &self.buf {
             Some(buf) => buf.borrow().iter().take(self.len).cloned().collect(),
             None => Vec::new(),
@@ -466,15 +468,20 @@ struct Coster<'a> {
     env: &'a Env,
     types: &'a CheckedTypes,
     estimator: &'a dyn CostEstimator,
-    paths: HashMap<u64, GoPath>,
-    locals: HashMap<String, Vec<LocalVar>>,
-    sizes: HashMap<u64, SizeEstimate>,
-    entry_sizes: HashMap<u64, EntrySize>,
+    // The maps are keyed by node id (or variable name) with a fast hash, and sized for a
+    // small expression up front: the estimate runs for every expression and kind of every
+    // checked policy (docs/cost.md, benchmark), and the growth of SipHash maps was a large
+    // part of its time. (A larger initial capacity costs more: glibc consolidates its free
+    // lists on every allocation of 1 KiB or more.)
+    paths: FastMap<u64, GoPath>,
+    locals: FastMap<String, Vec<LocalVar>>,
+    sizes: FastMap<u64, SizeEstimate>,
+    entry_sizes: FastMap<u64, EntrySize>,
     presence_test_cost: CostEstimate,
     overload_estimators: &'a HashMap<String, FunctionEstimator>,
     unsupported: Option<Unsupported>,
     /// Overload ids of the calls of macro expansions (not in the checker's records).
-    synth_overloads: HashMap<u64, Vec<String>>,
+    synth_overloads: FastMap<u64, Vec<String>>,
     next_synth_id: u64,
 }
 
@@ -502,13 +509,13 @@ pub fn estimate_cost_with(
         env,
         types,
         estimator,
-        paths: HashMap::new(),
-        locals: HashMap::new(),
-        sizes: HashMap::new(),
-        entry_sizes: HashMap::new(),
+        paths: map_with_capacity(16),
+        locals: FastMap::default(),
+        sizes: map_with_capacity(16),
+        entry_sizes: FastMap::default(),
         presence_test_cost: CostEstimate::fixed(u64::from(options.presence_test_has_cost)),
         unsupported: None,
-        synth_overloads: HashMap::new(),
+        synth_overloads: FastMap::default(),
         next_synth_id: 1 << 48,
     };
     let cost = c.cost(parsed.expr());
@@ -516,6 +523,10 @@ pub fn estimate_cost_with(
         Some(u) => Err(u),
         None => Ok(cost),
     }
+}
+
+fn map_with_capacity<K, V>(n: usize) -> FastMap<K, V> {
+    FastMap::with_capacity_and_hasher(n, Default::default())
 }
 
 /// The overload ids cel-go switches on in `coster.functionCost`.
@@ -967,8 +978,9 @@ impl<'a> Coster<'a> {
         }
         // A member-shaped call cel-go resolved as a qualified global function: cel-go's
         // checker rewrote it into a global call without a target.
-        let qualified = self.types.qualified_call(e.id).map(str::to_string);
-        let function = qualified.clone().unwrap_or_else(|| call.func_name.clone());
+        let types = self.types;
+        let qualified = types.qualified_call(e.id);
+        let function = qualified.unwrap_or(&call.func_name);
         if function == "dyn" && call.args.len() == 1 {
             // cel-go `coster.maybeUnwrapDynCall`.
             let arg_cost = self.cost(&call.args[0]);
@@ -981,13 +993,12 @@ impl<'a> Coster<'a> {
             arg_costs.push(self.cost(a));
             arg_nodes.push(self.new_node(a));
         }
-        let overload_ids: Vec<String> = match self.synth_overloads.get(&e.id) {
-            Some(ids) => ids.clone(),
-            None => self
-                .types
+        let overload_ids: Vec<std::borrow::Cow<'a, str>> = match self.synth_overloads.get(&e.id) {
+            Some(ids) => ids.iter().map(|s| s.clone().into()).collect(),
+            None => types
                 .overload_ids(e.id)
                 .iter()
-                .map(|s| s.to_string())
+                .map(|s| std::borrow::Cow::Borrowed(&**s))
                 .collect(),
         };
         if overload_ids.is_empty() {
@@ -1009,7 +1020,7 @@ impl<'a> Coster<'a> {
         for overload in &overload_ids {
             let oc = self.function_cost(
                 e,
-                &function,
+                function,
                 overload,
                 target.as_ref(),
                 &arg_nodes,
@@ -1022,16 +1033,16 @@ impl<'a> Coster<'a> {
                     Some(r) => r.union(rs),
                 });
             }
-            match overload.as_str() {
+            match overload.as_ref() {
                 ids::INDEX_LIST | ids::INDEX_MAP if !call.args.is_empty() => {
                     result_size = self.compute_entry_size(&call.args[0]).map(|s| s.val);
-                    let path =
-                        self.get_path(&call.args[0])
-                            .append(if overload == ids::INDEX_LIST {
-                                "@items"
-                            } else {
-                                "@values"
-                            });
+                    let path = self.get_path(&call.args[0]).append(
+                        if overload.as_ref() == ids::INDEX_LIST {
+                            "@items"
+                        } else {
+                            "@values"
+                        },
+                    );
                     self.paths.insert(e.id, path);
                 }
                 _ => {}
@@ -1527,14 +1538,16 @@ mod tests {
         let keys = p.append("@keys");
         let values = p.append("@values");
         // Both share p's backing array: the key path now reads @values, as in cel-go.
-        assert_eq!(keys.to_vec(), ["object", "spec", "labels", "@values"]);
-        assert_eq!(values.to_vec(), ["object", "spec", "labels", "@values"]);
+        let strs =
+            |p: &GoPath| -> Vec<String> { p.to_vec().iter().map(|s| s.to_string()).collect() };
+        assert_eq!(strs(&keys), ["object", "spec", "labels", "@values"]);
+        assert_eq!(strs(&values), ["object", "spec", "labels", "@values"]);
         // A full slice reallocates: no sharing.
         let full = values.append("x");
         let other = values.append("y");
         assert_eq!((full.len, full.cap), (5, 8));
-        assert_eq!(full.to_vec()[4], "x");
-        assert_eq!(other.to_vec()[4], "y");
+        assert_eq!(&*full.to_vec()[4], "x");
+        assert_eq!(&*other.to_vec()[4], "y");
         assert_eq!(GoPath::default().append("a").cap, 1);
         // Go 1.26 growth: doubling up to 256 elements, size classes above 512 bytes.
         // Checked against go1.26: cap(append(make([]string, 32), "x")) == 71, and 591 for 256.

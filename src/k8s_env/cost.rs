@@ -65,7 +65,7 @@ pub struct SchemaSizeEstimator<'s> {
     /// When set, every path of a list, map, string or bytes whose size was answered from a
     /// default derived from the request size (no `maxItems`/`maxProperties`/`maxLength`), or
     /// not answered at all (not typed by a schema: `request`, `variables`, `dyn` parts), is
-    /// recorded here (for the reasons of cost findings; does not change any estimate).
+    /// recorded here, once (for the reasons of cost findings; does not change any estimate).
     pub record: Option<&'s RefCell<Vec<Vec<String>>>>,
 }
 
@@ -73,8 +73,12 @@ pub struct SchemaSizeEstimator<'s> {
 /// sorted: "`spec.containers` has no maxItems", "`spec.containers[*].image` has no
 /// maxLength", "`spec.names` of the params kind has no maxItems".
 pub fn unbounded_reasons(sizes: &SchemaSizeEstimator<'_>, paths: &[Vec<String>]) -> Vec<String> {
+    // The estimator records a path each time it sizes a node: render each path once.
+    let mut unique: Vec<&Vec<String>> = paths.iter().collect();
+    unique.sort_unstable();
+    unique.dedup();
     let mut out: Vec<String> = Vec::new();
-    for path in paths {
+    for path in unique {
         let Some((root, rest)) = path.split_first() else {
             continue;
         };
@@ -136,6 +140,17 @@ impl SchemaSizeEstimator<'_> {
     }
 }
 
+/// Adds a path to the recorded ones unless it is there already (the estimator sizes the same
+/// node several times).
+fn record_path(record: &RefCell<Vec<Vec<String>>>, path: &[std::rc::Rc<str>]) {
+    let mut record = record.borrow_mut();
+    let same =
+        |p: &Vec<String>| p.len() == path.len() && p.iter().zip(path).all(|(a, b)| **a == **b);
+    if !record.iter().any(same) {
+        record.push(path.iter().map(|s| s.to_string()).collect());
+    }
+}
+
 impl CostEstimator for SchemaSizeEstimator<'_> {
     /// `sizeEstimator.EstimateSize`: follows the path from its root and answers
     /// `{Min: 0, Max: uint64(MaxElements)}`; `None` for an empty or unknown path.
@@ -149,14 +164,14 @@ impl CostEstimator for SchemaSizeEstimator<'_> {
                 Kind::List | Kind::Map | Kind::String | Kind::Bytes
             )
         {
-            record.borrow_mut().push(node.path.clone());
+            record_path(record, &node.path);
         }
         let n = found?;
         if let Some(record) = self.record
             && n.bound == Bound::Request
             && !rest.is_empty()
         {
-            record.borrow_mut().push(node.path.clone());
+            record_path(record, &node.path);
         }
         // Go's uint64(int64) conversion.
         Some(SizeEstimate {
@@ -258,7 +273,7 @@ impl KubeCostEstimator<'_> {
         };
         let mut path = list.path.clone();
         if !path.is_empty() {
-            path.push("@items".to_string());
+            path.push(std::rc::Rc::from("@items"));
         }
         Some(AstNode {
             path,

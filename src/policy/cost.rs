@@ -273,9 +273,10 @@ pub fn analyze(estimates: Vec<(ExpressionField, Gvk, CostOutcome)>) -> PolicyCos
             group(
                 &mut per_call,
                 gvk.clone(),
+                // Numbers first: they tell most entries apart without comparing strings.
                 |f| {
-                    f.field_ref.as_deref() == Some(field_ref.as_str())
-                        && f.estimate == outcome.max
+                    f.estimate == outcome.max
+                        && f.field_ref.as_deref() == Some(field_ref.as_str())
                         && f.because == outcome.unbounded
                 },
                 || CostFinding {
@@ -291,7 +292,7 @@ pub fn analyze(estimates: Vec<(ExpressionField, Gvk, CostOutcome)>) -> PolicyCos
         let Some(budget) = CostLimit::budget_of(field) else {
             continue;
         };
-        let i = match sums.iter().position(|s| s.0 == gvk && s.1 == budget) {
+        let i = match sums.iter().position(|s| s.1 == budget && s.0 == gvk) {
             Some(i) => i,
             None => {
                 sums.push((gvk.clone(), budget, 0, 0, Vec::new()));
@@ -310,8 +311,8 @@ pub fn analyze(estimates: Vec<(ExpressionField, Gvk, CostOutcome)>) -> PolicyCos
             &mut out.expressions,
             gvk,
             |e| {
-                e.field_ref == field_ref
-                    && (e.min, e.max) == (outcome.min, outcome.max)
+                (e.min, e.max) == (outcome.min, outcome.max)
+                    && e.field_ref == field_ref
                     && e.unbounded == outcome.unbounded
             },
             || ExpressionCost {

@@ -119,31 +119,36 @@ impl SizeNode {
     /// Returns the node reached by each step (empty path: empty vector), or `None` when a
     /// step does not exist.
     pub fn walk<S: AsRef<str>>(&self, path: &[S]) -> Option<Vec<&SizeNode>> {
+        let mut out = Vec::with_capacity(path.len());
+        let mut current = self;
+        for step in path {
+            current = current.step(step.as_ref())?;
+            out.push(current);
+        }
+        Some(out)
+    }
+
+    /// One step of [`SizeNode::walk`].
+    fn step(&self, step: &str) -> Option<&SizeNode> {
         static MAP_KEY: SizeNode = SizeNode {
             max_elements: 0,
             min_serialized_size: MIN_STRING_SIZE,
             bound: Bound::NotApplicable,
             shape: Shape::Leaf,
         };
-        let mut out = Vec::with_capacity(path.len());
-        let mut current = self;
-        for step in path {
-            let step = step.as_ref();
-            current = match (step, &current.shape) {
-                ("@items" | "@values", Shape::List(e) | Shape::Map(e)) => e,
-                ("@items" | "@values", _) => return None,
-                ("@keys", Shape::Map(_)) => &MAP_KEY,
-                ("@keys", _) => return None,
-                (name, _) => current.field(name)?,
-            };
-            out.push(current);
+        match (step, &self.shape) {
+            ("@items" | "@values", Shape::List(e) | Shape::Map(e)) => Some(e),
+            ("@items" | "@values", _) => None,
+            ("@keys", Shape::Map(_)) => Some(&MAP_KEY),
+            ("@keys", _) => None,
+            (name, _) => self.field(name),
         }
-        Some(out)
     }
 
-    /// The node at the end of [`SizeNode::walk`].
+    /// The node at the end of [`SizeNode::walk`] (without collecting the nodes on the way:
+    /// the cost estimator asks for every sized node).
     pub fn at_path<S: AsRef<str>>(&self, path: &[S]) -> Option<&SizeNode> {
-        Some(self.walk(path)?.last().copied().unwrap_or(self))
+        path.iter().try_fold(self, |n, step| n.step(step.as_ref()))
     }
 }
 
