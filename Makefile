@@ -2,7 +2,7 @@
 # e2e/cluster/ so that it can also be run by hand.
 SHELL := /bin/bash
 
-.PHONY: test demo build cluster-binaries lint fuzz-smoke
+.PHONY: test demo build cluster-binaries lint fuzz-smoke bench-smoke
 
 ## make test: lint, the oracle (its Go tests, golden files regenerated and compared), unit,
 ## integration and cluster (e2e) tests; the e2e tests start their own control plane (built from
@@ -44,7 +44,20 @@ test:
 		VAPCHECK_KUBECTL="$$kubectl" VAPCHECK_HELM="$$helm" scripts/stage cargo-test \
 			cargo test --all-targets --no-fail-fast -- --exact $(addprefix --skip ,$(ORACLE_REPLAY_TESTS))
 	@scripts/stage doc-test cargo test --doc
+	@scripts/stage bench-smoke $(MAKE) --no-print-directory bench-smoke
 	@scripts/stage fuzz-smoke $(MAKE) --no-print-directory fuzz-smoke
+
+## The benchmarks on a real control plane at their smoke size (e2e/bench/README.md), with the
+## debug build the cargo-test stage compiled: cold start with 500 policies, kube-controller-manager
+## alone vs vapcheck alone on fresh control planes (the ratios are printed; both must converge,
+## and vapcheck's peak RSS must stay under 64 MiB), then 30 s of steady state with 100 policies
+## re-checked every 5 s (no status write and no OpenAPI download allowed). Full size, release
+## build: e2e/bench/cold 5000, e2e/bench/steady 500 600.
+bench-smoke:
+	VAPCHECK_BENCH_N=500 cargo test --test e2e_bench_cold -- \
+		--ignored --exact cold_start_kcm_vs_vapcheck --nocapture
+	VAPCHECK_BENCH_N=100 VAPCHECK_BENCH_STEADY_SECONDS=30 cargo test --test e2e_bench_steady -- \
+		--ignored --exact steady_state_writes_and_downloads_nothing --nocapture
 
 ## A fuzzing smoke run, 60 seconds per target (seeds included): check (CEL parse + check),
 ## k8s_expr (an expression in every site of a policy, checked against real kinds and by the
