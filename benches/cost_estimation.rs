@@ -12,6 +12,8 @@
 //!
 //! Run: `cargo bench --bench cost_estimation` (`VAPCHECK_BENCH_ROUNDS=<n>` rounds, default 7).
 
+mod common;
+
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -117,25 +119,9 @@ fn loadavg() -> String {
 
 fn main() {
     let shared = vapcheck::schema::shared_dir();
-    let mut files = Vec::new();
-    let mut stack = vec![shared.join("corpus/policies")];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).expect("corpus folder") {
-            let p = e.expect("corpus entry").path();
-            if p.is_dir() {
-                stack.push(p);
-            } else {
-                files.push(p);
-            }
-        }
-    }
-    files.sort();
+    let files = common::policy_corpus_files();
     let policies = read_inputs(&files, &mut std::io::empty()).expect("corpus reads");
-    let rounds: usize = std::env::var("VAPCHECK_BENCH_ROUNDS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .filter(|n| *n > 0)
-        .unwrap_or(7);
+    let rounds = common::rounds(7);
 
     let groups =
         offline_discovery(Some(&shared.join("openapi/v1.35")), &[]).expect("openapi folder");

@@ -18,7 +18,9 @@
 //!
 //! Run: `cargo bench --bench mutating`.
 
-use std::path::{Path, PathBuf};
+mod common;
+
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -35,29 +37,9 @@ use vapcheck::policy::{
     ExpressionChecker, Mode, OutputType, ParsedExpr, SchemaType, check_policy, expression_sites,
 };
 
-fn files_under(dir: &Path, keep: impl Fn(&Path) -> bool) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        let entries = std::fs::read_dir(&d)
-            .unwrap_or_else(|e| panic!("the corpus folder {} is missing: {e}", d.display()));
-        for e in entries {
-            let p = e.expect("corpus entry").path();
-            if p.is_dir() {
-                stack.push(p);
-            } else if keep(&p) {
-                out.push(p);
-            }
-        }
-    }
-    out.sort();
-    assert!(!out.is_empty(), "no corpus files under {}", dir.display());
-    out
-}
-
 /// Every MAP of the corpus that deserialises (as tests/mutating_findings.rs reads them).
 fn read_maps(dir: &Path) -> Vec<MutatingAdmissionPolicy> {
-    let files = files_under(dir, |p| {
+    let files = common::files_under(dir, |p| {
         p.file_name()
             .and_then(|n| n.to_str())
             .is_some_and(|n| n.ends_with(".policy.yaml"))
@@ -209,7 +191,7 @@ impl ExpressionChecker for Timed<'_> {
 fn main() {
     let shared = vapcheck::schema::shared_dir();
     let maps = read_maps(&shared.join("corpus/mutating"));
-    let vap_files = files_under(&shared.join("corpus/policies"), |_| true);
+    let vap_files = common::files_under(&shared.join("corpus/policies"), |_| true);
     let vaps: Vec<ValidatingAdmissionPolicy> = read_inputs(&vap_files, &mut std::io::empty())
         .expect("the VAP corpus reads")
         .into_iter()

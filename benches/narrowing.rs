@@ -10,7 +10,8 @@
 //!
 //! Run: `cargo bench --bench narrowing` (optional argument: the number of rounds).
 
-use std::path::PathBuf;
+mod common;
+
 use std::time::{Duration, Instant};
 
 use vapcheck::cli::discovery::offline_discovery;
@@ -43,36 +44,15 @@ impl ExpressionChecker for NoNarrowing<'_> {
     }
 }
 
-fn corpus_files(root: PathBuf) -> Vec<PathBuf> {
-    let mut files = Vec::new();
-    let mut stack = vec![root];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).expect("corpus folder") {
-            let p = e.expect("corpus entry").path();
-            if p.is_dir() {
-                stack.push(p);
-            } else {
-                files.push(p);
-            }
-        }
-    }
-    files.sort();
-    files
-}
-
 fn median(mut v: Vec<Duration>) -> Duration {
     v.sort();
     v[v.len() / 2]
 }
 
 fn main() {
-    let rounds = std::env::args()
-        .skip(1)
-        .find_map(|a| a.parse::<usize>().ok())
-        .filter(|&n| n > 0)
-        .unwrap_or(ROUNDS);
+    let rounds = common::rounds(ROUNDS);
     let shared = vapcheck::schema::shared_dir();
-    let files = corpus_files(shared.join("corpus/policies"));
+    let files = common::policy_corpus_files();
     let policies = read_inputs(&files, &mut std::io::empty()).expect("corpus reads");
     let groups =
         offline_discovery(Some(&shared.join("openapi/v1.35")), &[]).expect("openapi folder");

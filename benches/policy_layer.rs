@@ -7,6 +7,8 @@
 //!
 //! Run: `cargo bench --bench policy_layer`.
 
+mod common;
+
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
@@ -70,19 +72,7 @@ fn time<T>(label: &str, per: usize, iterations: u32, mut f: impl FnMut() -> T) {
 
 fn main() {
     let shared = shared_dir();
-    let mut files = Vec::new();
-    let mut stack = vec![shared.join("corpus/policies")];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).expect("corpus folder") {
-            let p = e.expect("corpus entry").path();
-            if p.is_dir() {
-                stack.push(p);
-            } else {
-                files.push(p);
-            }
-        }
-    }
-    files.sort();
+    let files = common::policy_corpus_files();
     let policies = read_inputs(&files, &mut std::io::empty()).expect("corpus reads");
     let n = policies.len();
     println!("corpus: {} files, {n} policies", files.len());

@@ -10,6 +10,8 @@
 //!
 //! Run: `e2e/oracle/build && cargo bench --bench upstream_per_policy` (e2e/bench/README.md).
 
+mod common;
+
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::Command;
@@ -35,23 +37,6 @@ struct Warning {
     warning: String,
 }
 
-fn corpus_files(root: PathBuf) -> Vec<PathBuf> {
-    let mut files = Vec::new();
-    let mut stack = vec![root];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).expect("corpus folder") {
-            let p = e.expect("corpus entry").path();
-            if p.is_dir() {
-                stack.push(p);
-            } else {
-                files.push(p);
-            }
-        }
-    }
-    files.sort();
-    files
-}
-
 fn same(mine: &[ExpressionWarning], theirs: &[Warning]) -> bool {
     mine.len() == theirs.len()
         && mine
@@ -61,10 +46,7 @@ fn same(mine: &[ExpressionWarning], theirs: &[Warning]) -> bool {
 }
 
 fn main() {
-    let rounds: u32 = std::env::var("VAPCHECK_BENCH_ROUNDS")
-        .ok()
-        .map(|v| v.parse().expect("VAPCHECK_BENCH_ROUNDS is a number"))
-        .unwrap_or(10);
+    let rounds = u32::try_from(common::rounds(10)).expect("a sane number of rounds");
     let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let oracle = std::env::var_os("CHECKBENCH")
         .map(PathBuf::from)
@@ -75,7 +57,7 @@ fn main() {
         oracle.display()
     );
 
-    let files = corpus_files(vapcheck::schema::shared_dir().join("corpus/policies"));
+    let files = common::policy_corpus_files();
     let policies = read_inputs(&files, &mut std::io::empty()).expect("corpus reads");
     let mut input = tempfile::NamedTempFile::new().expect("temporary file");
     for p in &policies {
@@ -144,8 +126,13 @@ fn main() {
     let theirs_us = upstream.total_ns as f64 / checks / 1e3;
     let ours_us = ours_ns / checks / 1e3;
     println!(
-        "per-policy check, {} corpus policies x {rounds} rounds, warm (one untimed round first)",
-        policies.len()
+        "per-policy check, {} corpus policies x {rounds} rounds, warm (one untimed round first), {}",
+        policies.len(),
+        if cfg!(debug_assertions) {
+            "debug build (a smoke run: the numbers are cargo bench's)"
+        } else {
+            "optimised build"
+        }
     );
     println!("{:<44} {:>12} {:>14}", "", "total ms", "µs per policy");
     println!(

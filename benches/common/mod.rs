@@ -1,0 +1,54 @@
+//! Shared by the benches of `benches/` (each includes it with `mod common;`): the corpus files
+//! and the number of rounds.
+#![allow(dead_code)] // each bench uses some of these
+
+use std::path::{Path, PathBuf};
+
+/// Every file under `dir` (any depth) that `keep` accepts, sorted; panics when the folder is
+/// missing or holds none (a bench without its corpus measures nothing).
+pub fn files_under(dir: &Path, keep: impl Fn(&Path) -> bool) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let entries = std::fs::read_dir(&d)
+            .unwrap_or_else(|e| panic!("the corpus folder {} is missing: {e}", d.display()));
+        for e in entries {
+            let p = e.expect("corpus entry").path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if keep(&p) {
+                out.push(p);
+            }
+        }
+    }
+    out.sort();
+    assert!(!out.is_empty(), "no corpus files under {}", dir.display());
+    out
+}
+
+/// Every file of `shared/corpus/policies`.
+pub fn policy_corpus_files() -> Vec<PathBuf> {
+    files_under(
+        &vapcheck::schema::shared_dir().join("corpus/policies"),
+        |_| true,
+    )
+}
+
+/// How many rounds to run: under `cargo bench` (which passes `--bench`) the first number among
+/// the arguments, else `VAPCHECK_BENCH_ROUNDS`, else `default`; under `cargo test
+/// --all-targets` (no `--bench`: the bench runs as a smoke test in the debug build) one.
+pub fn rounds(default: usize) -> usize {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if !args.iter().any(|a| a == "--bench") {
+        return 1;
+    }
+    args.iter()
+        .find_map(|a| a.parse::<usize>().ok())
+        .or_else(|| {
+            std::env::var("VAPCHECK_BENCH_ROUNDS")
+                .ok()
+                .and_then(|v| v.parse().ok())
+        })
+        .filter(|&n| n > 0)
+        .unwrap_or(default)
+}
