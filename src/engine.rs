@@ -175,6 +175,36 @@ fn root_of(t: &SchemaType) -> Result<Arc<RootType>, String> {
         .map_err(|_| "schema type from another backend".to_owned())
 }
 
+/// Walks all but the last step of `path` from the root of `object` through object fields and
+/// answers `test` on the object reached and the last step; `false` when `path` is empty, the
+/// schema is another backend's, or a step is not an object field.
+fn test_last_field(
+    object: &SchemaType,
+    path: &[String],
+    test: impl FnOnce(&schema::types::ObjectType, &str) -> bool,
+) -> bool {
+    let Ok(root) = root_of(object) else {
+        return false;
+    };
+    let Some((last, steps)) = path.split_last() else {
+        return false;
+    };
+    let mut t = root.root();
+    for step in steps {
+        match t {
+            DeclType::Object(o) => match o.field(step) {
+                Some(f) => t = f,
+                None => return false,
+            },
+            _ => return false,
+        }
+    }
+    match t {
+        DeclType::Object(o) => test(o, last),
+        _ => false,
+    }
+}
+
 impl ExpressionChecker for KubeChecker {
     fn parse(&self, expression: &str) -> Result<ParsedExpr, String> {
         cel::parse(expression)
@@ -246,45 +276,16 @@ impl ExpressionChecker for KubeChecker {
     }
 
     fn is_required_field(&self, object: &SchemaType, path: &[String]) -> bool {
-        let Ok(root) = root_of(object) else {
-            return false;
-        };
-        let Some((last, steps)) = path.split_last() else {
-            return false;
-        };
-        let mut t = root.root();
-        for step in steps {
-            match t {
-                DeclType::Object(o) => match o.field(step) {
-                    Some(f) => t = f,
-                    None => return false,
-                },
-                _ => return false,
-            }
-        }
-        matches!(t, DeclType::Object(o) if o.field(last).is_some() && o.is_required(last))
+        test_last_field(object, path, |o, last| {
+            o.field(last).is_some() && o.is_required(last)
+        })
     }
 
     fn is_absent_field(&self, object: &SchemaType, path: &[String]) -> bool {
-        let Ok(root) = root_of(object) else {
-            return false;
-        };
-        let Some((last, steps)) = path.split_last() else {
-            return false;
-        };
-        let mut t = root.root();
-        for step in steps {
-            match t {
-                DeclType::Object(o) => match o.field(step) {
-                    Some(f) => t = f,
-                    None => return false,
-                },
-                _ => return false,
-            }
-        }
         // A property without a CEL type (`is_unexposed`) still exists in objects.
-        matches!(t, DeclType::Object(o)
-            if !o.preserves_unknown_fields() && o.field(last).is_none() && !o.is_unexposed(last))
+        test_last_field(object, path, |o, last| {
+            !o.preserves_unknown_fields() && o.field(last).is_none() && !o.is_unexposed(last)
+        })
     }
 
     fn patch_literals(&self, parsed: &ParsedExpr) -> Option<crate::mutating::literal::Literals> {

@@ -182,20 +182,21 @@ pub fn accepted_on_create(
     policy: &ValidatingAdmissionPolicy,
     server_minor: u32,
 ) -> PolicyCondition {
-    let causes: Vec<String> = crate::apiserver::validate_policy_create(
-        policy,
-        crate::apiserver::Server {
-            minor: server_minor,
-        },
-    )
-    .iter()
-    .map(ToString::to_string)
-    .collect();
-    crate::policy::status::accepted_on_create_condition(
-        policy.metadata.generation,
-        server_minor,
-        &causes,
-    )
+    let server = crate::apiserver::Server {
+        minor: server_minor,
+    };
+    let causes = crate::apiserver::validate_policy_create(policy, server);
+    create_condition(policy.metadata.generation, server_minor, &causes)
+}
+
+/// The condition for the causes the API server would give (none: accepted).
+fn create_condition(
+    generation: Option<i64>,
+    server_minor: u32,
+    causes: &[impl ToString],
+) -> PolicyCondition {
+    let causes: Vec<String> = causes.iter().map(ToString::to_string).collect();
+    crate::policy::status::accepted_on_create_condition(generation, server_minor, &causes)
 }
 
 /// [`accepted_on_create`] for a stored MutatingAdmissionPolicy
@@ -205,20 +206,11 @@ pub fn mutating_accepted_on_create(
     policy: &MutatingAdmissionPolicy,
     server_minor: u32,
 ) -> PolicyCondition {
-    let causes: Vec<String> = crate::apiserver::validate_mutating_policy_create(
-        policy,
-        crate::apiserver::Server {
-            minor: server_minor,
-        },
-    )
-    .iter()
-    .map(ToString::to_string)
-    .collect();
-    crate::policy::status::accepted_on_create_condition(
-        policy.metadata.generation,
-        server_minor,
-        &causes,
-    )
+    let server = crate::apiserver::Server {
+        minor: server_minor,
+    };
+    let causes = crate::apiserver::validate_mutating_policy_create(policy, server);
+    create_condition(policy.metadata.generation, server_minor, &causes)
 }
 
 async fn aggregated(client: &kube::Client, path: &str) -> Result<Value, String> {
