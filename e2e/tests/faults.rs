@@ -11,6 +11,12 @@
 //! with 410 Gone: the test asserts that the relist path ran (`vapcheck_watch_restarts_total
 //! {reason="expired"}`).
 //!
+//! A schema download failing transiently is the last test: vapcheck talks to the API server
+//! through `kubectl proxy`, started first with `--reject-paths` for one `/openapi/v3` document
+//! and later for the whole index, then restarted without; statuses must show the failure
+//! (`SchemaUnavailable`), keep the previous schemas while the index fails, and catch up within
+//! [`BOUND`] of the proxy serving everything again.
+//!
 //! Size: `VAPCHECK_FAULT_RESTARTS` (default 3), `VAPCHECK_FAULT_POLICIES` (initial policies,
 //! default 12), `VAPCHECK_FAULT_DOWN_SECONDS` (default 8). `VAPCHECK_FAULT_BIN` runs another
 //! vapcheck binary (to measure an older build; the bound is then reported, not asserted, if
@@ -673,5 +679,337 @@ async fn run(scenario: Scenario) -> anyhow::Result<()> {
         assert!(!r.log_text().contains("panicked"), "{}", r.log_text());
     }
     drop(replicas);
+    Ok(())
+}
+
+/// The names among `expected` whose stored policy is not (yet) as expected; other policies
+/// are not looked at.
+async fn pending_among(
+    api: &Api<ValidatingAdmissionPolicy>,
+    expected: &Expected,
+) -> anyhow::Result<Vec<String>> {
+    let listed = api.list(&ListParams::default().labels(LABEL)).await?.items;
+    Ok(expected
+        .iter()
+        .filter(|(name, typo)| {
+            !listed
+                .iter()
+                .any(|p| p.metadata.name.as_ref() == Some(*name) && converged(p, **typo))
+        })
+        .map(|(name, _)| name.clone())
+        .collect())
+}
+
+/// `kubectl proxy` in front of the test's API server on a fixed loopback port, rejecting the
+/// paths matching `reject` (kubectl answers those with 403 Forbidden); killed on drop.
+struct Proxy {
+    child: Child,
+}
+
+impl Proxy {
+    /// `$VAPCHECK_KUBECTL` (make test sets it to the kubectl of the pinned release, see
+    /// scripts/kubectl-path), else `kubectl` on PATH.
+    fn kubectl() -> PathBuf {
+        std::env::var_os("VAPCHECK_KUBECTL")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from("kubectl"))
+    }
+
+    /// Starts the proxy on `port` and waits until it accepts connections.
+    fn start(kubeconfig: &Path, port: u16, reject: &str) -> anyhow::Result<Proxy> {
+        let kubectl = Proxy::kubectl();
+        let child = Command::new(&kubectl)
+            .arg("proxy")
+            .arg(format!("--port={port}"))
+            .arg("--address=127.0.0.1")
+            .arg(format!("--reject-paths={reject}"))
+            .arg("--kubeconfig")
+            .arg(kubeconfig)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .with_context(|| {
+                format!(
+                    "starting {} proxy (set VAPCHECK_KUBECTL or run scripts/kubectl-path)",
+                    kubectl.display()
+                )
+            })?;
+        let mut proxy = Proxy { child };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                return Ok(proxy);
+            }
+            if let Ok(Some(status)) = proxy.child.try_wait() {
+                bail!("kubectl proxy on port {port} exited: {status}");
+            }
+            if Instant::now() > deadline {
+                bail!("kubectl proxy did not listen on port {port} within 20 s");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A free loopback port (bound and released; the proxy binds it right after).
+fn free_port() -> anyhow::Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
+}
+
+/// A policy on `resource` of `group`/`version` with one validation.
+fn policy_on(
+    name: &str,
+    group: &str,
+    resource: &str,
+    expression: &str,
+) -> anyhow::Result<ValidatingAdmissionPolicy> {
+    let mut p = policy(name, expression)?;
+    let rules = serde_json::json!([{
+        "apiGroups": [group], "apiVersions": ["v1"],
+        "operations": ["CREATE", "UPDATE"], "resources": [resource]
+    }]);
+    if let Some(constraints) = p.spec.as_mut().and_then(|s| s.match_constraints.as_mut()) {
+        constraints.resource_rules = Some(serde_json::from_value(rules)?);
+    }
+    Ok(p)
+}
+
+const WIDGET_GROUP: &str = "faults.e2e.vapcheck.dev";
+
+/// The widgets CRD; `with_color` adds `spec.color` to its schema.
+fn widget_crd(with_color: bool) -> String {
+    let color = if with_color {
+        "\n                color: {type: string}"
+    } else {
+        ""
+    };
+    format!(
+        r#"apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: widgets.{WIDGET_GROUP}
+spec:
+  group: {WIDGET_GROUP}
+  scope: Namespaced
+  names: {{plural: widgets, singular: widget, kind: Widget, listKind: WidgetList}}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            properties:
+                size: {{type: integer}}{color}
+"#
+    )
+}
+
+/// The `TypeChecked` condition's reason of a stored policy, if written for its generation.
+async fn type_checked_reason(
+    api: &Api<ValidatingAdmissionPolicy>,
+    name: &str,
+) -> anyhow::Result<Option<(String, String)>> {
+    let p = api.get(name).await?;
+    let generation = p.metadata.generation;
+    Ok(p.status
+        .as_ref()
+        .filter(|s| s.observed_generation == generation)
+        .and_then(|s| condition(s, "TypeChecked"))
+        .map(|c| (c.reason.clone(), c.message.clone())))
+}
+
+/// Waits until every policy of `expected` shows its result; returns how long that took.
+async fn converge_timed(
+    api: &Api<ValidatingAdmissionPolicy>,
+    expected: &Expected,
+    what: &str,
+    replicas: &[Replica],
+) -> anyhow::Result<Duration> {
+    let started = Instant::now();
+    wait_converged(
+        api,
+        expected,
+        what,
+        BOUND + Duration::from_secs(2),
+        replicas,
+    )
+    .await?;
+    let took = started.elapsed();
+    assert!(took <= BOUND, "{what}: took {took:?} (bound {BOUND:?})");
+    Ok(took)
+}
+
+#[tokio::test]
+async fn schema_downloads_failing_transiently_show_and_recover_within_bound() -> anyhow::Result<()>
+{
+    let cluster = tokio::task::spawn_blocking(|| {
+        Cluster::start(UpOptions {
+            with_upstream_controller: false,
+            ..UpOptions::default()
+        })
+    })
+    .await??;
+    let client: Client = cluster.client().await?;
+    let api: Api<ValidatingAdmissionPolicy> = Api::all(client.clone());
+    support::apply_yaml(&client, &widget_crd(false)).await?;
+
+    // vapcheck's kubeconfig points at the proxy (plain HTTP on loopback; kubectl proxy adds
+    // the cluster's credentials).
+    let port = free_port()?;
+    let dir = tempfile::tempdir()?;
+    let proxied = dir.path().join("kubeconfig");
+    std::fs::write(
+        &proxied,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: proxy\n  cluster: {{server: 'http://127.0.0.1:{port}'}}\ncontexts:\n- name: proxy\n  context: {{cluster: proxy, user: proxy}}\ncurrent-context: proxy\nusers:\n- name: proxy\n  user: {{}}\n"
+        ),
+    )?;
+
+    // Phase 1: the apps/v1 document fails (403 from the proxy) from the start.
+    let apps_document = "^/openapi/v3/apis/apps/v1$";
+    let mut proxy = Proxy::start(cluster.kubeconfig(), port, apps_document)?;
+    let replicas = vec![Replica::start(
+        &proxied,
+        "schema-fault",
+        &["--leader-election", "false"],
+    )?];
+    let mut churn = Churn {
+        api: api.clone(),
+        expected: Expected::new(),
+        next: 0,
+    };
+    let deployments = "deployments.faults.e2e.vapcheck.dev";
+    let widgets = "widgets.faults.e2e.vapcheck.dev";
+    let config_maps = "configmaps.faults.e2e.vapcheck.dev";
+    churn.put(deployments, true).await?;
+    for (name, group, resource, expression) in [
+        (
+            widgets,
+            WIDGET_GROUP,
+            "widgets",
+            "object.spec.color == 'red'",
+        ),
+        (config_maps, "", "configmaps", "object.datum.size() < 10"),
+    ] {
+        api.patch(
+            name,
+            &PatchParams::apply(support::FIELD_MANAGER).force(),
+            &Patch::Apply(&policy_on(name, group, resource, expression)?),
+        )
+        .await?;
+        churn.expected.insert(name.to_owned(), true);
+    }
+    // The kinds whose documents download are checked (both typos found) ...
+    let others: Expected = churn
+        .expected
+        .iter()
+        .filter(|(k, _)| k.as_str() != deployments)
+        .map(|(k, v)| (k.clone(), *v))
+        .collect();
+    wait_for(
+        "the policies whose schemas download",
+        Duration::from_secs(60),
+        || async { Ok(pending_among(&api, &others).await?.is_empty().then_some(())) },
+    )
+    .await?;
+    // ... and the Deployment policy says its schema could not be fetched.
+    let (reason, message) = wait_for(
+        "the Deployment policy's SchemaUnavailable",
+        Duration::from_secs(30),
+        || async { type_checked_reason(&api, deployments).await },
+    )
+    .await?;
+    eprintln!("e2e: apps/v1 document refused: TypeChecked {reason}: {message}");
+    assert_eq!(reason, "SchemaUnavailable", "{message}");
+    assert!(
+        message.contains("GET /openapi/v3/apis/apps/v1: HTTP 403: Forbidden"),
+        "{message}"
+    );
+
+    // Phase 2: the proxy serves everything again; the Deployment policy is checked.
+    drop(proxy);
+    proxy = Proxy::start(cluster.kubeconfig(), port, "^$")?;
+    let took = converge_timed(
+        &api,
+        &churn.expected,
+        "after the apps/v1 document came back",
+        &replicas,
+    )
+    .await?;
+    eprintln!(
+        "e2e: apps/v1 document back: converged in {:.2}s",
+        took.as_secs_f64()
+    );
+
+    // Phase 3: the whole /openapi/v3 tree fails while the widgets CRD gains `spec.color`:
+    // vapcheck keeps the previous schemas (the widget typo stays) ...
+    drop(proxy);
+    proxy = Proxy::start(cluster.kubeconfig(), port, "^/openapi/v3")?;
+    support::apply_yaml(&client, &widget_crd(true)).await?;
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let still: Expected = [(widgets.to_owned(), true)].into();
+    assert!(
+        pending_among(&api, &still).await?.is_empty(),
+        "the widget policy changed while no schema could be read"
+    );
+    let metrics = http_get(
+        &replicas[0].address("metrics").context("metrics address")?,
+        "/metrics",
+    )?;
+    // The failed polls are counted: the apps/v1 document as `error` (the rest of the poll
+    // worked), the refused index as `forbidden` (kubectl proxy answers 403).
+    let count = |result: &str| {
+        sample(
+            &metrics,
+            &format!("vapcheck_schema_fetches_total{{result=\"{result}\"}}"),
+        )
+        .unwrap_or(0.0)
+    };
+    let (errors, forbidden) = (count("error"), count("forbidden"));
+    eprintln!("e2e: schema fetches: error {errors}, forbidden {forbidden}");
+    assert!(errors >= 1.0, "apps/v1 failures counted: {errors}");
+    assert!(forbidden >= 3.0, "index refusals counted: {forbidden}");
+    // ... and catches up once the proxy serves the index again.
+    drop(proxy);
+    let _proxy = Proxy::start(cluster.kubeconfig(), port, "^$")?;
+    churn.expected.insert(widgets.to_owned(), false);
+    let took = converge_timed(
+        &api,
+        &churn.expected,
+        "after /openapi/v3 came back",
+        &replicas,
+    )
+    .await?;
+    eprintln!(
+        "e2e: /openapi/v3 back: converged in {:.2}s",
+        took.as_secs_f64()
+    );
+
+    // Every final status equals a fresh check (straight to the API server, no proxy).
+    let listed = api.list(&ListParams::default().labels(LABEL)).await?.items;
+    assert_eq!(listed.len(), churn.expected.len());
+    let fresh = fresh_check(cluster.kubeconfig(), &listed)?;
+    for p in &listed {
+        let name = p.metadata.name.clone().unwrap_or_default();
+        let stored = comparable(&serde_json::to_value(p.status.clone().unwrap_or_default())?);
+        assert_eq!(Some(&stored), fresh.get(&name), "{name}");
+    }
+    for r in &replicas {
+        assert!(!r.log_text().contains("panicked"), "{}", r.log_text());
+    }
     Ok(())
 }

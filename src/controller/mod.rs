@@ -618,6 +618,11 @@ async fn poll_schemas(ctx: Arc<Context>, shutdown: Shutdown) {
         ctx.metrics.set_schema_cache_kinds(ctx.inputs.kind_count());
         match refreshed {
             Ok(changes) if changes.is_empty() => {}
+            // Only documents that keep failing: counted in `vapcheck_schema_fetches_total`,
+            // and the affected policies already say so in their status.
+            Ok(changes) if changes.affected().next().is_none() => {
+                debug!(failed = ?changes.failed, "schema documents still failing");
+            }
             Ok(changes) => {
                 // Validating and mutating policies: the same index rules, each kind its own
                 // names and queue.

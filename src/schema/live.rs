@@ -25,13 +25,37 @@ const PARALLEL_DOWNLOADS: usize = 4;
 
 /// A failed poll. Names the request.
 #[derive(Debug, thiserror::Error)]
-#[error("{what}: {source}")]
+#[error("{what}: {}", describe(.source.as_ref()))]
 pub struct LiveError {
     /// The request or step that failed.
     pub what: String,
     /// The underlying error.
     #[source]
     pub source: Box<dyn std::error::Error + Send + Sync>,
+}
+
+/// The cause of a failed request as status messages show it: an API server's refusal as its
+/// HTTP code and message ("HTTP 403: Forbidden"; kube-client's own text for a body it cannot
+/// parse is not useful), anything else as its own text.
+fn describe(error: &(dyn std::error::Error + Send + Sync + 'static)) -> String {
+    match error.downcast_ref::<kube::Error>() {
+        // A body without a code (not a Status) keeps kube-client's text.
+        Some(kube::Error::Api(status)) if status.code != 0 => {
+            let message = status.message.trim();
+            if message.is_empty() {
+                format!("HTTP {}", status.code)
+            } else {
+                format!("HTTP {}: {message}", status.code)
+            }
+        }
+        _ => error.to_string(),
+    }
+}
+
+/// `url` without its query (the `?hash=` of a document URL is 128 hex digits that say nothing
+/// to a reader).
+fn without_query(url: &str) -> &str {
+    url.split_once('?').map_or(url, |(path, _)| path)
 }
 
 /// Which group-versions' documents changed in a poll.
@@ -201,7 +225,7 @@ impl LiveSource {
                 source: Box::new(e),
             })?;
         self.client.request_text(req).await.map_err(|e| LiveError {
-            what: format!("GET {url}"),
+            what: format!("GET {}", without_query(url)),
             source: Box::new(e),
         })
     }
@@ -279,6 +303,11 @@ impl LiveSource {
                     text.as_bytes(),
                 ))),
                 Err(e) => {
+                    // Failing again is no change: it stays out of `added`, so a document that
+                    // keeps failing does not re-check its policies on every poll.
+                    if previous_failures.contains_key(&gv) {
+                        changes.added.retain(|g| g != &gv);
+                    }
                     changes.failed.push(gv.clone());
                     hashes.remove(&gv);
                     failures.insert(gv, e.to_string());

@@ -22,10 +22,17 @@ impl Fake {
             .insert(path.to_owned(), (200, body.to_string()));
     }
     fn set_status(&self, path: &str, status: u16) {
-        self.routes
-            .lock()
-            .expect("lock")
-            .insert(path.to_owned(), (status, "{}".to_owned()));
+        self.routes.lock().expect("lock").insert(
+            path.to_owned(),
+            (
+                status,
+                json!({
+                    "kind": "Status", "apiVersion": "v1", "status": "Failure",
+                    "message": format!("fake answer {status}"), "code": status,
+                })
+                .to_string(),
+            ),
+        );
     }
     fn take_log(&self) -> Vec<String> {
         std::mem::take(&mut *self.log.lock().expect("lock"))
@@ -343,19 +350,37 @@ async fn failures_are_reported_and_retried() {
         .resolve(&gvk("example.com", "v1", "Widget"))
         .unwrap_err();
     assert_eq!(e.kind, SchemaErrorKind::Unavailable);
+    // The request without its hash, and the server's answer as an HTTP code.
     assert!(
         e.to_string()
-            .contains("/openapi/v3/apis/example.com/v1?hash=w1"),
+            .contains("GET /openapi/v3/apis/example.com/v1: HTTP 503: fake answer 503"),
         "{e}"
     );
+    assert!(!e.to_string().contains("hash="), "{e}");
     assert!(src.resolve(&gvk("", "v1", "ConfigMap")).is_ok());
 
+    // Failing again: retried, reported as failed, but nothing was added or changed (so the
+    // controller does not re-check its policies on every poll).
+    fake.take_log();
+    let changes = src.poll().await.expect("poll");
+    assert_eq!(changes.failed, [GroupVersion::new("example.com", "v1")]);
+    assert!(
+        changes.added.is_empty() && changes.changed.is_empty(),
+        "{changes:?}"
+    );
+    assert!(
+        fake.take_log()
+            .contains(&"/openapi/v3/apis/example.com/v1?hash=w1".to_owned())
+    );
+
+    // Back: the group-version counts as added, which re-checks the policies of its kinds.
     fake.set(
         "/openapi/v3/apis/example.com/v1?hash=w1",
         widget_doc("replicas"),
     );
     let changes = src.poll().await.expect("poll");
     assert!(changes.failed.is_empty());
+    assert_eq!(changes.added, [GroupVersion::new("example.com", "v1")]);
     assert!(src.resolve(&gvk("example.com", "v1", "Widget")).is_ok());
 
     // A malformed document is kept; its kinds say why they cannot be typed.
