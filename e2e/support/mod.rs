@@ -491,6 +491,34 @@ pub async fn dry_run_create(
     )))
 }
 
+/// The entries `vapcheck check -o json --kubeconfig <kubeconfig> <file>` prints (the built
+/// binary, against a live cluster). Exit codes 0, 1 and 3 are results (README, "Exit code");
+/// anything else fails with vapcheck's stderr.
+pub fn check_json(kubeconfig: &Path, file: &Path) -> anyhow::Result<Vec<serde_json::Value>> {
+    let output = Command::new(env!("CARGO_BIN_EXE_vapcheck"))
+        .args(["check", "-o", "json", "--kubeconfig"])
+        .arg(kubeconfig)
+        .arg(file)
+        .env_remove("KUBECONFIG")
+        .stdin(Stdio::null())
+        .output()
+        .context("running vapcheck check")?;
+    if !matches!(output.status.code(), Some(0 | 1 | 3)) {
+        bail!(
+            "vapcheck check failed ({}): {}",
+            output.status,
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    serde_json::from_slice(&output.stdout).with_context(|| {
+        format!(
+            "vapcheck ({}) printed no JSON; stderr:\n{}",
+            output.status,
+            String::from_utf8_lossy(&output.stderr)
+        )
+    })
+}
+
 /// What `vapcheck check -o json --kubeconfig <kubeconfig> <file>` says about each binding of
 /// `kind` (`ValidatingAdmissionPolicyBinding` or `MutatingAdmissionPolicyBinding`): name →
 /// (verdict, `effect.denialMessage`). Each is also printed, prefixed with `log`.
@@ -500,21 +528,7 @@ pub fn binding_verdicts(
     kind: &str,
     log: &str,
 ) -> anyhow::Result<std::collections::BTreeMap<String, (String, serde_json::Value)>> {
-    let output = Command::new(env!("CARGO_BIN_EXE_vapcheck"))
-        .args(["check", "-o", "json", "--kubeconfig"])
-        .arg(kubeconfig)
-        .arg(file)
-        .stdin(Stdio::null())
-        .output()
-        .context("running vapcheck")?;
-    let entries: Vec<serde_json::Value> =
-        serde_json::from_slice(&output.stdout).with_context(|| {
-            format!(
-                "vapcheck ({}) printed no JSON; stderr:\n{}",
-                output.status,
-                String::from_utf8_lossy(&output.stderr)
-            )
-        })?;
+    let entries = check_json(kubeconfig, file)?;
     Ok(entries
         .iter()
         .filter(|e| e["kind"] == kind)

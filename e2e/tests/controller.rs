@@ -2,9 +2,9 @@
 //! ValidatingAdmissionPolicy status controller running, as in a real cluster). vapcheck runs as
 //! a child process of the built binary with the cluster's kubeconfig and short intervals.
 //!
-//! Most tests share one cluster and one vapcheck process; the leader failover and the
-//! `conditionsOnly` tests start private clusters (about 5 s each) so that no other vapcheck
-//! writes there.
+//! Most tests share one cluster and one vapcheck process; the leader failover, the
+//! `conditionsOnly` and the upstream-writes-first tests start private clusters (about 5 s
+//! each) so that no other vapcheck writes there.
 
 #[allow(dead_code)]
 #[path = "../support/mod.rs"]
@@ -518,6 +518,148 @@ async fn standby_takes_over_when_the_leader_dies() -> anyhow::Result<()> {
         Some("thief")
     );
     drop(b);
+    Ok(())
+}
+
+/// kube-controller-manager's status controller writes first, every time: the policies are
+/// created and upstream's status is waited for before vapcheck starts (in the shared test the
+/// order is a race). vapcheck must then take `typeChecking` over where it differs (a wildcard
+/// rule upstream skips), write the same text where upstream already has it, log that another
+/// manager wrote, keep its result through a new generation with both controllers running, and
+/// end quiet.
+#[tokio::test]
+async fn upstream_writes_first_then_vapcheck_takes_over_and_stays_quiet() -> anyhow::Result<()> {
+    let cluster = tokio::task::spawn_blocking(|| {
+        Cluster::start(UpOptions {
+            with_upstream_controller: true,
+            ..UpOptions::default()
+        })
+    })
+    .await??;
+    let client = cluster.client().await?;
+    let api: Api<ValidatingAdmissionPolicy> = Api::all(client.clone());
+    // kube-controller-manager's field manager for this status (k8s.io/kubernetes
+    // pkg/controller/validatingadmissionpolicystatus, `ControllerName`).
+    let upstream = "validatingadmissionpolicy-status".to_owned();
+    let names = [
+        "first-warn.e2e.vapcheck.dev",
+        "first-clean.e2e.vapcheck.dev",
+        "first-wildcard.e2e.vapcheck.dev",
+    ];
+    let wildcard = |expression: &str| {
+        replicas_policy(names[2], expression)
+            .replace("resources: [\"deployments\"]", "resources: [\"*\"]")
+    };
+    apply_yaml(&client, &replicas_policy(names[0], "object.replicas > 1")).await?;
+    apply_yaml(
+        &client,
+        &replicas_policy(names[1], "object.spec.replicas > 1"),
+    )
+    .await?;
+    apply_yaml(&client, &wildcard("object.replicas > 1")).await?;
+
+    let mut upstream_status = Vec::new();
+    for name in names {
+        let status = wait_for(&format!("{name}: upstream's status"), DEADLINE, || async {
+            let p = api.get(name).await?;
+            let written = managers(&p).contains(&upstream);
+            Ok(p.status
+                .filter(|s| written && s.observed_generation == p.metadata.generation))
+        })
+        .await?;
+        assert!(
+            !managers(&api.get(name).await?).contains(&"vapcheck".to_owned()),
+            "{name}: vapcheck is not running yet"
+        );
+        upstream_status.push(status);
+    }
+    assert_eq!(
+        warnings_of(&upstream_status[0])
+            .first()
+            .map(|w| w.warning.trim_end().to_owned()),
+        Some(REPLICAS_WARNING.to_owned())
+    );
+    assert!(warnings_of(&upstream_status[1]).is_empty());
+    // Upstream skips wildcard rules: no warning where vapcheck has one.
+    assert!(warnings_of(&upstream_status[2]).is_empty());
+
+    let vapcheck = Vapcheck::start(
+        cluster.kubeconfig(),
+        "after-upstream",
+        &["--leader-election", "false"],
+    )?;
+    let mut ours = Vec::new();
+    for name in names {
+        ours.push(
+            wait_for_policy(
+                &client,
+                name,
+                "vapcheck's status after upstream's",
+                |p, _| managers(p).contains(&"vapcheck".to_owned()),
+            )
+            .await?,
+        );
+    }
+    let status = |p: &ValidatingAdmissionPolicy| p.status.clone().unwrap_or_default();
+    // The same text where upstream has it, vapcheck's where upstream skipped the kind.
+    assert_eq!(
+        warnings_of(&status(&ours[0])),
+        warnings_of(&upstream_status[0])
+    );
+    assert!(warnings_of(&status(&ours[1])).is_empty());
+    let text = warnings_of(&status(&ours[2]))
+        .first()
+        .map(|w| w.warning.clone())
+        .unwrap_or_default();
+    assert!(
+        text.contains("apps/v1, Kind=Deployment: ERROR: <input>:1:7: undefined field 'replicas'"),
+        "{text}"
+    );
+    let log = vapcheck.log_text();
+    assert!(
+        log.contains("typeChecking was written by another manager")
+            && log.contains("manager=validatingadmissionpolicy-status"),
+        "{log}"
+    );
+
+    // A new generation with both controllers running ends with vapcheck's result.
+    apply_yaml(&client, &wildcard("object.replicaz > 1")).await?;
+    wait_for_policy(
+        &client,
+        names[2],
+        "vapcheck's result for generation 2",
+        |p, s| {
+            p.metadata.generation == Some(2)
+                && warnings_of(s)
+                    .iter()
+                    .any(|w| w.warning.contains("undefined field 'replicaz'"))
+        },
+    )
+    .await?;
+    // Time for upstream's one write of the new generation and vapcheck's answer; then quiet.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let mut before = Vec::new();
+    for name in names {
+        before.push(resource_version(&api, name).await?);
+    }
+    tokio::time::sleep(Duration::from_secs(20)).await;
+    for (name, rv) in names.iter().zip(&before) {
+        assert_eq!(
+            &resource_version(&api, name).await?,
+            rv,
+            "{name} was written in steady state"
+        );
+    }
+    let last = api.get(names[2]).await?.status.unwrap_or_default();
+    assert!(
+        warnings_of(&last)
+            .iter()
+            .any(|w| w.warning.contains("undefined field 'replicaz'")),
+        "{last:?}"
+    );
+    if vapcheck.log_text().contains("ERROR") {
+        bail!("vapcheck logged errors:\n{}", vapcheck.log_text());
+    }
     Ok(())
 }
 

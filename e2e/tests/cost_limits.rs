@@ -17,10 +17,9 @@
 #[path = "../support/mod.rs"]
 mod support;
 
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use anyhow::{Context, bail};
+use anyhow::bail;
 use kube::Client;
 use serde_json::{Value, json};
 
@@ -78,22 +77,9 @@ async fn request(client: &Client, case: &str, len: usize) -> anyhow::Result<Opti
     .await
 }
 
-/// vapcheck's `status.cost` per policy name.
+/// vapcheck's `check -o json` entries.
 fn vapcheck(kubeconfig: &std::path::Path, file: &std::path::Path) -> anyhow::Result<Vec<Value>> {
-    let output = Command::new(env!("CARGO_BIN_EXE_vapcheck"))
-        .args(["check", "-o", "json", "--kubeconfig"])
-        .arg(kubeconfig)
-        .arg(file)
-        .stdin(Stdio::null())
-        .output()
-        .context("running vapcheck")?;
-    serde_json::from_slice(&output.stdout).with_context(|| {
-        format!(
-            "vapcheck ({}) printed no JSON; stderr:\n{}",
-            output.status,
-            String::from_utf8_lossy(&output.stderr)
-        )
-    })
+    support::check_json(kubeconfig, file)
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -346,21 +346,7 @@ fn fresh_check(
         text.push('\n');
     }
     std::fs::write(&file, text)?;
-    let out = Command::new(env!("CARGO_BIN_EXE_vapcheck"))
-        .args(["check", "-o", "json", "--kubeconfig"])
-        .arg(kubeconfig)
-        .arg(&file)
-        .env_remove("KUBECONFIG")
-        .output()
-        .context("running vapcheck check")?;
-    if !matches!(out.status.code(), Some(0 | 1)) {
-        bail!(
-            "vapcheck check failed ({}): {}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    let printed: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout)?;
+    let printed = support::check_json(kubeconfig, &file)?;
     Ok(printed
         .into_iter()
         .map(|e| {

@@ -20,7 +20,6 @@
 mod support;
 
 use std::collections::BTreeMap;
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use anyhow::{Context, bail};
@@ -342,20 +341,7 @@ fn vapcheck(
     kubeconfig: &std::path::Path,
     file: &std::path::Path,
 ) -> anyhow::Result<BTreeMap<String, (String, String)>> {
-    let output = Command::new(env!("CARGO_BIN_EXE_vapcheck"))
-        .args(["check", "-o", "json", "--kubeconfig"])
-        .arg(kubeconfig)
-        .arg(file)
-        .stdin(Stdio::null())
-        .output()
-        .context("running vapcheck")?;
-    let entries: Vec<Value> = serde_json::from_slice(&output.stdout).with_context(|| {
-        format!(
-            "vapcheck ({}) printed no JSON; stderr:\n{}",
-            output.status,
-            String::from_utf8_lossy(&output.stderr)
-        )
-    })?;
+    let entries = support::check_json(kubeconfig, file)?;
     let mut out = BTreeMap::new();
     for e in entries {
         let Some(conditions) = e["status"]["conditions"].as_array() else {
