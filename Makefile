@@ -51,13 +51,17 @@ test:
 ## debug build the cargo-test stage compiled: cold start with 500 policies, kube-controller-manager
 ## alone vs vapcheck alone on fresh control planes (the ratios are printed; both must converge,
 ## and vapcheck's peak RSS must stay under 64 MiB), then 30 s of steady state with 100 policies
-## re-checked every 5 s (no status write and no OpenAPI download allowed). Full size, release
-## build: e2e/bench/cold 5000, e2e/bench/steady 500 600.
+## re-checked every 5 s (no status write and no OpenAPI download allowed), then recovery after 2
+## kube-apiserver restarts with 100 policies, KCM alone vs vapcheck alone (vapcheck within 10 s).
+## Full size, release build: e2e/bench/cold 5000, e2e/bench/steady 500 600,
+## e2e/bench/recovery 5000 10.
 bench-smoke:
 	VAPCHECK_BENCH_N=500 cargo test --test e2e_bench_cold -- \
 		--ignored --exact cold_start_kcm_vs_vapcheck --nocapture
 	VAPCHECK_BENCH_N=100 VAPCHECK_BENCH_STEADY_SECONDS=30 cargo test --test e2e_bench_steady -- \
 		--ignored --exact steady_state_writes_and_downloads_nothing --nocapture
+	VAPCHECK_BENCH_N=100 VAPCHECK_BENCH_RESTARTS=2 VAPCHECK_BENCH_DOWN_SECONDS=4 \
+		cargo test --test e2e_bench_recovery -- --ignored --exact recovery_kcm_vs_vapcheck --nocapture
 
 ## A fuzzing smoke run, 60 seconds per target (seeds included): check (CEL parse + check),
 ## k8s_expr (an expression in every site of a policy, checked against real kinds and by the

@@ -29,11 +29,16 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+#[allow(dead_code)]
+#[path = "common.rs"]
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
+use common::{env_number, proc_status_mib};
 use futures::StreamExt;
 use k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicy;
 use kube::api::{DynamicObject, ListParams, PostParams};
@@ -47,15 +52,6 @@ const POLICIES: usize = 200;
 const BINDINGS_PER_POLICY: usize = 5;
 const NS: &str = "bench13-params";
 const PARALLEL_CREATES: usize = 16;
-
-fn env_number(name: &str, default: u64) -> u64 {
-    match std::env::var(name) {
-        Ok(v) => v
-            .parse()
-            .unwrap_or_else(|_| panic!("{name} must be a number, got {v:?}")),
-        Err(_) => default,
-    }
-}
 
 fn policy_name(i: usize) -> String {
     format!("bench13-{i:03}.e2e.vapcheck.dev")
@@ -273,18 +269,6 @@ async fn clear_statuses(api: &Api<ValidatingAdmissionPolicy>) -> anyhow::Result<
     Ok(())
 }
 
-/// `VmHWM` or `VmRSS` of `pid` in MiB.
-fn rss_mib(pid: u32, field: &str) -> anyhow::Result<f64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
-    let kib: f64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix(field))
-        .and_then(|rest| rest.trim_start_matches(':').split_whitespace().next())
-        .with_context(|| format!("no {field} in /proc/{pid}/status"))?
-        .parse()?;
-    Ok(kib / 1024.0)
-}
-
 struct Controller {
     child: Child,
     log: PathBuf,
@@ -391,8 +375,8 @@ async fn thousand_bindings_conditions_and_memory() -> anyhow::Result<()> {
         no_bindings,
     )
     .await?;
-    let base_peak = rss_mib(a.child.id(), "VmHWM")?;
-    let base_rss = rss_mib(a.child.id(), "VmRSS")?;
+    let base_peak = proc_status_mib(a.child.id(), "VmHWM")?;
+    let base_rss = proc_status_mib(a.child.id(), "VmRSS")?;
     eprintln!(
         "bench13: A: {POLICIES} policies NoBindings after {converge_a:.1?}; peak {base_peak:.1} MiB, RSS {base_rss:.1} MiB"
     );
@@ -435,7 +419,7 @@ async fn thousand_bindings_conditions_and_memory() -> anyhow::Result<()> {
     )
     .await?;
     let live_total = created.elapsed();
-    let live_rss = rss_mib(a.child.id(), "VmRSS")?;
+    let live_rss = proc_status_mib(a.child.id(), "VmRSS")?;
     eprintln!(
         "bench13: A: every condition right {live:.1?} after the last create ({live_total:.1?} after the first); RSS {live_rss:.1} MiB"
     );
@@ -457,8 +441,8 @@ async fn thousand_bindings_conditions_and_memory() -> anyhow::Result<()> {
         expected,
     )
     .await?;
-    let peak = rss_mib(b.child.id(), "VmHWM")?;
-    let rss = rss_mib(b.child.id(), "VmRSS")?;
+    let peak = proc_status_mib(b.child.id(), "VmHWM")?;
+    let rss = proc_status_mib(b.child.id(), "VmRSS")?;
     drop(b);
     tokio::task::spawn_blocking(move || cluster.stop()).await?;
 

@@ -23,168 +23,19 @@ mod support;
 #[path = "common.rs"]
 mod common;
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, bail};
-use common::{create_policies, env_number};
+use anyhow::bail;
+use common::{Side, converged, cpu_seconds, create_policies, env_number, proc_status_mib, start};
 use k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicy;
-use kube::api::{Api, ListParams};
+use kube::api::Api;
 use support::{Cluster, UpOptions};
-
-/// How many of the policies have a status for their generation, and how many there are.
-async fn converged(api: &Api<ValidatingAdmissionPolicy>) -> anyhow::Result<(usize, usize)> {
-    let list = api.list(&ListParams::default()).await?;
-    let total = list.items.len();
-    let done = list
-        .items
-        .iter()
-        .filter(|p| {
-            let generation = p.metadata.generation;
-            generation.is_some()
-                && p.status.as_ref().and_then(|s| s.observed_generation) == generation
-        })
-        .count();
-    Ok((done, total))
-}
-
-/// `utime + stime` of `pid` in seconds.
-fn cpu_seconds(pid: u32) -> anyhow::Result<f64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
-    // Fields after the command name (which is in parentheses and may contain spaces).
-    let rest = stat
-        .rsplit_once(')')
-        .map(|(_, r)| r)
-        .context("malformed /proc/pid/stat")?;
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    // rest starts at field 3 (state); utime is field 14, stime field 15.
-    let utime: f64 = fields[11].parse()?;
-    let stime: f64 = fields[12].parse()?;
-    // SAFETY: sysconf has no preconditions.
-    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
-    Ok((utime + stime) / ticks)
-}
-
-/// Peak resident set (`VmHWM`) of `pid` in MiB.
-fn peak_rss_mib(pid: u32) -> anyhow::Result<f64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
-    let line = status
-        .lines()
-        .find(|l| l.starts_with("VmHWM:"))
-        .context("no VmHWM")?;
-    let kib: f64 = line
-        .split_whitespace()
-        .nth(1)
-        .context("malformed VmHWM")?
-        .parse()?;
-    Ok(kib / 1024.0)
-}
 
 struct Measured {
     wall: Duration,
     cpu_s: f64,
     peak_rss_mib: f64,
-}
-
-struct Killed(Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        // SAFETY: plain kill(2) on our own child.
-        unsafe {
-            libc::kill(self.0.id() as i32, libc::SIGTERM);
-        }
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while Instant::now() < deadline {
-            if matches!(self.0.try_wait(), Ok(Some(_))) {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum Side {
-    Kcm,
-    Vapcheck,
-}
-
-fn instance_env(kubeconfig: &Path, key: &str) -> anyhow::Result<String> {
-    let env = kubeconfig
-        .parent()
-        .context("kubeconfig has no parent")?
-        .join("instance.env");
-    let text = std::fs::read_to_string(&env).with_context(|| env.display().to_string())?;
-    text.lines()
-        .find_map(|l| l.strip_prefix(&format!("{key}=")))
-        .map(str::to_owned)
-        .with_context(|| format!("{key} not in {}", env.display()))
-}
-
-fn start(side: Side, kubeconfig: &Path, log: &Path) -> anyhow::Result<Killed> {
-    let instance = kubeconfig.parent().context("kubeconfig has no parent")?;
-    let file = std::fs::File::create(log).with_context(|| log.display().to_string())?;
-    let child = match side {
-        Side::Kcm => {
-            let bin =
-                PathBuf::from(instance_env(kubeconfig, "BIN_DIR")?).join("kube-controller-manager");
-            // The flags of e2e/cluster/up --with-upstream-controller, serving nothing.
-            Command::new(&bin)
-                .arg(format!(
-                    "--kubeconfig={}",
-                    instance.join("kcm.kubeconfig").display()
-                ))
-                .args([
-                    "--controllers=validatingadmissionpolicy-status-controller",
-                    "--leader-elect=false",
-                    "--bind-address=127.0.0.1",
-                    "--secure-port=0",
-                    "--profiling=false",
-                ])
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(file)
-                .spawn()
-                .with_context(|| format!("starting {}", bin.display()))?
-        }
-        Side::Vapcheck => {
-            let bin = std::env::var_os("VAPCHECK_BENCH_BIN")
-                .map(PathBuf::from)
-                .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_vapcheck")));
-            let wrapper = std::env::var("VAPCHECK_BENCH_WRAPPER").unwrap_or_default();
-            let mut words = wrapper.split_whitespace();
-            let mut command = match words.next() {
-                Some(first) => {
-                    let mut c = Command::new(first);
-                    c.args(words).arg(&bin);
-                    c
-                }
-                None => Command::new(&bin),
-            };
-            command
-                .args([
-                    "controller",
-                    "--metrics-bind-address",
-                    "127.0.0.1:0",
-                    "--health-bind-address",
-                    "127.0.0.1:0",
-                ])
-                .env("KUBECONFIG", kubeconfig)
-                .env("RUST_LOG", "warn")
-                .env_remove("POD_NAME")
-                .env_remove("POD_NAMESPACE")
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(file)
-                .spawn()
-                .with_context(|| format!("starting {}", bin.display()))?
-        }
-    };
-    Ok(Killed(child))
 }
 
 async fn run_side(side: Side, n: usize, timeout: Duration) -> anyhow::Result<Measured> {
@@ -240,7 +91,7 @@ async fn run_side(side: Side, n: usize, timeout: Duration) -> anyhow::Result<Mea
     }
     let wall = started.elapsed();
     let cpu_s = cpu_seconds(pid)?;
-    let peak_rss_mib = peak_rss_mib(pid)?;
+    let peak_rss_mib = proc_status_mib(pid, "VmHWM")?;
     drop(child);
     tokio::task::spawn_blocking(move || cluster.stop()).await?;
     eprintln!(

@@ -1,12 +1,17 @@
 //! Shared by the benchmarks on a real control plane (`e2e/bench/*.rs`): numbers from the
-//! environment and the corpus policies created under new names.
+//! environment, the corpus policies created under new names, convergence, the controllers
+//! (kube-controller-manager or vapcheck) and their CPU time and memory.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use futures::StreamExt;
 use k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicy;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Client;
-use kube::api::{Api, PostParams};
+use kube::api::{Api, ListParams, PostParams};
 use vapcheck::cli::input::read_policies;
 
 use super::support;
@@ -110,4 +115,159 @@ pub async fn create_policies(client: &Client, n: usize) -> anyhow::Result<usize>
         }
     }
     Ok(templates.len())
+}
+
+/// How many of the policies have a status for their current generation, and how many there
+/// are (what "converged" means in every bench: both controllers write
+/// `status.observedGeneration`).
+pub async fn converged(api: &Api<ValidatingAdmissionPolicy>) -> anyhow::Result<(usize, usize)> {
+    let list = api.list(&ListParams::default()).await?;
+    let total = list.items.len();
+    let done = list
+        .items
+        .iter()
+        .filter(|p| {
+            let generation = p.metadata.generation;
+            generation.is_some()
+                && p.status.as_ref().and_then(|s| s.observed_generation) == generation
+        })
+        .count();
+    Ok((done, total))
+}
+
+/// A memory line of `/proc/<pid>/status` (`VmHWM` for the peak resident set, `VmRSS` for the
+/// current one) in MiB.
+pub fn proc_status_mib(pid: u32, field: &str) -> anyhow::Result<f64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    let kib: f64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix(field))
+        .and_then(|rest| rest.strip_prefix(':'))
+        .and_then(|rest| rest.split_whitespace().next())
+        .with_context(|| format!("no {field} in /proc/{pid}/status"))?
+        .parse()?;
+    Ok(kib / 1024.0)
+}
+
+/// `utime + stime` of `pid` in seconds.
+pub fn cpu_seconds(pid: u32) -> anyhow::Result<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+    // Fields after the command name (which is in parentheses and may contain spaces).
+    let rest = stat
+        .rsplit_once(')')
+        .map(|(_, r)| r)
+        .context("malformed /proc/pid/stat")?;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // rest starts at field 3 (state); utime is field 14, stime field 15.
+    let utime: f64 = fields[11].parse()?;
+    let stime: f64 = fields[12].parse()?;
+    // SAFETY: sysconf has no preconditions.
+    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    Ok((utime + stime) / ticks)
+}
+
+/// A controller process of a bench; SIGTERM (then SIGKILL after 20 s) on drop.
+pub struct Killed(pub Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        // SAFETY: plain kill(2) on our own child.
+        unsafe {
+            libc::kill(self.0.id() as i32, libc::SIGTERM);
+        }
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < deadline {
+            if matches!(self.0.try_wait(), Ok(Some(_))) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Which controller a bench side runs.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Side {
+    Kcm,
+    Vapcheck,
+}
+
+/// A value of the control plane instance's `instance.env` (written by e2e/cluster/up).
+pub fn instance_env(kubeconfig: &Path, key: &str) -> anyhow::Result<String> {
+    let env = kubeconfig
+        .parent()
+        .context("kubeconfig has no parent")?
+        .join("instance.env");
+    let text = std::fs::read_to_string(&env).with_context(|| env.display().to_string())?;
+    text.lines()
+        .find_map(|l| l.strip_prefix(&format!("{key}=")))
+        .map(str::to_owned)
+        .with_context(|| format!("{key} not in {}", env.display()))
+}
+
+/// Starts `side` against the control plane of `kubeconfig`, logging to `log`: kube-controller-
+/// manager with only the ValidatingAdmissionPolicy status controller, or `vapcheck controller`
+/// (`VAPCHECK_BENCH_BIN`, behind `VAPCHECK_BENCH_WRAPPER` if set).
+pub fn start(side: Side, kubeconfig: &Path, log: &Path) -> anyhow::Result<Killed> {
+    let instance = kubeconfig.parent().context("kubeconfig has no parent")?;
+    let file = std::fs::File::create(log).with_context(|| log.display().to_string())?;
+    let child = match side {
+        Side::Kcm => {
+            let bin =
+                PathBuf::from(instance_env(kubeconfig, "BIN_DIR")?).join("kube-controller-manager");
+            // The flags of e2e/cluster/up --with-upstream-controller, serving nothing.
+            Command::new(&bin)
+                .arg(format!(
+                    "--kubeconfig={}",
+                    instance.join("kcm.kubeconfig").display()
+                ))
+                .args([
+                    "--controllers=validatingadmissionpolicy-status-controller",
+                    "--leader-elect=false",
+                    "--bind-address=127.0.0.1",
+                    "--secure-port=0",
+                    "--profiling=false",
+                ])
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(file)
+                .spawn()
+                .with_context(|| format!("starting {}", bin.display()))?
+        }
+        Side::Vapcheck => {
+            let bin = std::env::var_os("VAPCHECK_BENCH_BIN")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_vapcheck")));
+            let wrapper = std::env::var("VAPCHECK_BENCH_WRAPPER").unwrap_or_default();
+            let mut words = wrapper.split_whitespace();
+            let mut command = match words.next() {
+                Some(first) => {
+                    let mut c = Command::new(first);
+                    c.args(words).arg(&bin);
+                    c
+                }
+                None => Command::new(&bin),
+            };
+            command
+                .args([
+                    "controller",
+                    "--metrics-bind-address",
+                    "127.0.0.1:0",
+                    "--health-bind-address",
+                    "127.0.0.1:0",
+                ])
+                .env("KUBECONFIG", kubeconfig)
+                .env("RUST_LOG", "warn")
+                .env_remove("POD_NAME")
+                .env_remove("POD_NAMESPACE")
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(file)
+                .spawn()
+                .with_context(|| format!("starting {}", bin.display()))?
+        }
+    };
+    Ok(Killed(child))
 }

@@ -89,14 +89,7 @@ async fn steady_state_writes_and_downloads_nothing() -> anyhow::Result<()> {
     support::wait_for("every status written", Duration::from_secs(600), || {
         let api = api.clone();
         async move {
-            let list = api.list(&ListParams::default()).await?;
-            let done = list
-                .items
-                .iter()
-                .filter(|p| {
-                    p.status.as_ref().and_then(|s| s.observed_generation) == p.metadata.generation
-                })
-                .count();
+            let (done, _) = common::converged(&api).await?;
             Ok((done == n).then_some(()))
         }
     })

@@ -16,7 +16,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Mutex;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, anyhow, bail};
 use k8s_openapi::api::admissionregistration::v1::{
@@ -548,4 +548,35 @@ pub fn binding_verdicts(
             )
         })
         .collect())
+}
+
+/// Milliseconds since the Unix epoch.
+pub fn unix_ms() -> u128 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis())
+        .unwrap_or(0)
+}
+
+/// Kills `component` (kube-apiserver or etcd), keeps it down for `down`, starts it again;
+/// returns the Unix time in milliseconds at which kube-apiserver's /readyz passed.
+pub fn restart(kubeconfig: &Path, component: &str, down: u64) -> anyhow::Result<u128> {
+    let script = repo_root().join("e2e/cluster/restart");
+    let out = Command::new(&script)
+        .args(["--component", component])
+        .arg("--down")
+        .arg(down.to_string())
+        .arg(kubeconfig)
+        .stdin(Stdio::null())
+        .stderr(Stdio::inherit())
+        .output()
+        .with_context(|| format!("running {}", script.display()))?;
+    if !out.status.success() {
+        bail!("{} failed: {}", script.display(), out.status);
+    }
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .last()
+        .and_then(|l| l.trim().parse().ok())
+        .context("e2e/cluster/restart printed no ready time")
 }

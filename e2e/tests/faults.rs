@@ -29,7 +29,7 @@ mod support;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use k8s_openapi::api::admissionregistration::v1::{
@@ -299,36 +299,6 @@ async fn pending(
     Ok(out)
 }
 
-fn unix_ms() -> u128 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis())
-        .unwrap_or(0)
-}
-
-/// Kills `component` (kube-apiserver or etcd), keeps it down for `down`, starts it again;
-/// returns the Unix time in milliseconds at which kube-apiserver's /readyz passed.
-fn restart(kubeconfig: &Path, component: &str, down: u64) -> anyhow::Result<u128> {
-    let script = support::repo_root().join("e2e/cluster/restart");
-    let out = Command::new(&script)
-        .args(["--component", component])
-        .arg("--down")
-        .arg(down.to_string())
-        .arg(kubeconfig)
-        .stdin(Stdio::null())
-        .stderr(Stdio::inherit())
-        .output()
-        .with_context(|| format!("running {}", script.display()))?;
-    if !out.status.success() {
-        bail!("{} failed: {}", script.display(), out.status);
-    }
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .last()
-        .and_then(|l| l.trim().parse().ok())
-        .context("e2e/cluster/restart printed no ready time")
-}
-
 /// The whole `status` vapcheck computes for each policy now (`vapcheck check -o json` over
 /// the live cluster), keyed by name: warnings and conditions (type, status, reason, message).
 fn fresh_check(
@@ -549,7 +519,8 @@ async fn run(scenario: Scenario) -> anyhow::Result<()> {
         let kubeconfig = cluster.kubeconfig().to_owned();
         let component = scenario.component();
         let ready_ms =
-            tokio::task::spawn_blocking(move || restart(&kubeconfig, component, down)).await??;
+            tokio::task::spawn_blocking(move || support::restart(&kubeconfig, component, down))
+                .await??;
         // Changes right after the restart.
         churn.round(per_round, 2 * round + 1).await?;
         let limit = if measure_only {
@@ -565,7 +536,8 @@ async fn run(scenario: Scenario) -> anyhow::Result<()> {
             &replicas,
         )
         .await?;
-        let took = Duration::from_millis(u64::try_from(unix_ms().saturating_sub(ready_ms))?);
+        let took =
+            Duration::from_millis(u64::try_from(support::unix_ms().saturating_sub(ready_ms))?);
         eprintln!(
             "e2e: {scenario:?}: restart {}/{restarts}: {} policies converged {:.1}s after kube-apiserver was ready",
             round + 1,
