@@ -301,10 +301,7 @@ pub async fn watch_bindings(ctx: Arc<Context>) {
         if event.is_ok() {
             *lock(&ctx.bindings.bindings_refused) = None;
         }
-        let trigger = |policy: String| {
-            ctx.metrics.workqueue_add();
-            let _ = ctx.triggers.send(policy);
-        };
+        let trigger = |policy: String| ctx.trigger(policy);
         match event {
             Ok(watcher::Event::Apply(b) | watcher::Event::InitApply(b)) => {
                 let policy = Some(b.spec.policy_name.clone()).filter(|p| !p.is_empty());
@@ -540,8 +537,7 @@ fn trigger_policies_of_kind(ctx: &Arc<Context>, gvk: &Gvk, wanted: impl Fn(&str)
             .and_then(param_kind_gvk)
             .is_some_and(|g| g.group == gvk.group && g.kind == gvk.kind);
         if same && wanted(&p.name_any()) {
-            ctx.metrics.workqueue_add();
-            let _ = ctx.triggers.send(p.name_any());
+            ctx.trigger(p.name_any());
         }
     }
 }

@@ -16,6 +16,7 @@ pub mod events;
 pub mod index;
 pub mod inputs;
 pub mod lease;
+pub mod memo;
 pub mod mutating;
 pub mod slim;
 pub mod status;
@@ -83,8 +84,11 @@ pub struct Context {
     index: Mutex<TriggerIndex>,
     states: Mutex<HashMap<String, PolicyState>>,
     failures: Mutex<HashMap<String, u32>>,
-    /// Names of policies to re-check, fed by the schema poll task.
+    /// Names of policies to re-check, fed by the schema poll task. Sent through
+    /// [`Context::trigger`].
     triggers: broadcast::Sender<String>,
+    /// Which policies need no new check when reconciled again (`memo`).
+    memo: memo::CheckMemo,
     /// The store of the running controller (to forget deleted policies).
     store: Mutex<Option<Store<StoredPolicy>>>,
     /// The bindings and param kinds the running controller watches.
@@ -125,10 +129,26 @@ impl Context {
             states: Mutex::new(HashMap::new()),
             failures: Mutex::new(HashMap::new()),
             triggers: broadcast::channel(4096).0,
+            memo: memo::CheckMemo::default(),
             store: Mutex::new(None),
             bindings: bindings::BindingState::default(),
             mutating: mutating::MutatingState::default(),
         })
+    }
+
+    /// Asks the running controller (if any) to check the policy `name` again; its last check
+    /// no longer counts (`memo`), even if no controller receives this (a standby).
+    fn trigger(&self, name: String) {
+        self.memo.triggered(&name);
+        self.metrics.workqueue_add();
+        let _ = self.triggers.send(name);
+    }
+
+    /// How long a check counts in [`Context::memo`]: half the re-check period, so that the
+    /// periodic re-check always checks again (`None` with periodic re-checks off).
+    fn memo_max_age(&self) -> Option<Duration> {
+        let period = self.config.recheck_period.get();
+        (!period.is_zero()).then(|| period / 2)
     }
 
     fn record_state(&self, name: &str, computed: &PolicyStatus) {
@@ -159,6 +179,7 @@ impl Context {
         };
         let present: std::collections::HashSet<String> =
             store.state().iter().map(|p| p.name_any()).collect();
+        self.memo.retain(|n| present.contains(n));
         let gone: Vec<String> = lock(&self.states)
             .keys()
             .filter(|n| !present.contains(*n))
@@ -275,6 +296,48 @@ async fn reconcile_inner(
     if policy.metadata.deletion_timestamp.is_some() {
         return Ok(Outcome::Gone);
     }
+    let resource_version = policy.metadata.resource_version.as_deref();
+    let now = Instant::now();
+    if ctx
+        .memo
+        .fresh(name, resource_version, ctx.memo_max_age(), now)
+    {
+        debug!("not checked again: neither the policy nor its inputs changed since the last check");
+        ctx.metrics.status_write(StatusWriteResult::Unchanged);
+        return Ok(Outcome::Unchanged);
+    }
+    let memo = ctx.memo.start(name, now);
+    let result = check_and_write(policy, name, ctx).await;
+    match &result {
+        Ok(Checked::Complete(_, rv)) => ctx.memo.record(name, rv.as_deref(), memo),
+        _ => ctx.memo.clear(name),
+    }
+    result.map(Checked::outcome)
+}
+
+/// How a check ended: `Complete` with the `resourceVersion` the status is known at (the
+/// policy's when nothing was written, the API server's answer after a write), or `Partial`
+/// when it must not count in the memo (the bindings could not be evaluated, a standby could
+/// not write, or the policy is gone).
+enum Checked {
+    Complete(Outcome, Option<String>),
+    Partial(Outcome),
+}
+
+impl Checked {
+    fn outcome(self) -> Outcome {
+        match self {
+            Checked::Complete(o, _) | Checked::Partial(o) => o,
+        }
+    }
+}
+
+/// Checks `policy` and writes its status if it changed.
+async fn check_and_write(
+    policy: &Arc<ValidatingAdmissionPolicy>,
+    name: &str,
+    ctx: &Arc<Context>,
+) -> Result<Checked, ReconcileError> {
     // The check is CPU-bound: run it off the async workers.
     let inputs = Arc::clone(&ctx.inputs);
     let checked = Arc::clone(policy);
@@ -289,7 +352,15 @@ async fn reconcile_inner(
         ctx.metrics.kinds_skipped(skip_label(&skipped.reason), 1);
     }
     let mut computed = computed;
-    let binding_reports = add_bindings_condition(policy, &mut computed, ctx).await;
+    let (binding_reports, bindings_complete) =
+        add_bindings_condition(policy, &mut computed, ctx).await;
+    let done = |outcome: Outcome, rv: Option<String>| {
+        if bindings_complete {
+            Checked::Complete(outcome, rv)
+        } else {
+            Checked::Partial(outcome)
+        }
+    };
     lock(&ctx.index).set(name, Dependencies::of(policy, &computed));
     ctx.record_state(name, &computed);
 
@@ -300,10 +371,13 @@ async fn reconcile_inner(
     publish_binding_events(ctx, existing, &binding_reports).await;
     if is_up_to_date(existing, &desired, mode) {
         ctx.metrics.status_write(StatusWriteResult::Unchanged);
-        return Ok(Outcome::Unchanged);
+        return Ok(done(
+            Outcome::Unchanged,
+            policy.metadata.resource_version.clone(),
+        ));
     }
     if !ctx.fence.may_write() {
-        return Ok(Outcome::NotLeader);
+        return Ok(Checked::Partial(Outcome::NotLeader));
     }
     if let Some(other) = overwritten_by_other_manager(policy) {
         info!(manager = %other, "typeChecking was written by another manager; re-applying vapcheck's status");
@@ -318,7 +392,7 @@ async fn reconcile_inner(
         Ok(stored) => stored,
         Err(kube::Error::Api(s)) if s.is_not_found() => {
             ctx.metrics.status_write(StatusWriteResult::NotFound);
-            return Ok(Outcome::Gone);
+            return Ok(Checked::Partial(Outcome::Gone));
         }
         Err(kube::Error::Api(s)) if s.is_conflict() => {
             ctx.metrics.status_write(StatusWriteResult::Conflict);
@@ -329,6 +403,9 @@ async fn reconcile_inner(
             return Err(ReconcileError::Write(e.to_string()));
         }
     };
+    // The object's version after the write(s): a later reconcile at this version needs no
+    // new check.
+    let mut written_version = stored.metadata.resource_version.clone();
     // A warning list another manager co-owns survives an apply that leaves it out; clear it
     // explicitly when vapcheck found no warnings.
     if mode == StatusMode::Full
@@ -340,12 +417,15 @@ async fn reconcile_inner(
             field_manager: Some(FIELD_MANAGER.to_owned()),
             ..PatchParams::default()
         };
-        if let Err(e) = api
+        match api
             .patch_status(name, &merge_params, &Patch::Merge(&clear))
             .await
         {
-            ctx.metrics.status_write(StatusWriteResult::Error);
-            return Err(ReconcileError::Write(e.to_string()));
+            Ok(cleared) => written_version = cleared.metadata.resource_version,
+            Err(e) => {
+                ctx.metrics.status_write(StatusWriteResult::Error);
+                return Err(ReconcileError::Write(e.to_string()));
+            }
         }
     }
     ctx.metrics.status_write(StatusWriteResult::Success);
@@ -370,27 +450,33 @@ async fn reconcile_inner(
             warn!(error = %e, "could not publish an event");
         }
     }
-    Ok(Outcome::Written)
+    Ok(done(Outcome::Written, written_version))
 }
 
 /// Adds the `BindingsEffective` condition to `computed` (`Unknown` when the bindings or
-/// params cannot be read yet) and returns the binding reports it came from.
+/// params cannot be read yet) and returns the binding reports it came from, and whether the
+/// bindings could be evaluated.
 async fn add_bindings_condition(
     policy: &ValidatingAdmissionPolicy,
     computed: &mut PolicyStatus,
     ctx: &Arc<Context>,
-) -> Vec<crate::bindings::BindingReport> {
+) -> (Vec<crate::bindings::BindingReport>, bool) {
     let generation = policy.metadata.generation;
+    let complete;
     let (condition, reports) = match bindings::binding_reports(ctx, policy, computed).await {
-        Ok((reports, unavailable)) => (
-            crate::bindings::bindings_condition(generation, &reports, unavailable.as_deref()),
-            if unavailable.is_some() {
-                Vec::new()
-            } else {
-                reports
-            },
-        ),
+        Ok((reports, unavailable)) => {
+            complete = unavailable.is_none();
+            (
+                crate::bindings::bindings_condition(generation, &reports, unavailable.as_deref()),
+                if unavailable.is_some() {
+                    Vec::new()
+                } else {
+                    reports
+                },
+            )
+        }
         Err(why) => {
+            complete = false;
             debug!(error = %why, "bindings not evaluated");
             (
                 crate::bindings::condition::not_evaluated(generation, &why),
@@ -399,7 +485,7 @@ async fn add_bindings_condition(
         }
     };
     computed.conditions.push(condition);
-    reports
+    (reports, complete)
 }
 
 /// Records the verdicts of `reports` (metric) and, as the leader, publishes an Event on each
@@ -594,8 +680,7 @@ async fn retry_failed_on_recovery(ctx: Arc<Context>) {
             "the policy watch works again; retrying failed policies now"
         );
         for name in failed {
-            ctx.metrics.workqueue_add();
-            let _ = ctx.triggers.send(name);
+            ctx.trigger(name);
         }
     }
 }
@@ -626,9 +711,12 @@ async fn poll_schemas(ctx: Arc<Context>, shutdown: Shutdown) {
             Ok(changes) => {
                 // Validating and mutating policies: the same index rules, each kind its own
                 // names and queue.
-                let validating = enqueue_affected(&ctx, &ctx.index, &ctx.triggers, &changes);
-                let mutating =
-                    enqueue_affected(&ctx, &ctx.mutating.index, &ctx.mutating.triggers, &changes);
+                let validating = enqueue_affected(&ctx.index, &changes, |name| ctx.trigger(name));
+                let mutating = enqueue_affected(&ctx.mutating.index, &changes, |name| {
+                    ctx.metrics.workqueue_add();
+                    // No receiver (standby) is fine: the new leader checks everything.
+                    let _ = ctx.mutating.triggers.send(name);
+                });
                 info!(
                     added = changes.added.len(),
                     changed = changes.changed.len(),
@@ -643,20 +731,17 @@ async fn poll_schemas(ctx: Arc<Context>, shutdown: Shutdown) {
     }
 }
 
-/// Re-enqueues on `triggers` the policies of `index` that `changes` can affect; returns how
+/// Re-enqueues with `trigger` the policies of `index` that `changes` can affect; returns how
 /// many.
 fn enqueue_affected(
-    ctx: &Context,
     index: &Mutex<TriggerIndex>,
-    triggers: &broadcast::Sender<String>,
     changes: &crate::schema::Changes,
+    trigger: impl Fn(String),
 ) -> usize {
     let affected = lock(index).affected(changes.affected());
     let n = affected.len();
     for name in affected {
-        ctx.metrics.workqueue_add();
-        // No receiver (standby) is fine: the new leader checks everything.
-        let _ = triggers.send(name);
+        trigger(name);
     }
     n
 }
