@@ -10,14 +10,23 @@ use k8s_openapi::api::admissionregistration::v1::{
 use crate::policy::{Gvk, PolicyStatus};
 use crate::schema::GroupVersion;
 
-/// What one policy depends on.
+/// What one policy depends on. Kept for every policy for the life of the process, so stored
+/// compactly (issue 17, memory): sorted, deduplicated boxed slices, not `BTreeSet`s (a
+/// `BTreeSet` of one element allocates a whole node; at 5,000 policies the sets were 3.7 MiB
+/// of the heap, docs/controller.md, "Memory").
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Dependencies {
-    /// Group-versions (`group/version`, core: `/v1`) of the kinds checked and of `paramKind`.
-    pub group_versions: BTreeSet<(String, String)>,
+    /// Group-versions of the kinds checked and of `paramKind`, each as `group/version` (core:
+    /// `/v1`; a group name has no `/`).
+    group_versions: Box<[Box<str>]>,
     /// API groups named by the match rules (`*` for any group): a group-version of such a
     /// group that appears, changes or disappears may change which kinds the policy matches.
-    pub groups: BTreeSet<String>,
+    groups: Box<[Box<str>]>,
+}
+
+/// `items` sorted and deduplicated, as a boxed slice.
+fn compact(items: BTreeSet<String>) -> Box<[Box<str>]> {
+    items.into_iter().map(String::into_boxed_str).collect()
 }
 
 impl Dependencies {
@@ -47,10 +56,9 @@ impl Dependencies {
         param_kind: Option<&ParamKind>,
         status: &PolicyStatus,
     ) -> Dependencies {
-        let mut deps = Dependencies::default();
+        let mut group_versions = BTreeSet::new();
         for gvk in &status.checked_kinds {
-            deps.group_versions
-                .insert((gvk.group.clone(), gvk.version.clone()));
+            group_versions.insert(format!("{}/{}", gvk.group, gvk.version));
         }
         if let Some(pk) = param_kind
             && let Some(gvk) = Gvk::from_api_version(
@@ -58,24 +66,30 @@ impl Dependencies {
                 pk.kind.as_deref().unwrap_or(""),
             )
         {
-            deps.group_versions.insert((gvk.group, gvk.version));
+            group_versions.insert(format!("{}/{}", gvk.group, gvk.version));
         }
+        let mut groups = BTreeSet::new();
         let rules = constraints.and_then(|m| m.resource_rules.as_ref());
         for rule in rules.into_iter().flatten() {
             for group in rule.api_groups.iter().flatten() {
-                deps.groups.insert(group.clone());
+                groups.insert(group.clone());
             }
         }
-        deps
+        Dependencies {
+            group_versions: compact(group_versions),
+            groups: compact(groups),
+        }
     }
 
     /// Whether a change of `gv` can change this policy's result.
     pub fn affected_by(&self, gv: &GroupVersion) -> bool {
-        self.groups.contains("*")
-            || self.groups.contains(&gv.group)
-            || self
-                .group_versions
-                .contains(&(gv.group.clone(), gv.version.clone()))
+        let group = |g: &str| self.groups.binary_search_by(|x| (**x).cmp(g)).is_ok();
+        group("*")
+            || group(&gv.group)
+            || self.group_versions.iter().any(|x| {
+                x.split_once('/')
+                    .is_some_and(|(g, v)| g == gv.group && v == gv.version)
+            })
     }
 }
 
