@@ -580,3 +580,74 @@ pub fn restart(kubeconfig: &Path, component: &str, down: u64) -> anyhow::Result<
         .and_then(|l| l.trim().parse().ok())
         .context("e2e/cluster/restart printed no ready time")
 }
+
+/// The whole `status` vapcheck computes for each policy now (`vapcheck check -o json` over
+/// the live cluster), keyed by name: warnings and conditions (type, status, reason, message).
+pub fn fresh_check(
+    kubeconfig: &Path,
+    policies: &[ValidatingAdmissionPolicy],
+) -> anyhow::Result<std::collections::BTreeMap<String, serde_json::Value>> {
+    let dir = tempfile::tempdir()?;
+    let file = dir.path().join("policies.json");
+    let mut text = String::new();
+    for p in policies {
+        let mut p = p.clone();
+        p.metadata.managed_fields = None;
+        p.status = None;
+        text.push_str(&serde_json::to_string(&p)?);
+        text.push('\n');
+    }
+    std::fs::write(&file, text)?;
+    let printed = check_json(kubeconfig, &file)?;
+    Ok(printed
+        .into_iter()
+        .map(|e| {
+            let name = e["name"].as_str().unwrap_or_default().to_owned();
+            (name, comparable(&e["status"]))
+        })
+        .collect())
+}
+
+/// The parts of a status that a fresh check determines.
+pub fn comparable(status: &serde_json::Value) -> serde_json::Value {
+    let warnings = status["typeChecking"]["expressionWarnings"].clone();
+    let mut conditions: Vec<serde_json::Value> = status["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|c| matches!(c["type"].as_str(), Some("TypeChecked" | "ExpressionsValid")))
+        .map(|c| {
+            serde_json::json!({
+                "type": c["type"], "status": c["status"],
+                "reason": c["reason"], "message": c["message"],
+            })
+        })
+        .collect();
+    conditions.sort_by_key(|c| c["type"].to_string());
+    let warnings = if warnings.as_array().is_some_and(|w| w.is_empty()) {
+        serde_json::Value::Null
+    } else {
+        warnings
+    };
+    serde_json::json!({"expressionWarnings": warnings, "conditions": conditions})
+}
+
+/// Asserts that the stored status of every policy of `policies` equals what a fresh
+/// `vapcheck check` of the same policy computes now ([`comparable`] parts).
+pub fn assert_equal_to_fresh_check(
+    kubeconfig: &Path,
+    policies: &[ValidatingAdmissionPolicy],
+) -> anyhow::Result<()> {
+    let fresh = fresh_check(kubeconfig, policies)?;
+    assert_eq!(fresh.len(), policies.len(), "entries of the fresh check");
+    for p in policies {
+        let name = p.metadata.name.clone().unwrap_or_default();
+        let stored = comparable(&serde_json::to_value(p.status.clone().unwrap_or_default())?);
+        assert_eq!(
+            Some(&stored),
+            fresh.get(&name),
+            "{name}: stored status vs a fresh check"
+        );
+    }
+    Ok(())
+}

@@ -473,6 +473,13 @@ async fn standby_takes_over_when_the_leader_dies() -> anyhow::Result<()> {
     );
     let holder = lease_holder(&client, lease).await?.unwrap_or_default();
     assert!(holder.ends_with(&b_id), "holder {holder}, b {b_id}");
+    // What the new leader wrote (and kept of the old leader's) equals a fresh check.
+    let api: Api<ValidatingAdmissionPolicy> = Api::all(client.clone());
+    let both = vec![
+        api.get("ha-one.e2e.vapcheck.dev").await?,
+        api.get("ha-two.e2e.vapcheck.dev").await?,
+    ];
+    support::assert_equal_to_fresh_check(cluster.kubeconfig(), &both)?;
 
     // Someone else takes the lease: b must stop writing at once. (kube-lease-manager's
     // renewal patches `renewTime` and `leaseDurationSeconds` without a precondition, so the
@@ -504,7 +511,6 @@ async fn standby_takes_over_when_the_leader_dies() -> anyhow::Result<()> {
     let three = "ha-three.e2e.vapcheck.dev";
     apply_yaml(&client, &replicas_policy(three, "object.replicas > 1")).await?;
     tokio::time::sleep(Duration::from_secs(8)).await;
-    let api: Api<ValidatingAdmissionPolicy> = Api::all(client.clone());
     let status = api.get(three).await?.status;
     assert!(
         status
@@ -657,6 +663,12 @@ async fn upstream_writes_first_then_vapcheck_takes_over_and_stays_quiet() -> any
             .any(|w| w.warning.contains("undefined field 'replicaz'")),
         "{last:?}"
     );
+    // Every final status equals a fresh check of the same policy.
+    let mut finals = Vec::new();
+    for name in names {
+        finals.push(api.get(name).await?);
+    }
+    support::assert_equal_to_fresh_check(cluster.kubeconfig(), &finals)?;
     if vapcheck.log_text().contains("ERROR") {
         bail!("vapcheck logged errors:\n{}", vapcheck.log_text());
     }

@@ -349,57 +349,6 @@ async fn watch_cache_caught_up(
     .await
 }
 
-/// The whole `status` vapcheck computes for each policy now (`vapcheck check -o json` over
-/// the live cluster), keyed by name: warnings and conditions (type, status, reason, message).
-fn fresh_check(
-    kubeconfig: &Path,
-    policies: &[ValidatingAdmissionPolicy],
-) -> anyhow::Result<BTreeMap<String, serde_json::Value>> {
-    let dir = tempfile::tempdir()?;
-    let file = dir.path().join("policies.json");
-    let mut text = String::new();
-    for p in policies {
-        let mut p = p.clone();
-        p.metadata.managed_fields = None;
-        p.status = None;
-        text.push_str(&serde_json::to_string(&p)?);
-        text.push('\n');
-    }
-    std::fs::write(&file, text)?;
-    let printed = support::check_json(kubeconfig, &file)?;
-    Ok(printed
-        .into_iter()
-        .map(|e| {
-            let name = e["name"].as_str().unwrap_or_default().to_owned();
-            (name, comparable(&e["status"]))
-        })
-        .collect())
-}
-
-/// The parts of a status that a fresh check determines.
-fn comparable(status: &serde_json::Value) -> serde_json::Value {
-    let warnings = status["typeChecking"]["expressionWarnings"].clone();
-    let mut conditions: Vec<serde_json::Value> = status["conditions"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|c| matches!(c["type"].as_str(), Some("TypeChecked" | "ExpressionsValid")))
-        .map(|c| {
-            serde_json::json!({
-                "type": c["type"], "status": c["status"],
-                "reason": c["reason"], "message": c["message"],
-            })
-        })
-        .collect();
-    conditions.sort_by_key(|c| c["type"].to_string());
-    let warnings = if warnings.as_array().is_some_and(|w| w.is_empty()) {
-        serde_json::Value::Null
-    } else {
-        warnings
-    };
-    serde_json::json!({"expressionWarnings": warnings, "conditions": conditions})
-}
-
 /// What the replicas report, for the error message of a failed wait: `/readyz` and the
 /// controller, work-queue, API client and watch series of `/metrics`.
 fn diagnostics(replicas: &[Replica]) -> String {
@@ -631,13 +580,7 @@ async fn run(scenario: Scenario) -> anyhow::Result<()> {
     // Every final status equals a fresh check of the same policy.
     let listed = api.list(&ListParams::default().labels(LABEL)).await?.items;
     assert_eq!(listed.len(), churn.expected.len());
-    let fresh = fresh_check(cluster.kubeconfig(), &listed)?;
-    assert_eq!(fresh.len(), listed.len());
-    for p in &listed {
-        let name = p.metadata.name.clone().unwrap_or_default();
-        let stored = comparable(&serde_json::to_value(p.status.clone().unwrap_or_default())?);
-        assert_eq!(Some(&stored), fresh.get(&name), "{name}");
-    }
+    support::assert_equal_to_fresh_check(cluster.kubeconfig(), &listed)?;
 
     if measure_only {
         return Ok(());
@@ -1031,12 +974,7 @@ async fn schema_downloads_failing_transiently_show_and_recover_within_bound() ->
     // Every final status equals a fresh check (straight to the API server, no proxy).
     let listed = api.list(&ListParams::default().labels(LABEL)).await?.items;
     assert_eq!(listed.len(), churn.expected.len());
-    let fresh = fresh_check(cluster.kubeconfig(), &listed)?;
-    for p in &listed {
-        let name = p.metadata.name.clone().unwrap_or_default();
-        let stored = comparable(&serde_json::to_value(p.status.clone().unwrap_or_default())?);
-        assert_eq!(Some(&stored), fresh.get(&name), "{name}");
-    }
+    support::assert_equal_to_fresh_check(cluster.kubeconfig(), &listed)?;
     for r in &replicas {
         assert!(!r.log_text().contains("panicked"), "{}", r.log_text());
     }
