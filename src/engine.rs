@@ -266,6 +266,7 @@ impl ExpressionChecker for KubeChecker {
             object_root,
             params_root,
             checked: std::cell::RefCell::new(Vec::new()),
+            reasons: std::cell::RefCell::default(),
         }))
     }
 
@@ -311,6 +312,9 @@ struct KindEnv {
     /// Taking their types from that check saves a second one and estimates each variable with
     /// the types it was checked with, as the oracle's golden does (`variables[:i]`).
     checked: std::cell::RefCell<Vec<(usize, crate::cel::CheckedTypes)>>,
+    /// The reasons [`CheckEnv::cost`] rendered for unbounded paths, for this kind's and the
+    /// params kind's schemas (`k8s_env::cost::unbounded_reasons_cached`).
+    reasons: std::cell::RefCell<crate::k8s_env::cost::ReasonCache>,
 }
 
 /// The address of a parsed expression (the policy layer keeps each one alive in an `Arc` for
@@ -367,15 +371,21 @@ impl CheckEnv for KindEnv {
             None => self.env.check(parsed).ok()?,
         };
         let recorded = std::cell::RefCell::new(Vec::new());
+        let memo = std::cell::RefCell::default();
         let sizes = crate::k8s_env::cost::SchemaSizeEstimator {
             object: self.object_root.as_deref().and_then(RootType::sizes),
             params: self.params_root.as_deref().and_then(RootType::sizes),
             record: Some(&recorded),
+            memo: Some(&memo),
         };
         let estimate =
             crate::k8s_env::cost::estimate_cost_sized(self.env.env(), parsed, &types, &sizes)
                 .ok()?;
-        let unbounded = crate::k8s_env::cost::unbounded_reasons(&sizes, &recorded.borrow());
+        let unbounded = crate::k8s_env::cost::unbounded_reasons_cached(
+            &sizes,
+            &recorded.borrow(),
+            Some(&self.reasons),
+        );
         Some(crate::policy::CostOutcome {
             min: estimate.min,
             max: estimate.max,

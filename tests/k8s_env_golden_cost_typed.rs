@@ -128,12 +128,15 @@ fn typed_cost_estimates_match_cel_go() {
         let compiled = compiled.unwrap_or_else(|e| {
             panic!("{id}: {expr:?} does not compile: {}", e.to_display_string())
         });
-        // With the recorder on, as `vapcheck check` runs it: recording changes no estimate.
+        // With the recorder and the path memo on, as `vapcheck check` runs it: neither
+        // changes any estimate.
         let recorded = std::cell::RefCell::new(Vec::new());
+        let memo = std::cell::RefCell::default();
         let sizes = SchemaSizeEstimator {
             object: root.is_typed().then(|| root.sizes()).flatten(),
             params: params_root.as_ref().and_then(|r| r.sizes()),
             record: Some(&recorded),
+            memo: Some(&memo),
         };
         let want = (
             output["min"].as_u64().expect("min"),

@@ -397,23 +397,24 @@ fn go_grow_cap(new_len: usize, old_cap: usize) -> usize {
 
 impl GoPath {
     /// `[]string{name}`.
-    fn single(name: &str) -> Self {
+    fn single(name: impl Into<Rc<str>>) -> Self {
         GoPath {
-            buf: Some(Rc::new(RefCell::new(vec![Rc::from(name)]))),
+            buf: Some(Rc::new(RefCell::new(vec![name.into()]))),
             len: 1,
             cap: 1,
         }
     }
 
     /// Go's `append(p, step)`.
-    fn append(&self, step: &str) -> GoPath {
+    fn append(&self, step: impl Into<Rc<str>>) -> GoPath {
+        let step = step.into();
         match &self.buf {
             Some(buf) if self.len < self.cap => {
                 let mut b = buf.borrow_mut();
                 if b.len() > self.len {
-                    b[self.len] = Rc::from(step);
+                    b[self.len] = step;
                 } else {
-                    b.push(Rc::from(step));
+                    b.push(step);
                 }
                 GoPath {
                     buf: Some(Rc::clone(buf)),
@@ -424,11 +425,12 @@ impl GoPath {
             _ => {
                 let new_len = self.len + 1;
                 let cap = go_grow_cap(new_len, self.cap);
-                let mut v = Vec::with_capacity(new_len);
+                // The whole capacity at once: later appends within it write in place.
+                let mut v = Vec::with_capacity(cap);
                 if let Some(buf) = &self.buf {
                     v.extend(buf.borrow().iter().take(self.len).cloned());
                 }
-                v.push(Rc::from(step));
+                v.push(step);
                 GoPath {
                     buf: Some(Rc::new(RefCell::new(v))),
                     len: new_len,
@@ -468,18 +470,27 @@ struct Coster<'a> {
     env: &'a Env,
     types: &'a CheckedTypes,
     estimator: &'a dyn CostEstimator,
-    // The maps are keyed by node id (or variable name) with a fast hash, and sized for a
-    // small expression up front: the estimate runs for every expression and kind of every
-    // checked policy (docs/cost.md, benchmark), and the growth of SipHash maps was a large
-    // part of its time. (A larger initial capacity costs more: glibc consolidates its free
-    // lists on every allocation of 1 KiB or more.)
-    paths: FastMap<u64, GoPath>,
+    // The maps are keyed by node id ([`IdMap`]) or variable name, and come from the last
+    // estimate on this thread ([`Buffers`]): the estimate runs for every expression and kind
+    // of every checked policy (docs/cost.md, benchmark), and allocating, growing and freeing
+    // its maps was a large part of its time. (`steps` of this estimate are `Buffers::steps`
+    // too: one string per step, shared by the estimates of a thread.)
+    paths: IdMap<GoPath>,
     locals: FastMap<String, Vec<LocalVar>>,
-    sizes: FastMap<u64, SizeEstimate>,
-    entry_sizes: FastMap<u64, EntrySize>,
+    sizes: IdMap<SizeEstimate>,
+    entry_sizes: IdMap<EntrySize>,
     presence_test_cost: CostEstimate,
     overload_estimators: &'a HashMap<String, FunctionEstimator>,
     unsupported: Option<Unsupported>,
+    /// The path steps, one shared string each (a path step is appended for every select and
+    /// iteration variable; allocating a string each time was a large part of the estimate's
+    /// time, docs/cost.md).
+    steps: FastMap<Rc<str>, ()>,
+    /// The one-step path of each root variable (cel-go `costIdent`'s `[]string{e.Name()}`:
+    /// its length equals its capacity, so every `append` to it copies, and sharing one
+    /// backing array between the identifiers of the same name reads the same as Go's fresh
+    /// slice each time).
+    roots: FastMap<Rc<str>, GoPath>,
     /// Overload ids of the calls of macro expansions (not in the checker's records).
     synth_overloads: FastMap<u64, Vec<String>>,
     next_synth_id: u64,
@@ -504,29 +515,135 @@ pub fn estimate_cost_with(
     estimator: &dyn CostEstimator,
     options: &CostOptions,
 ) -> Result<CostEstimate, Unsupported> {
+    let b = BUFFERS.with(|b| b.borrow_mut().take()).unwrap_or_default();
     let mut c = Coster {
         overload_estimators: &options.overload_estimators,
         env,
         types,
         estimator,
-        paths: map_with_capacity(16),
-        locals: FastMap::default(),
-        sizes: map_with_capacity(16),
-        entry_sizes: FastMap::default(),
+        paths: b.paths,
+        locals: b.locals,
+        sizes: b.sizes,
+        entry_sizes: b.entry_sizes,
         presence_test_cost: CostEstimate::fixed(u64::from(options.presence_test_has_cost)),
         unsupported: None,
-        synth_overloads: FastMap::default(),
+        steps: b.steps,
+        roots: b.roots,
+        synth_overloads: b.synth_overloads,
         next_synth_id: 1 << 48,
     };
     let cost = c.cost(parsed.expr());
-    match c.unsupported {
+    let unsupported = c.unsupported.take();
+    Buffers {
+        paths: c.paths,
+        locals: c.locals,
+        sizes: c.sizes,
+        entry_sizes: c.entry_sizes,
+        steps: c.steps,
+        roots: c.roots,
+        synth_overloads: c.synth_overloads,
+    }
+    .keep();
+    match unsupported {
         Some(u) => Err(u),
         None => Ok(cost),
     }
 }
 
-fn map_with_capacity<K, V>(n: usize) -> FastMap<K, V> {
-    FastMap::with_capacity_and_hasher(n, Default::default())
+/// A map keyed by node id: a vector for the parser's ids (consecutive from 1), a hash map for
+/// the ids of synthetic nodes (above `1 << 48`). The estimator looks up a node's path and
+/// sizes several times per node; hashing the ids showed in the benchmark's profile
+/// (docs/cost.md).
+struct IdMap<V> {
+    dense: Vec<Option<V>>,
+    sparse: FastMap<u64, V>,
+}
+
+impl<V> Default for IdMap<V> {
+    fn default() -> Self {
+        IdMap {
+            dense: Vec::new(),
+            sparse: FastMap::default(),
+        }
+    }
+}
+
+impl<V> IdMap<V> {
+    /// Ids below this are kept in the vector.
+    const DENSE: u64 = 1 << 16;
+
+    fn get(&self, id: &u64) -> Option<&V> {
+        if *id < Self::DENSE {
+            self.dense.get(*id as usize)?.as_ref()
+        } else {
+            self.sparse.get(id)
+        }
+    }
+
+    fn insert(&mut self, id: u64, v: V) {
+        if id < Self::DENSE {
+            let i = id as usize;
+            if self.dense.len() <= i {
+                self.dense.resize_with(i + 1, || None);
+            }
+            self.dense[i] = Some(v);
+        } else {
+            self.sparse.insert(id, v);
+        }
+    }
+
+    /// Empties the map; `false` when it grew too large to keep for the next estimate.
+    fn clear(&mut self) -> bool {
+        self.dense.clear();
+        self.sparse.clear();
+        self.dense.capacity() <= 4096 && self.sparse.capacity() <= 1024
+    }
+}
+
+/// The maps of one estimate, kept (empty) for the next estimate on the same thread: the
+/// estimate runs for every expression and kind of every checked policy, and allocating and
+/// freeing its maps each time was a large part of its time (docs/cost.md, benchmark). None
+/// of them carries anything from one estimate into the next except `steps` and `roots`,
+/// which only share strings (a step's string and a root's one-step path read the same
+/// whichever estimate made them).
+#[derive(Default)]
+struct Buffers {
+    paths: IdMap<GoPath>,
+    locals: FastMap<String, Vec<LocalVar>>,
+    sizes: IdMap<SizeEstimate>,
+    entry_sizes: IdMap<EntrySize>,
+    steps: FastMap<Rc<str>, ()>,
+    roots: FastMap<Rc<str>, GoPath>,
+    synth_overloads: FastMap<u64, Vec<String>>,
+}
+
+thread_local! {
+    static BUFFERS: RefCell<Option<Buffers>> = const { RefCell::new(None) };
+}
+
+impl Buffers {
+    /// Empties the maps and keeps them for the next estimate on this thread, unless one grew
+    /// large (a large expression must not pin its memory).
+    fn keep(mut self) {
+        let mut small = self.paths.clear();
+        small &= self.sizes.clear();
+        small &= self.entry_sizes.clear();
+        self.synth_overloads.clear();
+        // Every local variable was popped again; keep the names (each estimate uses the same
+        // few, `@result`, `@it`, ...) with their empty stacks.
+        for v in self.locals.values_mut() {
+            v.clear();
+        }
+        small &= self.locals.len() <= 64 && self.synth_overloads.capacity() <= 1024;
+        if self.steps.len() > 4096 {
+            self.steps.clear();
+            self.roots.clear();
+        }
+        small &= self.steps.capacity() <= 8192;
+        if small {
+            BUFFERS.with(|b| *b.borrow_mut() = Some(self));
+        }
+    }
 }
 
 /// The overload ids cel-go switches on in `coster.functionCost`.
@@ -577,13 +694,39 @@ impl<'a> Coster<'a> {
     }
 
     fn push_local(&mut self, name: &str, v: LocalVar) {
-        self.locals.entry(name.to_string()).or_default().push(v);
+        match self.locals.get_mut(name) {
+            Some(stack) => stack.push(v),
+            None => {
+                self.locals.insert(name.to_string(), vec![v]);
+            }
+        }
     }
 
     fn pop_local(&mut self, name: &str) {
         if let Some(v) = self.locals.get_mut(name) {
             v.pop();
         }
+    }
+
+    /// The shared string of a path step.
+    fn step(&mut self, s: &str) -> Rc<str> {
+        if let Some((k, ())) = self.steps.get_key_value(s) {
+            return Rc::clone(k);
+        }
+        let k: Rc<str> = Rc::from(s);
+        self.steps.insert(Rc::clone(&k), ());
+        k
+    }
+
+    /// The path of an identifier that is not a local variable (cel-go `coster.costIdent`).
+    fn root_path(&mut self, name: &str) -> GoPath {
+        if let Some(p) = self.roots.get(name) {
+            return p.clone();
+        }
+        let k: Rc<str> = self.step(name);
+        let p = GoPath::single(Rc::clone(&k));
+        self.roots.insert(k, p.clone());
+        p
     }
 
     /// cel-go `coster.getPath`.
@@ -616,6 +759,7 @@ impl<'a> Coster<'a> {
             IterVar::Single if is_list => (entry.map(|e| e.val), "@items"),
             IterVar::Single => (entry.map(|e| e.key), "@keys"),
         };
+        let sub = self.step(sub);
         let path = self.get_path(range).append(sub);
         self.push_local(
             name,
@@ -650,7 +794,7 @@ impl<'a> Coster<'a> {
                 // cel-go `coster.costIdent`.
                 let path = match self.peek_local(name) {
                     Some(v) => v.path.clone(),
-                    None => GoPath::single(name),
+                    None => self.root_path(name),
                 };
                 self.paths.insert(e.id, path);
                 CostEstimate::fixed(SELECT_AND_IDENT_COST)
@@ -669,7 +813,8 @@ impl<'a> Coster<'a> {
                     }
                     _ => {}
                 }
-                let path = self.get_path(&sel.operand).append(&sel.field);
+                let step = self.step(&sel.field);
+                let path = self.get_path(&sel.operand).append(step);
                 self.paths.insert(e.id, path);
                 sum
             }
@@ -1036,13 +1181,12 @@ impl<'a> Coster<'a> {
             match overload.as_ref() {
                 ids::INDEX_LIST | ids::INDEX_MAP if !call.args.is_empty() => {
                     result_size = self.compute_entry_size(&call.args[0]).map(|s| s.val);
-                    let path = self.get_path(&call.args[0]).append(
-                        if overload.as_ref() == ids::INDEX_LIST {
-                            "@items"
-                        } else {
-                            "@values"
-                        },
-                    );
+                    let step = self.step(if overload.as_ref() == ids::INDEX_LIST {
+                        "@items"
+                    } else {
+                        "@values"
+                    });
+                    let path = self.get_path(&call.args[0]).append(step);
                     self.paths.insert(e.id, path);
                 }
                 _ => {}

@@ -17,6 +17,7 @@ use crate::cel::cost::{
 use crate::cel::{CheckedTypes, Env, Kind, ParsedExpr, Type, TypeKind};
 use crate::schema::sizes::{Bound, Shape, SizeNode};
 use std::cell::RefCell;
+use std::rc::Rc;
 
 /// k8s.io/apiserver `pkg/cel/limits.go` `MaxNameFormatRegexSize`.
 const MAX_NAME_FORMAT_REGEX_SIZE: f64 = 128.0;
@@ -66,59 +67,107 @@ pub struct SchemaSizeEstimator<'s> {
     /// default derived from the request size (no `maxItems`/`maxProperties`/`maxLength`), or
     /// not answered at all (not typed by a schema: `request`, `variables`, `dyn` parts), is
     /// recorded here, once (for the reasons of cost findings; does not change any estimate).
-    pub record: Option<&'s RefCell<Vec<Vec<String>>>>,
+    /// The steps are the estimator's shared strings (copying them for every recorded path
+    /// showed in the benchmark's profile, docs/cost.md).
+    pub record: Option<&'s RefCell<Vec<Vec<Rc<str>>>>>,
+    /// When set, the nodes of the last path followed, so that the next path (usually a
+    /// neighbour: `spec.containers`, then `spec.containers[*].image`) resumes from their
+    /// common prefix instead of walking from the root (does not change any answer).
+    pub memo: Option<&'s RefCell<PathMemo<'s>>>,
+}
+
+/// The last path [`SchemaSizeEstimator`] followed and the node each of its steps reached.
+#[derive(Default)]
+pub struct PathMemo<'s> {
+    /// The root the path starts from.
+    root: Option<&'s SizeNode>,
+    /// The steps (after the root variable).
+    steps: Vec<Rc<str>>,
+    /// The node reached by each step.
+    nodes: Vec<&'s SizeNode>,
+}
+
+impl<'s> PathMemo<'s> {
+    /// [`SizeNode::at_path`] from `root`, resuming from the longest prefix `rest` shares with
+    /// the last path.
+    fn at_path(&mut self, root: &'s SizeNode, rest: &[Rc<str>]) -> Option<&'s SizeNode> {
+        if !self.root.is_some_and(|r| std::ptr::eq(r, root)) {
+            self.root = Some(root);
+            self.steps.clear();
+            self.nodes.clear();
+        }
+        let common = self
+            .steps
+            .iter()
+            .zip(rest)
+            .take_while(|(a, b)| Rc::ptr_eq(a, b) || ***a == ***b)
+            .count();
+        self.steps.truncate(common);
+        self.nodes.truncate(common);
+        let mut current = match common.checked_sub(1) {
+            Some(i) => self.nodes[i],
+            None => root,
+        };
+        for step in &rest[common..] {
+            current = current.step(step)?;
+            self.steps.push(Rc::clone(step));
+            self.nodes.push(current);
+        }
+        Some(current)
+    }
 }
 
 /// The reasons behind recorded paths ([`SchemaSizeEstimator::record`]), deduplicated and
 /// sorted: "`spec.containers` has no maxItems", "`spec.containers[*].image` has no
 /// maxLength", "`spec.names` of the params kind has no maxItems".
-pub fn unbounded_reasons(sizes: &SchemaSizeEstimator<'_>, paths: &[Vec<String>]) -> Vec<String> {
-    // The estimator records a path each time it sizes a node: render each path once.
-    let mut unique: Vec<&Vec<String>> = paths.iter().collect();
-    unique.sort_unstable();
-    unique.dedup();
-    let mut out: Vec<String> = Vec::new();
-    for path in unique {
-        let Some((root, rest)) = path.split_first() else {
-            continue;
+pub fn unbounded_reasons(sizes: &SchemaSizeEstimator<'_>, paths: &[Vec<Rc<str>>]) -> Vec<String> {
+    unbounded_reasons_cached(sizes, paths, None)
+}
+
+/// The reasons already rendered for paths, for one pair of roots
+/// ([`unbounded_reasons_cached`]).
+pub type ReasonCache = Vec<(Vec<Rc<str>>, String)>;
+
+/// [`unbounded_reasons`], taking the reason of a path from `cache` when it was rendered
+/// before with the same [`SchemaSizeEstimator`] roots, and adding the new ones to it (the
+/// expressions of a policy size the same paths again and again; rendering them showed in
+/// the benchmark's profile, docs/cost.md). The cache must only ever be used with one pair of
+/// roots.
+pub fn unbounded_reasons_cached(
+    sizes: &SchemaSizeEstimator<'_>,
+    paths: &[Vec<Rc<str>>],
+    cache: Option<&RefCell<ReasonCache>>,
+) -> Vec<String> {
+    // The estimator records each path once; two paths can still have the same reason, and
+    // the output is sorted below, so the order of `paths` does not matter.
+    let mut out: Vec<String> = Vec::with_capacity(paths.len());
+    for path in paths {
+        let same = |p: &Vec<Rc<str>>| {
+            p.len() == path.len()
+                && p.iter()
+                    .zip(path)
+                    .all(|(a, b)| Rc::ptr_eq(a, b) || **a == **b)
         };
-        let node = sizes.root(root).and_then(|r| r.at_path(rest));
-        let mut rendered = String::new();
-        for step in rest {
-            match step.as_str() {
-                "@items" | "@values" => rendered.push_str("[*]"),
-                "@keys" => rendered.push_str("[key]"),
-                field => {
-                    if !rendered.is_empty() {
-                        rendered.push('.');
-                    }
-                    rendered.push_str(field);
-                }
-            }
-        }
-        let reason = match node {
-            Some(node) => {
-                let missing = match node.shape {
-                    Shape::List(_) => "maxItems",
-                    Shape::Map(_) => "maxProperties",
-                    Shape::Leaf | Shape::Object(_) => "maxLength",
-                };
-                let whose = if root == "params" {
-                    " of the params kind"
-                } else {
-                    ""
-                };
-                format!("`{rendered}`{whose} has no {missing}")
-            }
+        let cached = cache.and_then(|c| {
+            c.borrow()
+                .iter()
+                .find(|(p, _)| same(p))
+                .map(|(_, r)| r.clone())
+        });
+        let reason = match cached {
+            Some(r) => r,
             None => {
-                let full = if rendered.is_empty() {
-                    root.clone()
-                } else if rendered.starts_with('[') {
-                    format!("{root}{rendered}")
-                } else {
-                    format!("{root}.{rendered}")
+                let Some(r) = render_reason(sizes, path) else {
+                    continue;
                 };
-                format!("`{full}` has no known size (no schema)")
+                if let Some(c) = cache {
+                    let mut c = c.borrow_mut();
+                    // Bounded: a policy has a bounded number of paths, but stay safe.
+                    if c.len() < 1024 {
+                        c.push((path.clone(), r.clone()));
+                    }
+                }
+                r
             }
         };
         if !out.contains(&reason) {
@@ -129,9 +178,53 @@ pub fn unbounded_reasons(sizes: &SchemaSizeEstimator<'_>, paths: &[Vec<String>])
     out
 }
 
-impl SchemaSizeEstimator<'_> {
+/// The reason of one recorded path (`None` for an empty path).
+fn render_reason(sizes: &SchemaSizeEstimator<'_>, path: &[Rc<str>]) -> Option<String> {
+    let (root, rest) = path.split_first()?;
+    let node = sizes.root(root).and_then(|r| r.at_path(rest));
+    let mut rendered = String::new();
+    for step in rest {
+        match &**step {
+            "@items" | "@values" => rendered.push_str("[*]"),
+            "@keys" => rendered.push_str("[key]"),
+            field => {
+                if !rendered.is_empty() {
+                    rendered.push('.');
+                }
+                rendered.push_str(field);
+            }
+        }
+    }
+    Some(match node {
+        Some(node) => {
+            let missing = match node.shape {
+                Shape::List(_) => "maxItems",
+                Shape::Map(_) => "maxProperties",
+                Shape::Leaf | Shape::Object(_) => "maxLength",
+            };
+            let whose = if &**root == "params" {
+                " of the params kind"
+            } else {
+                ""
+            };
+            format!("`{rendered}`{whose} has no {missing}")
+        }
+        None => {
+            let full = if rendered.is_empty() {
+                root.to_string()
+            } else if rendered.starts_with('[') {
+                format!("{root}{rendered}")
+            } else {
+                format!("{root}.{rendered}")
+            };
+            format!("`{full}` has no known size (no schema)")
+        }
+    })
+}
+
+impl<'s> SchemaSizeEstimator<'s> {
     /// The root node of a variable name.
-    pub fn root(&self, variable: &str) -> Option<&SizeNode> {
+    pub fn root(&self, variable: &str) -> Option<&'s SizeNode> {
         match variable {
             "object" | "oldObject" => self.object,
             "params" => self.params,
@@ -142,21 +235,28 @@ impl SchemaSizeEstimator<'_> {
 
 /// Adds a path to the recorded ones unless it is there already (the estimator sizes the same
 /// node several times).
-fn record_path(record: &RefCell<Vec<Vec<String>>>, path: &[std::rc::Rc<str>]) {
+fn record_path(record: &RefCell<Vec<Vec<Rc<str>>>>, path: &[Rc<str>]) {
     let mut record = record.borrow_mut();
-    let same =
-        |p: &Vec<String>| p.len() == path.len() && p.iter().zip(path).all(|(a, b)| **a == **b);
+    let same = |p: &Vec<Rc<str>>| {
+        p.len() == path.len()
+            && p.iter()
+                .zip(path)
+                .all(|(a, b)| Rc::ptr_eq(a, b) || **a == **b)
+    };
     if !record.iter().any(same) {
-        record.push(path.iter().map(|s| s.to_string()).collect());
+        record.push(path.to_vec());
     }
 }
 
-impl CostEstimator for SchemaSizeEstimator<'_> {
+impl<'s> CostEstimator for SchemaSizeEstimator<'s> {
     /// `sizeEstimator.EstimateSize`: follows the path from its root and answers
     /// `{Min: 0, Max: uint64(MaxElements)}`; `None` for an empty or unknown path.
     fn estimate_size(&self, node: &AstNode<'_>) -> Option<SizeEstimate> {
         let (root, rest) = node.path.split_first()?;
-        let found = self.root(root).and_then(|r| r.at_path(rest));
+        let found = self.root(root).and_then(|r| match self.memo {
+            Some(memo) => memo.borrow_mut().at_path(r, rest),
+            None => r.at_path(rest),
+        });
         if found.is_none()
             && let Some(record) = self.record
             && matches!(
@@ -273,7 +373,11 @@ impl KubeCostEstimator<'_> {
         };
         let mut path = list.path.clone();
         if !path.is_empty() {
-            path.push(std::rc::Rc::from("@items"));
+            thread_local! {
+                // One shared string for the step (the nodes of list elements are built often).
+                static ITEMS: Rc<str> = Rc::from("@items");
+            }
+            path.push(ITEMS.with(Rc::clone));
         }
         Some(AstNode {
             path,

@@ -267,8 +267,14 @@ pub fn analyze(estimates: Vec<(ExpressionField, Gvk, CostOutcome)>) -> PolicyCos
     // (kind, budget) -> (sum, count, reasons), in first-seen order.
     let mut sums: Vec<(Gvk, CostLimit, u64, usize, Vec<String>)> = Vec::new();
     let mut per_call: Vec<CostFinding> = Vec::new();
+    // The estimates of one site come together (one per kind): render its fieldRef once.
+    let mut field_ref = String::new();
+    let mut field_of_ref: Option<ExpressionField> = None;
     for (field, gvk, outcome) in estimates {
-        let field_ref = field.to_string();
+        if field_of_ref != Some(field) {
+            field_ref = field.to_string();
+            field_of_ref = Some(field);
+        }
         if outcome.max > PER_CALL_LIMIT {
             group(
                 &mut per_call,

@@ -129,7 +129,7 @@ impl SizeNode {
     }
 
     /// One step of [`SizeNode::walk`].
-    fn step(&self, step: &str) -> Option<&SizeNode> {
+    pub fn step(&self, step: &str) -> Option<&SizeNode> {
         static MAP_KEY: SizeNode = SizeNode {
             max_elements: 0,
             min_serialized_size: MIN_STRING_SIZE,
