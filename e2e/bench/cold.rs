@@ -110,14 +110,8 @@ async fn cold_start_kcm_vs_vapcheck() -> anyhow::Result<()> {
     let n = env_number("VAPCHECK_BENCH_N", 500) as usize;
     let timeout = Duration::from_secs(env_number("VAPCHECK_BENCH_TIMEOUT", 600));
     let max_rss = env_number("VAPCHECK_BENCH_MAX_RSS_MIB", 64) as f64;
-    let sides = std::env::var("VAPCHECK_BENCH_SIDES").unwrap_or_else(|_| "both".to_owned());
     let wrapped = std::env::var("VAPCHECK_BENCH_WRAPPER").is_ok_and(|w| !w.trim().is_empty());
-    let (kcm, vap) = match sides.as_str() {
-        "both" => (true, true),
-        "kcm" => (true, false),
-        "vapcheck" => (false, true),
-        other => bail!("VAPCHECK_BENCH_SIDES must be both, kcm or vapcheck, got {other:?}"),
-    };
+    let (kcm, vap) = common::sides()?;
     let kcm = if kcm {
         Some(run_side(Side::Kcm, n, timeout).await?)
     } else {

@@ -271,3 +271,15 @@ pub fn start(side: Side, kubeconfig: &Path, log: &Path) -> anyhow::Result<Killed
     };
     Ok(Killed(child))
 }
+
+/// Which sides a side-by-side bench runs, from `VAPCHECK_BENCH_SIDES` (`both`, the default,
+/// `kcm` or `vapcheck`): (kube-controller-manager, vapcheck).
+pub fn sides() -> anyhow::Result<(bool, bool)> {
+    let sides = std::env::var("VAPCHECK_BENCH_SIDES").unwrap_or_else(|_| "both".to_owned());
+    Ok(match sides.as_str() {
+        "both" => (true, true),
+        "kcm" => (true, false),
+        "vapcheck" => (false, true),
+        other => bail!("VAPCHECK_BENCH_SIDES must be both, kcm or vapcheck, got {other:?}"),
+    })
+}

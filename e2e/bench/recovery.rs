@@ -161,13 +161,7 @@ async fn recovery_kcm_vs_vapcheck() -> anyhow::Result<()> {
     if plan.restarts == 0 {
         bail!("VAPCHECK_BENCH_RESTARTS must be at least 1");
     }
-    let sides = std::env::var("VAPCHECK_BENCH_SIDES").unwrap_or_else(|_| "both".to_owned());
-    let (kcm, vap) = match sides.as_str() {
-        "both" => (true, true),
-        "kcm" => (true, false),
-        "vapcheck" => (false, true),
-        other => bail!("VAPCHECK_BENCH_SIDES must be both, kcm or vapcheck, got {other:?}"),
-    };
+    let (kcm, vap) = common::sides()?;
     let kcm = if kcm {
         Some(run_side(Side::Kcm, &plan).await?)
     } else {
