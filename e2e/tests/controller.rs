@@ -293,6 +293,35 @@ async fn resource_version(
         .context("no resourceVersion")
 }
 
+/// The `resourceVersion` of each policy of `names`.
+async fn resource_versions(
+    api: &Api<ValidatingAdmissionPolicy>,
+    names: &[&str],
+) -> anyhow::Result<Vec<String>> {
+    let mut out = Vec::new();
+    for name in names {
+        out.push(resource_version(api, name).await?);
+    }
+    Ok(out)
+}
+
+/// Asserts that no policy of `names` was written since `before` (their resource versions).
+async fn assert_unchanged(
+    api: &Api<ValidatingAdmissionPolicy>,
+    names: &[&str],
+    before: &[String],
+    when: &str,
+) -> anyhow::Result<()> {
+    for (name, rv) in names.iter().zip(before) {
+        assert_eq!(
+            &resource_version(api, name).await?,
+            rv,
+            "{name} was written {when}"
+        );
+    }
+    Ok(())
+}
+
 #[tokio::test]
 async fn steady_state_and_restart_cause_no_writes_with_upstream_running() -> anyhow::Result<()> {
     let (cluster, client) = shared().await?;
@@ -329,19 +358,12 @@ async fn steady_state_and_restart_cause_no_writes_with_upstream_running() -> any
     }
     // Time for upstream's single write per generation, and vapcheck's answer to it.
     tokio::time::sleep(Duration::from_secs(5)).await;
-    let mut before = Vec::new();
-    for name in names {
-        before.push(resource_version(&api, name).await?);
-    }
+    let before = resource_versions(&api, &names).await?;
     // A quiet minute (issue 7's acceptance), with schema polls every second and full
     // re-checks every 5 s going on.
     tokio::time::sleep(Duration::from_secs(60)).await;
-    for (name, rv) in names.iter().zip(&before) {
-        assert_eq!(
-            &resource_version(&api, name).await?,
-            rv,
-            "{name} was written in steady state"
-        );
+    assert_unchanged(&api, &names, &before, "in steady state").await?;
+    for name in names {
         let status = api.get(name).await?.status.unwrap_or_default();
         assert!(
             condition(&status, "ExpressionsValid").is_some(),
@@ -383,13 +405,7 @@ async fn steady_state_and_restart_cause_no_writes_with_upstream_running() -> any
         },
     )
     .await?;
-    for (name, rv) in names.iter().zip(&before) {
-        assert_eq!(
-            &resource_version(&api, name).await?,
-            rv,
-            "{name} was written on restart"
-        );
-    }
+    assert_unchanged(&api, &names, &before, "on restart").await?;
     let log = second.log_text();
     for name in names {
         let wrote = log
@@ -644,18 +660,9 @@ async fn upstream_writes_first_then_vapcheck_takes_over_and_stays_quiet() -> any
     .await?;
     // Time for upstream's one write of the new generation and vapcheck's answer; then quiet.
     tokio::time::sleep(Duration::from_secs(5)).await;
-    let mut before = Vec::new();
-    for name in names {
-        before.push(resource_version(&api, name).await?);
-    }
+    let before = resource_versions(&api, &names).await?;
     tokio::time::sleep(Duration::from_secs(20)).await;
-    for (name, rv) in names.iter().zip(&before) {
-        assert_eq!(
-            &resource_version(&api, name).await?,
-            rv,
-            "{name} was written in steady state"
-        );
-    }
+    assert_unchanged(&api, &names, &before, "in steady state").await?;
     let last = api.get(names[2]).await?.status.unwrap_or_default();
     assert!(
         warnings_of(&last)
