@@ -207,7 +207,6 @@ impl Context {
     }
 }
 
-/// The `vapcheck_policies` state of a check result (both policy kinds).
 /// Whether the computed status says kube-apiserver would reject the stored policy if it were
 /// created now (`AcceptedOnCreate=False`).
 fn rejected_on_create(computed: &PolicyStatus) -> bool {
@@ -217,6 +216,7 @@ fn rejected_on_create(computed: &PolicyStatus) -> bool {
         .any(|c| c.type_ == crate::policy::status::ACCEPTED_ON_CREATE && c.status == "False")
 }
 
+/// The `vapcheck_policies` state of a check result (both policy kinds).
 fn state_of(computed: &PolicyStatus) -> PolicyState {
     let failed = computed
         .conditions
