@@ -403,9 +403,15 @@ async fn check_and_write(
             return Err(ReconcileError::Write(e.to_string()));
         }
     };
-    // The object's version after the write(s): a later reconcile at this version needs no
-    // new check.
-    let mut written_version = stored.metadata.resource_version.clone();
+    // The object's version after the write(s), kept only when the object the API server
+    // answered with shows the desired status: another manager may write between vapcheck's
+    // apply and its merge patch below, and then the version is not one vapcheck checked.
+    let verified = |object: &ValidatingAdmissionPolicy| {
+        is_up_to_date(object.status.as_ref(), &desired, mode)
+            .then(|| object.metadata.resource_version.clone())
+            .flatten()
+    };
+    let mut written_version = verified(&stored);
     // A warning list another manager co-owns survives an apply that leaves it out; clear it
     // explicitly when vapcheck found no warnings.
     if mode == StatusMode::Full
@@ -421,7 +427,7 @@ async fn check_and_write(
             .patch_status(name, &merge_params, &Patch::Merge(&clear))
             .await
         {
-            Ok(cleared) => written_version = cleared.metadata.resource_version,
+            Ok(cleared) => written_version = verified(&cleared),
             Err(e) => {
                 ctx.metrics.status_write(StatusWriteResult::Error);
                 return Err(ReconcileError::Write(e.to_string()));
