@@ -205,6 +205,22 @@ fn test_last_field(
     }
 }
 
+/// The successful parses of [`KubeChecker::parse`] in `parsed` (a policy's type check,
+/// [`policy::check_policy_parsed`]) as the create-time validation's
+/// [`k8s_env::apiserver::Parses`]: both are `cel::parse` of the same text. A parse made by
+/// another checker (not a `cel::ParsedExpr`) is left out, so it is parsed again there.
+pub fn apiserver_parses(parsed: &policy::ParsedTexts<'_>) -> k8s_env::apiserver::Parses {
+    let parses = k8s_env::apiserver::Parses::new();
+    for (text, p) in parsed {
+        if let Ok(p) = p
+            && let Ok(cel) = Arc::downcast::<cel::ParsedExpr>(Arc::clone(&p.0))
+        {
+            parses.keep(text, cel);
+        }
+    }
+    parses
+}
+
 impl ExpressionChecker for KubeChecker {
     fn parse(&self, expression: &str) -> Result<ParsedExpr, String> {
         cel::parse(expression)

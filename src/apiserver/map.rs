@@ -80,9 +80,23 @@ pub fn validate_mutating_policy_create(
     policy: &MutatingAdmissionPolicy,
     server: Server,
 ) -> Vec<FieldError> {
+    validate_mutating_policy_create_parsed(policy, server, std::sync::Arc::default())
+}
+
+/// [`validate_mutating_policy_create`] with the parses of `parses` (see
+/// [`super::validate_policy_create_parsed`]).
+pub fn validate_mutating_policy_create_parsed(
+    policy: &MutatingAdmissionPolicy,
+    server: Server,
+    parses: std::sync::Arc<crate::k8s_env::apiserver::Parses>,
+) -> Vec<FieldError> {
     let mut p = policy.clone();
     default_mutating_policy(&mut p);
-    let mut errs = validate_policy(&p, &Options::default(), server);
+    let opts = Options {
+        parses,
+        ..Options::default()
+    };
+    let mut errs = validate_policy(&p, &opts, server);
     if server.reserves_static_suffix() {
         errs.extend(validate_static_suffix(p.metadata.name.as_deref()));
     }
@@ -151,6 +165,7 @@ fn validate_policy_spec(
     let mut compiler = Compiler {
         server,
         composition: Some(Composition::new()),
+        parses: std::sync::Arc::clone(&opts.parses),
     };
     match spec.failure_policy.as_deref() {
         None => errs.push(FieldError::required("spec.failurePolicy", "")),

@@ -17,9 +17,11 @@ pub mod vap;
 pub use field::FieldError;
 pub use map::{
     validate_mutating_binding_create, validate_mutating_binding_update,
-    validate_mutating_policy_create, validate_mutating_policy_update,
+    validate_mutating_policy_create, validate_mutating_policy_create_parsed,
+    validate_mutating_policy_update,
 };
 pub use vap::{
     Server, validate_binding_create, validate_binding_static, validate_binding_update,
-    validate_policy_create, validate_policy_static, validate_policy_update,
+    validate_policy_create, validate_policy_create_parsed, validate_policy_static,
+    validate_policy_update,
 };

@@ -11,6 +11,7 @@
 //!   (`Validate`, `ValidateUpdate`).
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
 use k8s_openapi::api::admissionregistration::v1::{
     MatchResources, NamedRuleWithOperations, ParamKind, ParamRef, ValidatingAdmissionPolicy,
@@ -19,7 +20,7 @@ use k8s_openapi::api::admissionregistration::v1::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use serde_json::json;
 
-use crate::k8s_env::apiserver::{self as env, Composition, Decls, EnvKind};
+use crate::k8s_env::apiserver::{self as env, Composition, Decls, EnvKind, Parses};
 
 use super::field::FieldError;
 use super::meta::{MetaContext, validate_labels, validate_object_meta};
@@ -109,6 +110,9 @@ pub(super) struct Options {
     pub(super) ignore_match_conditions: bool,
     pub(super) allow_params_in_match_conditions: bool,
     pub(super) preexisting: Preexisting,
+    /// The parses of the policy's expression texts (shared by every clone, so by every
+    /// compiler of one validation).
+    pub(super) parses: Arc<Parses>,
 }
 
 /// `SetObjectDefaults_ValidatingAdmissionPolicy`.
@@ -161,9 +165,23 @@ pub fn validate_policy_create(
     policy: &ValidatingAdmissionPolicy,
     server: Server,
 ) -> Vec<FieldError> {
+    validate_policy_create_parsed(policy, server, Arc::new(Parses::new()))
+}
+
+/// [`validate_policy_create`] with the parses of `parses`: texts parsed already (by the
+/// type check of the same policy) are not parsed again, and the new parses are kept there.
+pub fn validate_policy_create_parsed(
+    policy: &ValidatingAdmissionPolicy,
+    server: Server,
+    parses: Arc<Parses>,
+) -> Vec<FieldError> {
     let mut p = policy.clone();
     default_policy(&mut p);
-    let mut errs = validate_policy(&p, &Options::default(), server);
+    let opts = Options {
+        parses,
+        ..Options::default()
+    };
+    let mut errs = validate_policy(&p, &opts, server);
     if server.reserves_static_suffix() {
         errs.extend(validate_static_suffix(p.metadata.name.as_deref()));
     }
@@ -195,6 +213,7 @@ pub fn validate_policy_update(
         allow_params_in_match_conditions: false,
         static_manifest: false,
         preexisting: Preexisting::of(&os),
+        parses: Arc::default(),
     };
     as_returned(validate_policy(&n, &opts, server))
 }
@@ -255,6 +274,8 @@ fn validate_policy(
 pub(super) struct Compiler {
     pub(super) server: Server,
     pub(super) composition: Option<Composition>,
+    /// Where the expressions' parses come from ([`Options::parses`]).
+    pub(super) parses: Arc<Parses>,
 }
 
 /// What an expression must evaluate to (`ExpressionAccessor.ReturnTypes`).
@@ -285,7 +306,13 @@ impl Compiler {
         returns: Returns,
     ) -> (Result<(), String>, Option<crate::cel::Type>) {
         let lib = self.server.lib_minor(kind);
-        let compiled = match env::compile(lib, decls, self.composition.as_ref(), expression) {
+        let compiled = match env::compile(
+            lib,
+            decls,
+            self.composition.as_ref(),
+            expression,
+            &self.parses,
+        ) {
             Ok(r) => r,
             Err(e) => {
                 return (
@@ -306,7 +333,7 @@ impl Compiler {
                 );
             }
         };
-        let out = compiled.types.result_type().clone();
+        let out = compiled.result_type().clone();
         use crate::cel::TypeKind as K;
         let ok = match returns {
             Returns::Bool => matches!(out.type_kind(), K::Bool),
@@ -352,6 +379,7 @@ fn validate_policy_spec(
     let mut compiler = Compiler {
         server,
         composition: (!variables.is_empty()).then(Composition::new),
+        parses: Arc::clone(&opts.parses),
     };
     match spec.failure_policy.as_deref() {
         None => errs.push(FieldError::required("spec.failurePolicy", "")),
@@ -745,6 +773,7 @@ pub(super) fn validate_match_conditions(
     let stateless = Compiler {
         server,
         composition: None,
+        parses: Arc::clone(&opts.parses),
     };
     let mut names = BTreeSet::new();
     for (i, mc) in conditions.iter().enumerate() {

@@ -13,11 +13,13 @@ use serde_json::Value;
 use crate::config::{self, Config};
 use crate::engine::{KubeChecker, Schemas};
 use crate::k8s_env::KubeVersion;
+use crate::k8s_env::apiserver::Parses;
 use crate::metrics::SchemaFetchResult;
 use crate::policy::discovery::discovery_from_aggregated;
 use crate::policy::status::PolicyCondition;
 use crate::policy::{
-    Backends, CheckOptions, DiscoveryRestMapper, Mode, PolicyStatus, check_policy,
+    Backends, CheckOptions, DiscoveryRestMapper, Mode, ParsedTexts, PolicyStatus,
+    check_policy_parsed,
 };
 use crate::schema::{self, Changes, ConvertOptions, Limits, LiveSource};
 
@@ -121,12 +123,18 @@ impl LiveInputs {
 
     /// Checks one policy against the current snapshot. CPU-bound: call it from a blocking
     /// task.
+    ///
+    /// The `AcceptedOnCreate` verdict reuses the type check's parses of the same texts
+    /// ([`crate::engine::apiserver_parses`]): parsing is the largest part of both.
     pub fn check(&self, policy: &ValidatingAdmissionPolicy) -> Result<PolicyStatus, String> {
-        let mut status =
-            self.with_backends(|options, backends| check_policy(policy, options, backends))?;
+        let mut parsed = ParsedTexts::new();
+        let mut status = self.with_backends(|options, backends| {
+            check_policy_parsed(policy, options, backends, &mut parsed)
+        })?;
+        let parses = Arc::new(crate::engine::apiserver_parses(&parsed));
         status
             .conditions
-            .push(accepted_on_create(policy, self.server_minor));
+            .push(accepted_on_create_parsed(policy, self.server_minor, parses));
         Ok(status)
     }
 
@@ -134,12 +142,16 @@ impl LiveInputs {
     /// [`LiveInputs::check`] ([`crate::mutating::check_mutating_policy`]), with its
     /// `AcceptedOnCreate` verdict ([`mutating_accepted_on_create`]). CPU-bound.
     pub fn check_mutating(&self, policy: &MutatingAdmissionPolicy) -> Result<PolicyStatus, String> {
+        let mut parsed = ParsedTexts::new();
         let mut status = self.with_backends(|options, backends| {
-            crate::mutating::check_mutating_policy(policy, options, backends)
+            crate::mutating::check_mutating_policy_parsed(policy, options, backends, &mut parsed)
         })?;
-        status
-            .conditions
-            .push(mutating_accepted_on_create(policy, self.server_minor));
+        let parses = Arc::new(crate::engine::apiserver_parses(&parsed));
+        status.conditions.push(mutating_accepted_on_create_parsed(
+            policy,
+            self.server_minor,
+            parses,
+        ));
         Ok(status)
     }
 
@@ -182,10 +194,19 @@ pub fn accepted_on_create(
     policy: &ValidatingAdmissionPolicy,
     server_minor: u32,
 ) -> PolicyCondition {
+    accepted_on_create_parsed(policy, server_minor, Arc::default())
+}
+
+/// [`accepted_on_create`] with the parses already made of the policy's texts.
+fn accepted_on_create_parsed(
+    policy: &ValidatingAdmissionPolicy,
+    server_minor: u32,
+    parses: Arc<Parses>,
+) -> PolicyCondition {
     let server = crate::apiserver::Server {
         minor: server_minor,
     };
-    let causes = crate::apiserver::validate_policy_create(policy, server);
+    let causes = crate::apiserver::validate_policy_create_parsed(policy, server, parses);
     create_condition(policy.metadata.generation, server_minor, &causes)
 }
 
@@ -206,10 +227,19 @@ pub fn mutating_accepted_on_create(
     policy: &MutatingAdmissionPolicy,
     server_minor: u32,
 ) -> PolicyCondition {
+    mutating_accepted_on_create_parsed(policy, server_minor, Arc::default())
+}
+
+/// [`mutating_accepted_on_create`] with the parses already made of the policy's texts.
+fn mutating_accepted_on_create_parsed(
+    policy: &MutatingAdmissionPolicy,
+    server_minor: u32,
+    parses: Arc<Parses>,
+) -> PolicyCondition {
     let server = crate::apiserver::Server {
         minor: server_minor,
     };
-    let causes = crate::apiserver::validate_mutating_policy_create(policy, server);
+    let causes = crate::apiserver::validate_mutating_policy_create_parsed(policy, server, parses);
     create_condition(policy.metadata.generation, server_minor, &causes)
 }
 
@@ -385,5 +415,143 @@ mod tests {
         let accepted =
             mutating_accepted_on_create(&map("Object{spec: Object.spec{replicas: 2}}"), 37);
         assert_eq!(accepted.status, "True", "{accepted:?}");
+    }
+
+    /// The create-time verdict made with the type check's parses
+    /// ([`crate::engine::apiserver_parses`]) is the one made from scratch, for every corpus
+    /// ValidatingAdmissionPolicy and MutatingAdmissionPolicy in both modes, and for texts that
+    /// do not parse, variables and padded match conditions; and the type check's parses are
+    /// really handed over.
+    #[test]
+    fn create_verdicts_with_the_checks_parses_are_the_fresh_ones() {
+        use crate::cli::input::{InputObject, for_each_object, read_objects};
+        // The built-in 1.37 kinds, as `vapcheck check` uses them by default.
+        let dir = std::env::temp_dir().join(format!("vapcheck-parses-{}", std::process::id()));
+        crate::schema::embedded::write_folder("1.37", &dir).expect("built-in schemas");
+        let options = crate::cli::SchemaOptions {
+            openapi: Some(dir.clone()),
+            ..crate::cli::SchemaOptions::default()
+        };
+        let (schemas, checker) = crate::engine::offline_backends(&options).expect("backends");
+        let mapper = DiscoveryRestMapper::new(
+            crate::cli::discovery::offline_discovery(Some(&dir), &[]).expect("discovery"),
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+        let backends = Backends {
+            rest_mapper: &mapper,
+            discovery: Some(&mapper),
+            schemas: schemas.as_ref(),
+            checker: checker.as_ref(),
+        };
+        let shared = crate::schema::shared_dir();
+        fn yaml_files(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+            for entry in std::fs::read_dir(dir).expect("corpus folder") {
+                let path = entry.expect("entry").path();
+                if path.is_dir() {
+                    yaml_files(&path, out);
+                } else if path.extension().is_some_and(|x| x == "yaml" || x == "yml") {
+                    out.push(path);
+                }
+            }
+        }
+        let texts = |dir: &str| -> Vec<(String, String)> {
+            let mut files = Vec::new();
+            yaml_files(&shared.join(dir), &mut files);
+            files.sort();
+            files
+                .iter()
+                .map(|p| {
+                    let text = std::fs::read_to_string(p).expect("corpus file");
+                    (p.display().to_string(), text)
+                })
+                .collect()
+        };
+        let policy =
+            |expression: &str, variable: &str, condition: &str| -> ValidatingAdmissionPolicy {
+                serde_json::from_value(serde_json::json!({
+                    "metadata": {"name": "p", "generation": 1},
+                    "spec": {
+                        "matchConstraints": {"resourceRules": [{"apiGroups": ["apps"],
+                            "apiVersions": ["v1"], "operations": ["CREATE"],
+                            "resources": ["deployments"]}]},
+                        "variables": [{"name": "v", "expression": variable}],
+                        "matchConditions": [{"name": "c", "expression": condition}],
+                        "validations": [{"expression": expression}]
+                    }
+                }))
+                .expect("a policy")
+            };
+        let mut vaps: Vec<ValidatingAdmissionPolicy> = vec![
+            policy("object.spec.replicas >", "1", "true"),
+            policy("variables.v > 1", "object.spec.(", "  true  "),
+            policy(
+                "variables.v.size() > 1 && [1].includes(1)",
+                "object.spec.template",
+                " 1 + ",
+            ),
+        ];
+        for (source, text) in texts("corpus/policies") {
+            for object in read_objects(&source, &text).expect("corpus file reads") {
+                if let InputObject::Policy(p) = object {
+                    vaps.push(p.policy);
+                }
+            }
+        }
+        let mut maps: Vec<MutatingAdmissionPolicy> = Vec::new();
+        for (source, text) in texts("corpus/mutating") {
+            for_each_object(&source, &text, |_, value| {
+                // Every version read as v1 (their specs differ little); the ones that do
+                // not decode as v1 are left out.
+                if value.get("kind").and_then(Value::as_str) == Some("MutatingAdmissionPolicy") {
+                    let mut v1 = value.clone();
+                    v1["apiVersion"] = "admissionregistration.k8s.io/v1".into();
+                    maps.extend(serde_json::from_value(v1).ok());
+                }
+                Ok(())
+            })
+            .expect("corpus file reads");
+        }
+        eprintln!("{} VAPs, {} MAPs", vaps.len(), maps.len());
+        assert!(
+            vaps.len() > 250,
+            "{} ValidatingAdmissionPolicies",
+            vaps.len()
+        );
+        assert!(maps.len() > 150, "{} MutatingAdmissionPolicies", maps.len());
+        let (mut handed_over, mut rejected) = (0, 0);
+        for mode in [Mode::Strict, Mode::Extended] {
+            let options = CheckOptions {
+                mode,
+                ..CheckOptions::default()
+            };
+            for p in &vaps {
+                let mut parsed = ParsedTexts::new();
+                check_policy_parsed(p, &options, &backends, &mut parsed);
+                let parses = Arc::new(crate::engine::apiserver_parses(&parsed));
+                handed_over += parses.len();
+                let shared = accepted_on_create_parsed(p, 37, parses);
+                let fresh = accepted_on_create(p, 37);
+                assert_eq!(shared, fresh, "{:?}", p.metadata.name);
+                rejected += usize::from(fresh.status == "False");
+            }
+            for m in &maps {
+                let mut parsed = ParsedTexts::new();
+                crate::mutating::check_mutating_policy_parsed(m, &options, &backends, &mut parsed);
+                let parses = Arc::new(crate::engine::apiserver_parses(&parsed));
+                handed_over += parses.len();
+                let shared = mutating_accepted_on_create_parsed(m, 37, parses);
+                let fresh = mutating_accepted_on_create(m, 37);
+                assert_eq!(shared, fresh, "{:?}", m.metadata.name);
+                rejected += usize::from(fresh.status == "False");
+            }
+        }
+        // Most corpus expressions parse: far more parses are handed over than there are
+        // policies; and the cases above include refusals, which must stay refusals.
+        assert!(
+            handed_over > 2 * (vaps.len() + maps.len()),
+            "{handed_over} parses handed over"
+        );
+        eprintln!("{handed_over} parses handed over, {rejected} refused");
+        assert!(rejected >= 6, "{rejected} refused");
     }
 }

@@ -42,7 +42,7 @@ use tracing::{Instrument, debug, error, info, info_span, warn};
 use crate::config::{Config, StatusMode};
 use crate::health::{ElectionState, Health, HttpServers, Readiness, Shutdown};
 use crate::metrics::{
-    Metrics, PolicyKind, PolicyState, PolicyStateCounts, ReconcileResult, StatusWriteResult,
+    Metrics, PolicyKind, PolicyState, PolicyStates, ReconcileResult, StatusWriteResult,
     WatchRestartReason,
 };
 use crate::policy::PolicyStatus;
@@ -82,7 +82,7 @@ pub struct Context {
     /// off); checked before every write.
     fence: lease::Fence,
     index: Mutex<TriggerIndex>,
-    states: Mutex<HashMap<String, PolicyState>>,
+    states: Mutex<PolicyStates>,
     failures: Mutex<HashMap<String, u32>>,
     /// Names of policies to re-check, fed by the schema poll task. Sent through
     /// [`Context::trigger`].
@@ -126,7 +126,7 @@ impl Context {
             identity,
             fence: lease::Fence::default(),
             index: Mutex::new(TriggerIndex::default()),
-            states: Mutex::new(HashMap::new()),
+            states: Mutex::new(PolicyStates::default()),
             failures: Mutex::new(HashMap::new()),
             triggers: broadcast::channel(4096).0,
             memo: memo::CheckMemo::default(),
@@ -153,11 +153,7 @@ impl Context {
 
     fn record_state(&self, name: &str, computed: &PolicyStatus) {
         let state = state_of(computed);
-        let counts = {
-            let mut states = lock(&self.states);
-            states.insert(name.to_owned(), state);
-            PolicyStateCounts::tally(states.values().copied())
-        };
+        let counts = lock(&self.states).set(name, state);
         self.metrics
             .set_policy_states(PolicyKind::Validating, counts);
         self.metrics.set_policy_warnings(
@@ -181,7 +177,7 @@ impl Context {
             store.state().iter().map(|p| p.name_any()).collect();
         self.memo.retain(|n| present.contains(n));
         let gone: Vec<String> = lock(&self.states)
-            .keys()
+            .names()
             .filter(|n| !present.contains(*n))
             .cloned()
             .collect();
@@ -193,7 +189,7 @@ impl Context {
             for name in &gone {
                 states.remove(name);
             }
-            PolicyStateCounts::tally(states.values().copied())
+            states.counts()
         };
         let mut index = lock(&self.index);
         for name in &gone {

@@ -29,7 +29,7 @@ use kube::{Api, Resource, ResourceExt};
 use tokio::sync::broadcast;
 use tracing::{Instrument, debug, info, info_span, warn};
 
-use crate::metrics::{Metrics, PolicyKind, PolicyState, PolicyStateCounts, ReconcileResult};
+use crate::metrics::{Metrics, PolicyKind, PolicyStates, ReconcileResult};
 use crate::policy::PolicyStatus;
 
 use super::events::{FindingEvent, FindingRecord, finding_events, record_of};
@@ -53,7 +53,7 @@ pub struct MutatingState {
     records: Mutex<HashMap<String, (String, FindingRecord)>>,
     failures: Mutex<HashMap<String, u32>>,
     /// Policy name → `vapcheck_policies` state.
-    states: Mutex<HashMap<String, PolicyState>>,
+    states: Mutex<PolicyStates>,
     store: Mutex<Option<Store<MutatingAdmissionPolicy>>>,
 }
 
@@ -64,7 +64,7 @@ impl Default for MutatingState {
             triggers: broadcast::channel(4096).0,
             records: Mutex::new(HashMap::new()),
             failures: Mutex::new(HashMap::new()),
-            states: Mutex::new(HashMap::new()),
+            states: Mutex::new(PolicyStates::default()),
             store: Mutex::new(None),
         }
     }
@@ -73,11 +73,7 @@ impl Default for MutatingState {
 impl MutatingState {
     /// Records the metrics of one check of `name`.
     fn record_state(&self, metrics: &Metrics, name: &str, computed: &PolicyStatus) {
-        let counts = {
-            let mut states = lock(&self.states);
-            states.insert(name.to_owned(), super::state_of(computed));
-            PolicyStateCounts::tally(states.values().copied())
-        };
+        let counts = lock(&self.states).set(name, super::state_of(computed));
         metrics.set_policy_states(PolicyKind::Mutating, counts);
         metrics.set_policy_warnings(
             PolicyKind::Mutating,
@@ -100,7 +96,7 @@ impl MutatingState {
         let present: std::collections::HashSet<String> =
             store.state().iter().map(|p| p.name_any()).collect();
         let gone: Vec<String> = lock(&self.states)
-            .keys()
+            .names()
             .filter(|n| !present.contains(*n))
             .cloned()
             .collect();
@@ -115,7 +111,7 @@ impl MutatingState {
             lock(&self.failures).remove(&name);
             debug!(mutating_policy = %name, "policy deleted; forgotten");
         }
-        let counts = PolicyStateCounts::tally(lock(&self.states).values().copied());
+        let counts = lock(&self.states).counts();
         metrics.set_policy_states(PolicyKind::Mutating, counts);
     }
 }

@@ -21,8 +21,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use crate::cel::{
-    CompiledExpr, Env, EnvBuilder, EnvError, EnvOptions, FunctionDecl, Issues, OverloadDecl, Type,
-    TypeProvider,
+    CheckedTypes, Env, EnvBuilder, EnvError, EnvOptions, FunctionDecl, Issues, OverloadDecl,
+    ParsedExpr, Type, TypeProvider,
 };
 
 use super::admission::{self, VariablesType};
@@ -190,27 +190,95 @@ impl Composition {
 
 /// Compiles `expression` as `CompileCELExpression` does (cel-go `Env.Compile` with the
 /// library validators), in the environment for `lib_minor` and `decls`, with `variables`
-/// declared when `composition` is given.
+/// declared when `composition` is given; the parse comes from `parses`. Returns the checked
+/// types (the caller reads the output type).
 pub fn compile(
     lib_minor: u32,
     decls: Decls,
     composition: Option<&Composition>,
     expression: &str,
-) -> Result<Result<CompiledExpr, Issues>, EnvError> {
+    parses: &Parses,
+) -> Result<Result<CheckedTypes, Issues>, EnvError> {
+    // The environment is built before the expression is parsed, as `env.Compile` needs it:
+    // an environment error wins over a parse error.
     let base = env(lib_minor, decls)?;
-    Ok(match composition {
-        None => super::compile(&base, expression),
+    let composited;
+    let env: &Env = match composition {
+        None => &base,
         Some(c) => {
-            let env = Env::extend(&base)
+            composited = Env::extend(&base)
                 .variable(
                     admission::VARIABLES_VAR,
                     Type::object(admission::VARIABLES_TYPE),
                 )?
                 .provider(Arc::new(c.variables.clone()))
                 .build();
-            super::compile(&env, expression)
+            &composited
         }
-    })
+    };
+    Ok(parses
+        .parse(expression)
+        .and_then(|parsed| super::check(env, &parsed)))
+}
+
+/// The parses of the expression texts of one policy, shared by the passes over it.
+///
+/// The controller type-checks a policy and then works out what kube-apiserver answers to its
+/// create ([`crate::apiserver::validate_policy_create`]); both parse the same texts with
+/// [`crate::cel::parse`], and parsing is the largest part of either pass (docs/controller.md,
+/// "CPU at cold start"). That parse does not depend on the environment (macros are applied
+/// when an environment checks it, [`crate::cel::macro_expansion_errors`]): it is a pure
+/// function of the text, so sharing it changes no result.
+#[derive(Default)]
+pub struct Parses {
+    by_text: Mutex<HashMap<Box<str>, Parse>>,
+}
+
+/// One text's parse, or its issues.
+type Parse = Result<Arc<ParsedExpr>, Issues>;
+
+impl Parses {
+    /// No parses yet.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The parse of `text`: the kept one, or a new one (kept).
+    pub fn parse(&self, text: &str) -> Result<Arc<ParsedExpr>, Issues> {
+        if let Some(kept) = lock_parses(&self.by_text).get(text) {
+            return kept.clone();
+        }
+        // Parsed without the lock held: a parse can take milliseconds.
+        let parsed = crate::cel::parse(text).map(Arc::new);
+        lock_parses(&self.by_text).insert(text.into(), parsed.clone());
+        parsed
+    }
+
+    /// Keeps `parsed` as the parse of `text` (made by the caller with [`crate::cel::parse`]).
+    pub fn keep(&self, text: &str, parsed: Arc<ParsedExpr>) {
+        lock_parses(&self.by_text).insert(text.into(), Ok(parsed));
+    }
+
+    /// How many texts are kept.
+    pub fn len(&self) -> usize {
+        lock_parses(&self.by_text).len()
+    }
+
+    /// Whether no text is kept.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl std::fmt::Debug for Parses {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Parses({} texts)", self.len())
+    }
+}
+
+/// Locks the parse map; a panic elsewhere while it was held leaves only complete entries.
+fn lock_parses<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// cel-go `Type.String()` of a deduced type (what `must evaluate to bool but got %v`
@@ -256,8 +324,8 @@ mod tests {
     use super::*;
 
     fn check(lib: u32, decls: Decls, e: &str) -> Result<String, String> {
-        match compile(lib, decls, None, e).expect("env builds") {
-            Ok(c) => Ok(go_type_string(c.types.result_type())),
+        match compile(lib, decls, None, e, &Parses::new()).expect("env builds") {
+            Ok(c) => Ok(go_type_string(c.result_type())),
             Err(i) => Err(i.to_display_string()),
         }
     }
@@ -351,9 +419,9 @@ mod tests {
     fn composition_declares_variables() {
         let mut c = Composition::new();
         c.add_field("a", Some(&Type::int()));
-        let r = compile(36, FULL, Some(&c), "variables.a > 'x'").unwrap();
+        let r = compile(36, FULL, Some(&c), "variables.a > 'x'", &Parses::new()).unwrap();
         assert!(r.is_err());
-        let r = compile(36, FULL, None, "variables.a > 1").unwrap();
+        let r = compile(36, FULL, None, "variables.a > 1", &Parses::new()).unwrap();
         assert!(
             r.unwrap_err()
                 .to_display_string()

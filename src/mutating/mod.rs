@@ -23,7 +23,7 @@ use k8s_openapi::api::admissionregistration::v1::MutatingAdmissionPolicy;
 
 use crate::policy::{
     Backends, CheckOptions, ExpressionChecker, ExpressionField, ExpressionSite, Gvk, Mode,
-    ParsedExpr, PolicyInput, SchemaType, check_input, status::PolicyStatus,
+    ParsedExpr, ParsedTexts, PolicyInput, SchemaType, check_input_parsed, status::PolicyStatus,
 };
 use crate::schema::RootType;
 
@@ -133,6 +133,17 @@ pub fn check_mutating_policy(
     options: &CheckOptions,
     backends: &Backends<'_>,
 ) -> PolicyStatus {
+    check_mutating_policy_parsed(policy, options, backends, &mut ParsedTexts::new())
+}
+
+/// [`check_mutating_policy`], leaving in `parsed` the parses it made
+/// ([`crate::policy::check::check_policy_parsed`]).
+pub fn check_mutating_policy_parsed<'p>(
+    policy: &'p MutatingAdmissionPolicy,
+    options: &CheckOptions,
+    backends: &Backends<'_>,
+    parsed: &mut ParsedTexts<'p>,
+) -> PolicyStatus {
     let spec = policy.spec.as_ref();
     let input = PolicyInput {
         generation: policy.metadata.generation,
@@ -148,7 +159,7 @@ pub fn check_mutating_policy(
          schema: Option<&SchemaType>,
          site: &ExpressionSite<'_>,
          parsed: &ParsedExpr| { literal_issues(checker, schema, site, parsed) };
-    check_input(&input, options, backends, Some(&extra))
+    check_input_parsed(&input, options, backends, Some(&extra), parsed)
 }
 
 #[cfg(test)]

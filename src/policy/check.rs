@@ -161,6 +161,21 @@ pub fn check_policy(
     options: &CheckOptions,
     backends: &Backends<'_>,
 ) -> PolicyStatus {
+    check_policy_parsed(policy, options, backends, &mut ParsedTexts::new())
+}
+
+/// The parses of a policy's expression texts ([`ExpressionChecker::parse`]), by text.
+pub type ParsedTexts<'p> = HashMap<&'p str, Result<ParsedExpr, String>>;
+
+/// [`check_policy`], leaving in `parsed` the parses it made (for the next pass over the same
+/// policy: the create-time validation parses the same texts). Texts already in `parsed` are
+/// not parsed again; `parsed` must hold only [`Backends::checker`]'s parses of those texts.
+pub fn check_policy_parsed<'p>(
+    policy: &'p ValidatingAdmissionPolicy,
+    options: &CheckOptions,
+    backends: &Backends<'_>,
+    parsed: &mut ParsedTexts<'p>,
+) -> PolicyStatus {
     let spec = policy.spec.as_ref();
     let input = PolicyInput {
         generation: policy.metadata.generation,
@@ -170,7 +185,7 @@ pub fn check_policy(
         variables: variable_pairs(spec.and_then(|s| s.variables.as_deref())),
         mutating: false,
     };
-    check_input(&input, options, backends, None)
+    check_input_parsed(&input, options, backends, None, parsed)
 }
 
 /// [`check_policy`] over the shared parts of a policy ([`PolicyInput`]), with an optional
@@ -180,6 +195,17 @@ pub fn check_input(
     options: &CheckOptions,
     backends: &Backends<'_>,
     extra: Option<&ExtraCheck<'_>>,
+) -> PolicyStatus {
+    check_input_parsed(input, options, backends, extra, &mut ParsedTexts::new())
+}
+
+/// [`check_input`] with the parses of `parsed` (see [`check_policy_parsed`]).
+pub fn check_input_parsed<'p>(
+    input: &PolicyInput<'p>,
+    options: &CheckOptions,
+    backends: &Backends<'_>,
+    extra: Option<&ExtraCheck<'_>>,
+    parsed: &mut ParsedTexts<'p>,
 ) -> PolicyStatus {
     let generation = input.generation;
     let mode = options.mode;
@@ -243,7 +269,6 @@ pub fn check_input(
     // 4. parse once per distinct expression
     let sites = &input.sites;
     let variables = &input.variables;
-    let mut parsed: HashMap<&str, Result<ParsedExpr, String>> = HashMap::new();
     // Nothing to check against: no parsing either (upstream compiles only per kind).
     if !resolved.is_empty() {
         let texts = sites
@@ -267,7 +292,7 @@ pub fn check_input(
             mode,
             sites,
             variables,
-            &parsed,
+            parsed,
             params.as_ref(),
             backends.checker,
             extra,

@@ -24,7 +24,10 @@ pub use backend::{
     CheckEnv, EnvRequest, ExpressionChecker, ObjectDecl, ParamsDecl, ParsedExpr, SchemaError,
     SchemaLookup, SchemaSource, SchemaType,
 };
-pub use check::{Backends, CheckOptions, ExtraCheck, PolicyInput, check_input, check_policy};
+pub use check::{
+    Backends, CheckOptions, ExtraCheck, ParsedTexts, PolicyInput, check_input, check_input_parsed,
+    check_policy, check_policy_parsed,
+};
 pub use cost::{CostFinding, CostLimit, CostOutcome, ExpressionCost, PolicyCost};
 pub use expressions::{ExpressionField, ExpressionSite, Mode, expression_sites};
 pub use gvk::{Gvk, Gvr};
