@@ -282,7 +282,6 @@ impl ExpressionChecker for KubeChecker {
             object_root,
             params_root,
             checked: std::cell::RefCell::new(Vec::new()),
-            reasons: std::cell::RefCell::default(),
         }))
     }
 
@@ -328,9 +327,79 @@ struct KindEnv {
     /// Taking their types from that check saves a second one and estimates each variable with
     /// the types it was checked with, as the oracle's golden does (`variables[:i]`).
     checked: std::cell::RefCell<Vec<(usize, crate::cel::CheckedTypes)>>,
-    /// The reasons [`CheckEnv::cost`] rendered for unbounded paths, for this kind's and the
-    /// params kind's schemas (`k8s_env::cost::unbounded_reasons_cached`).
-    reasons: std::cell::RefCell<crate::k8s_env::cost::ReasonCache>,
+}
+
+/// The schema size lookups and the reasons of unbounded paths [`CheckEnv::cost`] made
+/// (`k8s_env::cost::SizeAnswers`), per pair of roots (the kind's and the params kind's
+/// converted schemas), for the estimates that follow on this thread: the expressions of the
+/// policies of a kind size the same paths again and again, and following them through the
+/// schema (cold memory, binary searches by field name) and rendering their reasons showed in
+/// the benchmark's profile (docs/cost.md). An answer is a function of the schema and the path
+/// only, so it does not depend on which policy asked.
+struct RootAnswers {
+    /// The roots, weakly: the answers are for them only while they live, and a weak reference
+    /// keeps their address from being reused by another schema.
+    object: Option<std::sync::Weak<RootType>>,
+    params: Option<std::sync::Weak<RootType>>,
+    answers: crate::k8s_env::cost::SizeAnswers,
+}
+
+thread_local! {
+    /// By the addresses of the roots ([`root_address`]).
+    static ROOT_ANSWERS: std::cell::RefCell<crate::cel::env::FastMap<(usize, usize), RootAnswers>> =
+        std::cell::RefCell::default();
+}
+
+/// Beyond this many pairs of roots, the answers of the roots that are gone are dropped (and
+/// all of them if that is not enough).
+const ROOT_ANSWERS_MAX: usize = 1024;
+
+/// The address of a root (0: none); the key of its answers.
+fn root_address(root: Option<&Arc<RootType>>) -> usize {
+    root.map_or(0, |r| Arc::as_ptr(r) as usize)
+}
+
+/// Takes the answers kept for these roots (empty when there are none).
+fn take_root_answers(
+    object: Option<&Arc<RootType>>,
+    params: Option<&Arc<RootType>>,
+) -> crate::k8s_env::cost::SizeAnswers {
+    let key = (root_address(object), root_address(params));
+    // The entry holds weak references to the roots, so no other root can have had their
+    // addresses since it was made: the same address is the same root.
+    ROOT_ANSWERS
+        .with(|all| all.borrow_mut().remove(&key))
+        .map(|r| r.answers)
+        .unwrap_or_default()
+}
+
+/// Keeps the answers for these roots.
+fn keep_root_answers(
+    object: Option<&Arc<RootType>>,
+    params: Option<&Arc<RootType>>,
+    answers: crate::k8s_env::cost::SizeAnswers,
+) {
+    let key = (root_address(object), root_address(params));
+    ROOT_ANSWERS.with(|all| {
+        let mut all = all.borrow_mut();
+        if all.len() >= ROOT_ANSWERS_MAX {
+            let alive = |w: &Option<std::sync::Weak<RootType>>| {
+                w.as_ref().is_none_or(|w| w.strong_count() > 0)
+            };
+            all.retain(|_, r| alive(&r.object) && alive(&r.params));
+            if all.len() >= ROOT_ANSWERS_MAX {
+                all.clear();
+            }
+        }
+        all.insert(
+            key,
+            RootAnswers {
+                object: object.map(Arc::downgrade),
+                params: params.map(Arc::downgrade),
+                answers,
+            },
+        );
+    })
 }
 
 /// The address of a parsed expression (the policy layer keeps each one alive in an `Arc` for
@@ -387,7 +456,10 @@ impl CheckEnv for KindEnv {
             None => self.env.check(parsed).ok()?,
         };
         let recorded = std::cell::RefCell::new(Vec::new());
-        let memo = std::cell::RefCell::default();
+        let (object, params) = (self.object_root.as_ref(), self.params_root.as_ref());
+        let memo = std::cell::RefCell::new(crate::k8s_env::cost::PathMemo::with_answers(
+            take_root_answers(object, params),
+        ));
         let sizes = crate::k8s_env::cost::SchemaSizeEstimator {
             object: self.object_root.as_deref().and_then(RootType::sizes),
             params: self.params_root.as_deref().and_then(RootType::sizes),
@@ -395,17 +467,16 @@ impl CheckEnv for KindEnv {
             memo: Some(&memo),
         };
         let estimate =
-            crate::k8s_env::cost::estimate_cost_sized(self.env.env(), parsed, &types, &sizes)
-                .ok()?;
-        let unbounded = crate::k8s_env::cost::unbounded_reasons_cached(
-            &sizes,
-            &recorded.borrow(),
-            Some(&self.reasons),
-        );
+            crate::k8s_env::cost::estimate_cost_sized(self.env.env(), parsed, &types, &sizes);
+        let unbounded = estimate.as_ref().ok().map(|_| {
+            crate::k8s_env::cost::unbounded_reasons_memo(&sizes, &recorded.borrow(), &memo)
+        });
+        keep_root_answers(object, params, memo.borrow_mut().take_answers());
+        let estimate = estimate.ok()?;
         Some(crate::policy::CostOutcome {
             min: estimate.min,
             max: estimate.max,
-            unbounded,
+            unbounded: unbounded.unwrap_or_default(),
         })
     }
 

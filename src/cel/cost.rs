@@ -10,8 +10,8 @@
 //! comprehensions, `optMap`, `cel.bind`) are not estimated: [`estimate_cost`] returns
 //! [`Unsupported`] naming the call.
 
+use std::borrow::Cow;
 use std::cell::RefCell;
-use std::collections::HashMap;
 use std::ops::Add;
 use std::rc::Rc;
 
@@ -191,8 +191,9 @@ pub struct CallEstimate {
 pub struct AstNode<'e> {
     /// The field path (`object`, `spec`, `containers`, `@items`, ...); empty if unknown.
     /// Shared strings: the estimator builds a node for every argument of every call, and
-    /// copying the steps was a large part of its time (docs/cost.md, benchmark).
-    pub path: Vec<Rc<str>>,
+    /// copying the steps was a large part of its time (docs/cost.md, benchmark); borrowed
+    /// when the node only lives for one question to the estimator.
+    pub path: Cow<'e, [Rc<str>]>,
     /// The checked type.
     pub ty: Type,
     /// The expression (None for synthetic nodes such as list elements).
@@ -245,15 +246,17 @@ pub type FunctionEstimator =
 pub struct CostOptions {
     /// cel-go `checker.PresenceTestHasCost` (default true: `has()` costs 1).
     pub presence_test_has_cost: bool,
-    /// cel-go `checker.OverloadCostEstimate`, by overload id.
-    pub overload_estimators: HashMap<String, FunctionEstimator>,
+    /// cel-go `checker.OverloadCostEstimate`, by overload id (with a fast hash: the
+    /// estimator looks up every overload of every call; SipHash showed in the benchmark's
+    /// profile, docs/cost.md).
+    pub(crate) overload_estimators: FastMap<String, FunctionEstimator>,
 }
 
 impl Default for CostOptions {
     fn default() -> Self {
         CostOptions {
             presence_test_has_cost: true,
-            overload_estimators: HashMap::new(),
+            overload_estimators: FastMap::default(),
         }
     }
 }
@@ -480,7 +483,7 @@ struct Coster<'a> {
     sizes: IdMap<SizeEstimate>,
     entry_sizes: IdMap<EntrySize>,
     presence_test_cost: CostEstimate,
-    overload_estimators: &'a HashMap<String, FunctionEstimator>,
+    overload_estimators: &'a FastMap<String, FunctionEstimator>,
     unsupported: Option<Unsupported>,
     /// The path steps, one shared string each (a path step is appended for every select and
     /// iteration variable; allocating a string each time was a large part of the estimate's
@@ -727,6 +730,16 @@ impl<'a> Coster<'a> {
         let p = GoPath::single(Rc::clone(&k));
         self.roots.insert(k, p.clone());
         p
+    }
+
+    /// [`Coster::get_path`] without copying the path (`None`: nil).
+    fn path_ref(&self, e: &IdedExpr) -> Option<&GoPath> {
+        if let Expr::Ident(n) = &e.expr
+            && let Some(v) = self.peek_local(n)
+        {
+            return Some(&v.path);
+        }
+        self.paths.get(&e.id)
     }
 
     /// cel-go `coster.getPath`.
@@ -1078,15 +1091,13 @@ impl<'a> Coster<'a> {
 
     /// cel-go `coster.newAstNode`.
     fn new_node<'e>(&mut self, e: &'e IdedExpr) -> AstNode<'e> {
-        let p = self.get_path(e);
         // "only provide paths to root vars; omit accumulator vars"
-        let path = if p.first_is(|p| p == "@result" || p == "@__result__") {
-            Vec::new()
-        } else {
-            p.to_vec()
+        let path = match self.path_ref(e) {
+            Some(p) if !p.first_is(|p| p == "@result" || p == "@__result__") => p.to_vec(),
+            _ => Vec::new(),
         };
         AstNode {
-            path,
+            path: Cow::Owned(path),
             ty: self.get_type(e),
             expr: Some(e),
             computed_size: self.compute_size(e),
@@ -1378,17 +1389,31 @@ impl<'a> Coster<'a> {
         if let Some(s) = compute_expr_size(e) {
             return Some(s);
         }
-        let node = AstNode {
-            path: self.get_path(e).to_vec(),
-            ty: self.get_type(e),
-            expr: Some(e),
-            computed_size: None,
+        let (estimated, scalar) = {
+            // The path as it reads now, borrowed from its backing array rather than copied
+            // (a node is sized many times; copying showed in the benchmark's profile,
+            // docs/cost.md). The estimator cannot reach the array, so nothing writes it
+            // while it is borrowed.
+            let buf = self
+                .path_ref(e)
+                .and_then(|p| Some((p.buf.as_ref()?.borrow(), p.len)));
+            let path: &[Rc<str>] = match &buf {
+                Some((b, len)) => &b[..(*len).min(b.len())],
+                None => &[],
+            };
+            let node = AstNode {
+                path: Cow::Borrowed(path),
+                ty: self.get_type(e),
+                expr: Some(e),
+                computed_size: None,
+            };
+            (self.estimator.estimate_size(&node), is_scalar(&node.ty))
         };
-        if let Some(s) = self.estimator.estimate_size(&node) {
+        if let Some(s) = estimated {
             self.sizes.insert(e.id, s);
             return Some(s);
         }
-        if is_scalar(&node.ty) {
+        if scalar {
             return Some(SizeEstimate::fixed(1));
         }
         if let Expr::Ident(n) = &e.expr

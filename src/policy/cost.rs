@@ -221,12 +221,6 @@ trait HasGvks {
     fn gvks_mut(&mut self) -> &mut Vec<Gvk>;
 }
 
-impl HasGvks for ExpressionCost {
-    fn gvks_mut(&mut self) -> &mut Vec<Gvk> {
-        &mut self.gvks
-    }
-}
-
 impl HasGvks for CostFinding {
     fn gvks_mut(&mut self) -> &mut Vec<Gvk> {
         &mut self.gvks
@@ -267,6 +261,10 @@ pub fn analyze(estimates: Vec<(ExpressionField, Gvk, CostOutcome)>) -> PolicyCos
     // (kind, budget) -> (sum, count, reasons), in first-seen order.
     let mut sums: Vec<(Gvk, CostLimit, u64, usize, Vec<String>)> = Vec::new();
     let mut per_call: Vec<CostFinding> = Vec::new();
+    // The site of each entry of `per_call` and `out.expressions`: entries are told apart by
+    // site (the fieldRef is a one-to-one rendering of it) without comparing strings.
+    let mut per_call_sites: Vec<ExpressionField> = Vec::new();
+    let mut expression_sites: Vec<ExpressionField> = Vec::new();
     // The estimates of one site come together (one per kind): render its fieldRef once.
     let mut field_ref = String::new();
     let mut field_of_ref: Option<ExpressionField> = None;
@@ -276,24 +274,24 @@ pub fn analyze(estimates: Vec<(ExpressionField, Gvk, CostOutcome)>) -> PolicyCos
             field_of_ref = Some(field);
         }
         if outcome.max > PER_CALL_LIMIT {
-            group(
-                &mut per_call,
-                gvk.clone(),
-                // Numbers first: they tell most entries apart without comparing strings.
-                |f| {
-                    f.estimate == outcome.max
-                        && f.field_ref.as_deref() == Some(field_ref.as_str())
-                        && f.because == outcome.unbounded
-                },
-                || CostFinding {
-                    field_ref: Some(field_ref.clone()),
-                    gvks: Vec::new(),
-                    limit: CostLimit::PerCallLimit,
-                    limit_value: PER_CALL_LIMIT,
-                    estimate: outcome.max,
-                    because: outcome.unbounded.clone(),
-                },
-            );
+            // Numbers first: they tell most entries apart without comparing strings.
+            let same = per_call.iter_mut().zip(&per_call_sites).find(|(f, site)| {
+                f.estimate == outcome.max && **site == field && f.because == outcome.unbounded
+            });
+            match same {
+                Some((f, _)) => f.gvks.push(gvk.clone()),
+                None => {
+                    per_call.push(CostFinding {
+                        field_ref: Some(field_ref.clone()),
+                        gvks: vec![gvk.clone()],
+                        limit: CostLimit::PerCallLimit,
+                        limit_value: PER_CALL_LIMIT,
+                        estimate: outcome.max,
+                        because: outcome.unbounded.clone(),
+                    });
+                    per_call_sites.push(field);
+                }
+            }
         }
         let Some(budget) = CostLimit::budget_of(field) else {
             continue;
@@ -313,22 +311,28 @@ pub fn analyze(estimates: Vec<(ExpressionField, Gvk, CostOutcome)>) -> PolicyCos
                 s.4.push(r.clone());
             }
         }
-        group(
-            &mut out.expressions,
-            gvk,
-            |e| {
+        let same = out
+            .expressions
+            .iter_mut()
+            .zip(&expression_sites)
+            .find(|(e, site)| {
                 (e.min, e.max) == (outcome.min, outcome.max)
-                    && e.field_ref == field_ref
+                    && **site == field
                     && e.unbounded == outcome.unbounded
-            },
-            || ExpressionCost {
-                field_ref: field_ref.clone(),
-                gvks: Vec::new(),
-                min: outcome.min,
-                max: outcome.max,
-                unbounded: outcome.unbounded.clone(),
-            },
-        );
+            });
+        match same {
+            Some((e, _)) => e.gvks.push(gvk),
+            None => {
+                out.expressions.push(ExpressionCost {
+                    field_ref: field_ref.clone(),
+                    gvks: vec![gvk],
+                    min: outcome.min,
+                    max: outcome.max,
+                    unbounded: outcome.unbounded,
+                });
+                expression_sites.push(field);
+            }
+        }
     }
     out.findings = per_call;
     for (gvk, budget, max, expressions, mut because) in sums {

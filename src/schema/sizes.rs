@@ -54,7 +54,9 @@ pub enum Shape {
     List(Box<SizeNode>),
     /// A map; its value (keys are `string`, whose `MaxElements` is 0 upstream).
     Map(Box<SizeNode>),
-    /// An object; its exposed fields by escaped name, sorted.
+    /// An object; its exposed fields by escaped name, sorted by the length of the name, then
+    /// the name ([`by_length_then_name`]: a lookup compares the bytes of names of its own
+    /// length only; the cost estimator looks fields up for every sized node).
     Object(Vec<(String, SizeNode)>),
 }
 
@@ -84,7 +86,7 @@ impl SizeNode {
 
     /// An object with these fields (sorted here) and minimum size.
     pub fn object(min_serialized_size: i64, mut fields: Vec<(String, SizeNode)>) -> Self {
-        fields.sort_by(|a, b| a.0.cmp(&b.0));
+        fields.sort_by(|a, b| by_length_then_name(&a.0, &b.0));
         fields.dedup_by(|later, earlier| {
             if later.0 == earlier.0 {
                 std::mem::swap(later, earlier);
@@ -105,7 +107,7 @@ impl SizeNode {
     pub fn field(&self, name: &str) -> Option<&SizeNode> {
         match &self.shape {
             Shape::Object(fields) => fields
-                .binary_search_by(|(n, _)| n.as_str().cmp(name))
+                .binary_search_by(|(n, _)| by_length_then_name(n, name))
                 .ok()
                 .map(|i| &fields[i].1),
             _ => None,
@@ -150,6 +152,11 @@ impl SizeNode {
     pub fn at_path<S: AsRef<str>>(&self, path: &[S]) -> Option<&SizeNode> {
         path.iter().try_fold(self, |n, step| n.step(step.as_ref()))
     }
+}
+
+/// The order of an object's fields in [`Shape::Object`].
+fn by_length_then_name(a: &str, b: &str) -> std::cmp::Ordering {
+    a.len().cmp(&b.len()).then_with(|| a.cmp(b))
 }
 
 /// `pkg/cel/common/schemas.go` `zeroIfNegative`.
@@ -231,5 +238,38 @@ mod tests {
         assert_eq!(map.at_path(&["@keys"]).unwrap().max_elements, 0);
         assert_eq!(map.at_path(&["@values"]).unwrap().max_elements, 40);
         assert_eq!(map.at_path(&["anything"]), None);
+    }
+
+    #[test]
+    fn fields_are_found_whatever_their_length() {
+        let names = [
+            "spec",
+            "a",
+            "metadata",
+            "ab",
+            "b",
+            "apiVersion",
+            "zz",
+            "kind",
+            "x",
+        ];
+        let root = SizeNode::object(
+            2,
+            names
+                .iter()
+                .enumerate()
+                .map(|(i, n)| ((*n).to_owned(), SizeNode::scalar(i as i64)))
+                .collect(),
+        );
+        for (i, n) in names.iter().enumerate() {
+            assert_eq!(
+                root.field(n).map(|f| f.min_serialized_size),
+                Some(i as i64),
+                "{n}"
+            );
+        }
+        for absent in ["", "c", "spe", "specs", "metadatA", "zzz"] {
+            assert!(root.field(absent).is_none(), "{absent}");
+        }
     }
 }
