@@ -11,6 +11,11 @@
 //! with 410 Gone: the test asserts that the relist path ran (`vapcheck_watch_restarts_total
 //! {reason="expired"}`).
 //!
+//! In a fourth scenario the API server stays up and the leading vapcheck process is killed
+//! with SIGKILL instead, each round: the standby must take the lease once it has expired
+//! (4 s), list and check everything, and reflect every change within [`BOUND`] of the lease's
+//! expiry; a new standby replaces the dead leader.
+//!
 //! A schema download failing transiently is the last test: vapcheck talks to the API server
 //! through `kubectl proxy`, started first with `--reject-paths` for one `/openapi/v3` document
 //! and later for the whole index, then restarted without; statuses must show the failure
@@ -18,7 +23,10 @@
 //! [`BOUND`] of the proxy serving everything again.
 //!
 //! Size: `VAPCHECK_FAULT_RESTARTS` (default 3), `VAPCHECK_FAULT_POLICIES` (initial policies,
-//! default 12), `VAPCHECK_FAULT_DOWN_SECONDS` (default 8). `VAPCHECK_FAULT_BIN` runs another
+//! default 12), `VAPCHECK_FAULT_CHURN` (policies created and flipped before each kill and
+//! again after each restart; default a sixth of the initial policies, at least 2: at 5,000
+//! policies set it, since the test writes them one by one and the bound runs meanwhile),
+//! `VAPCHECK_FAULT_DOWN_SECONDS` (default 8). `VAPCHECK_FAULT_BIN` runs another
 //! vapcheck binary (to measure an older build; the bound is then reported, not asserted, if
 //! `VAPCHECK_FAULT_MEASURE_ONLY=1`).
 
@@ -104,6 +112,20 @@ impl Replica {
 
     fn log_text(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// SIGKILL (std's `Child::kill`), reaped at once; returns the log. Drop does not signal
+    /// the process again (its pid may be reused once reaped).
+    fn kill_now(mut self) -> anyhow::Result<PathBuf> {
+        self.child.kill().context("SIGKILL to the leader")?;
+        self.child.wait().context("reaping the leader")?;
+        let log = self.log.clone();
+        std::mem::forget(self);
+        Ok(log)
     }
 
     /// `metrics=` or `health=` address from the start-up log line.
@@ -433,6 +455,10 @@ enum Scenario {
     /// can neither read nor write; the lease cannot be renewed, so the write fence runs out,
     /// and the replica must lead again and catch up once etcd is back.
     EtcdRestarts,
+    /// Two replicas with a 4 s lease; each round kills the leader process with SIGKILL (the
+    /// API server stays up), so the standby must take the lease once it expires, list and
+    /// check everything, and catch up. A new standby replaces the dead leader every round.
+    LeaderKilled,
 }
 
 impl Scenario {
@@ -440,6 +466,7 @@ impl Scenario {
     fn component(self) -> &'static str {
         match self {
             Scenario::EtcdRestarts => "etcd",
+            Scenario::LeaderKilled => "the leading vapcheck",
             _ => "kube-apiserver",
         }
     }
@@ -462,12 +489,61 @@ async fn one_leader_converges_within_bound_across_etcd_restarts() -> anyhow::Res
     run(Scenario::EtcdRestarts).await
 }
 
+#[tokio::test]
+async fn standby_takes_over_from_a_killed_leader_and_converges_within_bound() -> anyhow::Result<()>
+{
+    run(Scenario::LeaderKilled).await
+}
+
+/// The lease duration the replicas run with (`Replica::start`).
+const LEASE: Duration = Duration::from_secs(4);
+
+/// When the lease expires unless renewed: `renewTime + leaseDurationSeconds`, in Unix ms.
+async fn lease_expiry_ms(client: &Client) -> anyhow::Result<u128> {
+    let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+        Api::namespaced(client.clone(), "default");
+    let spec = leases
+        .get("vapcheck-faults")
+        .await?
+        .spec
+        .context("the lease has no spec")?;
+    let renewed = spec.renew_time.context("the lease has no renewTime")?.0;
+    let duration = spec
+        .lease_duration_seconds
+        .context("the lease has no leaseDurationSeconds")?;
+    let renewed_ms = u128::try_from(renewed.as_millisecond()).context("renewTime before 1970")?;
+    Ok(renewed_ms + u128::try_from(duration)? * 1000)
+}
+
+/// The index in `replicas` of the lease holder (its identity ends with `-<pid>`).
+async fn leader_index(client: &Client, replicas: &[Replica]) -> anyhow::Result<usize> {
+    let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+        Api::namespaced(client.clone(), "default");
+    let pids: Vec<u32> = replicas.iter().map(Replica::pid).collect();
+    wait_for(
+        "a replica to hold the lease",
+        Duration::from_secs(30),
+        || async {
+            let holder = leases
+                .get_opt("vapcheck-faults")
+                .await?
+                .and_then(|l| l.spec)
+                .and_then(|s| s.holder_identity)
+                .unwrap_or_default();
+            Ok(pids
+                .iter()
+                .position(|pid| holder.ends_with(&format!("-{pid}"))))
+        },
+    )
+    .await
+}
+
 async fn run(scenario: Scenario) -> anyhow::Result<()> {
     let restarts = env_number("VAPCHECK_FAULT_RESTARTS", 3) as usize;
     let initial = env_number("VAPCHECK_FAULT_POLICIES", 12) as usize;
     let down = env_number("VAPCHECK_FAULT_DOWN_SECONDS", 8);
     let measure_only = std::env::var("VAPCHECK_FAULT_MEASURE_ONLY").is_ok_and(|v| v == "1");
-    let per_round = (initial / 6).max(2);
+    let per_round = env_number("VAPCHECK_FAULT_CHURN", (initial as u64 / 6).max(2)) as usize;
 
     let cluster = tokio::task::spawn_blocking(|| {
         Cluster::start(UpOptions {
@@ -478,18 +554,20 @@ async fn run(scenario: Scenario) -> anyhow::Result<()> {
     .await??;
     let client: Client = cluster.client().await?;
     let api: Api<ValidatingAdmissionPolicy> = Api::all(client.clone());
-    let replicas = match scenario {
+    let mut replicas = match scenario {
         Scenario::OneReplicaWatchResumes => vec![Replica::start(
             cluster.kubeconfig(),
             "single",
             &["--leader-election", "false"],
         )?],
         Scenario::EtcdRestarts => vec![Replica::start(cluster.kubeconfig(), "leader", &[])?],
-        Scenario::TwoReplicasLeaseLost => vec![
+        Scenario::TwoReplicasLeaseLost | Scenario::LeaderKilled => vec![
             Replica::start(cluster.kubeconfig(), "ha-a", &[])?,
             Replica::start(cluster.kubeconfig(), "ha-b", &[])?,
         ],
     };
+    // The logs of the leaders killed in `LeaderKilled`.
+    let mut dead_logs: Vec<PathBuf> = Vec::new();
 
     let mut churn = Churn {
         api: api.clone(),
@@ -515,13 +593,39 @@ async fn run(scenario: Scenario) -> anyhow::Result<()> {
         if round % 2 == 0 {
             tokio::time::sleep(Duration::from_millis(300)).await;
         }
-        let kubeconfig = cluster.kubeconfig().to_owned();
-        let component = scenario.component();
-        let ready_ms =
+        let ready_ms = if scenario == Scenario::LeaderKilled {
+            let leader = replicas.remove(leader_index(&client, &replicas).await?);
+            let pid = leader.pid();
+            let killed_ms = support::unix_ms();
+            dead_logs.push(leader.kill_now()?);
+            eprintln!(
+                "e2e: {scenario:?}: round {}: killed the leader (pid {pid})",
+                round + 1
+            );
+            replicas.push(Replica::start(
+                cluster.kubeconfig(),
+                &format!("ha-r{}", round + 1),
+                &[],
+            )?);
+            // The bound runs from when the dead leader's lease expires (no replica may take
+            // it over sooner): its last renewal plus the lease duration, at most `LEASE` after
+            // the kill.
+            killed_ms + LEASE.as_millis()
+        } else {
+            let kubeconfig = cluster.kubeconfig().to_owned();
+            let component = scenario.component();
             tokio::task::spawn_blocking(move || support::restart(&kubeconfig, component, down))
-                .await??;
+                .await??
+        };
         // Changes right after the restart.
         churn.round(per_round, 2 * round + 1).await?;
+        // The dead leader's last renewal (read after the changes, so that a renewal it sent
+        // right before it died has landed).
+        let ready_ms = if scenario == Scenario::LeaderKilled {
+            lease_expiry_ms(&client).await?.min(ready_ms)
+        } else {
+            ready_ms
+        };
         // After an etcd outage, /readyz passing does not mean watches deliver again: measure
         // from when kube-apiserver's watch cache has caught up too (`watch_cache_caught_up`).
         let from_ms = if scenario == Scenario::EtcdRestarts {
@@ -537,6 +641,8 @@ async fn run(scenario: Scenario) -> anyhow::Result<()> {
         };
         let limit = if measure_only {
             Duration::from_secs(180)
+        } else if scenario == Scenario::LeaderKilled {
+            LEASE + BOUND + Duration::from_secs(2)
         } else {
             BOUND + Duration::from_secs(2)
         };
@@ -551,10 +657,15 @@ async fn run(scenario: Scenario) -> anyhow::Result<()> {
         let now = support::unix_ms();
         let took = Duration::from_millis(u64::try_from(now.saturating_sub(from_ms))?);
         eprintln!(
-            "e2e: {scenario:?}: restart {}/{restarts}: {} policies converged {:.1}s after kube-apiserver was ready{}",
+            "e2e: {scenario:?}: restart {}/{restarts}: {} policies converged {:.1}s after {}{}",
             round + 1,
             churn.expected.len(),
             now.saturating_sub(ready_ms) as f64 / 1000.0,
+            if scenario == Scenario::LeaderKilled {
+                "the killed leader's lease expired"
+            } else {
+                "kube-apiserver was ready"
+            },
             if from_ms > ready_ms {
                 format!(
                     ", {:.1}s after its watch cache caught up",
@@ -607,7 +718,7 @@ async fn run(scenario: Scenario) -> anyhow::Result<()> {
     eprintln!("e2e: {scenario:?}: watch restarts: expired {expired}, error {errors}");
     // An etcd outage need not break the watch: kube-apiserver keeps it open and its watch
     // cache resumes from etcd.
-    if scenario != Scenario::EtcdRestarts {
+    if !matches!(scenario, Scenario::EtcdRestarts | Scenario::LeaderKilled) {
         assert!(
             expired + errors >= restarts as f64,
             "watch restarts {expired} + {errors}"
@@ -638,10 +749,24 @@ async fn run(scenario: Scenario) -> anyhow::Result<()> {
     )?;
     assert!(ready.starts_with("HTTP/1.1 200"), "{ready}");
     assert!(ready.contains("[+]policy-watch ok"), "{ready}");
-    if scenario != Scenario::OneReplicaWatchResumes {
+    if matches!(
+        scenario,
+        Scenario::TwoReplicasLeaseLost | Scenario::EtcdRestarts
+    ) {
         // The fence ran out during the outages and a replica led again afterwards.
         let logs: String = replicas.iter().map(Replica::log_text).collect();
         assert!(logs.contains("this replica may have lost it"), "{logs}");
+        assert!(
+            logs.matches("acquired the lease").count() > restarts,
+            "{logs}"
+        );
+    }
+    if scenario == Scenario::LeaderKilled {
+        // The first leader, then one new leader after each kill.
+        let mut logs: String = replicas.iter().map(Replica::log_text).collect();
+        for log in &dead_logs {
+            logs.push_str(&std::fs::read_to_string(log)?);
+        }
         assert!(
             logs.matches("acquired the lease").count() > restarts,
             "{logs}"
