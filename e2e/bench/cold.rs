@@ -1,7 +1,8 @@
 //! Cold start side by side (issue 17): N policies on a fresh control plane, then either
 //! kube-controller-manager's ValidatingAdmissionPolicy status controller alone or vapcheck
 //! alone (the other one is not running), until every policy's status is written for its
-//! generation (`status.observedGeneration == metadata.generation`). Printed per side: wall time
+//! generation (`status.observedGeneration == metadata.generation`; followed on a watch,
+//! [`common::Progress`], and confirmed by a list). Printed per side: wall time
 //! to converge (from the controller's start), CPU-seconds (`utime + stime` of the process, at
 //! convergence) and peak RSS (`VmHWM`, read after convergence); then the ratios.
 //!
@@ -27,7 +28,9 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::bail;
-use common::{Side, converged, cpu_seconds, create_policies, env_number, proc_status_mib, start};
+use common::{
+    Progress, Side, converged, cpu_seconds, create_policies, env_number, proc_status_mib, start,
+};
 use k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicy;
 use kube::api::Api;
 use support::{Cluster, UpOptions};
@@ -58,16 +61,25 @@ async fn run_side(side: Side, n: usize, timeout: Duration) -> anyhow::Result<Mea
         "vapcheck-bench-{}-{side:?}.log",
         std::process::id()
     ));
+    let progress = Progress::start(&api).await?;
     let started = Instant::now();
     let mut child = start(side, cluster.kubeconfig(), &log)?;
     let pid = child.0.id();
     eprintln!("bench: {side:?} (pid {pid}) logs to {}", log.display());
     let mut last_print = Instant::now();
-    loop {
-        tokio::time::sleep(Duration::from_millis(500)).await;
-        let (done, total) = converged(&api).await?;
+    let wall = loop {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let (done, total) = progress.counts();
         if done == total {
-            break;
+            // The watch says so; the time is when it saw the last write. One list confirms.
+            let at = started.elapsed();
+            let (listed_done, listed_total) = converged(&api).await?;
+            if listed_done == listed_total && listed_total == n {
+                break at;
+            }
+            eprintln!(
+                "bench: {side:?}: the watch saw {done} of {total} converged, a list {listed_done} of {listed_total}; waiting on"
+            );
         }
         if started.elapsed() > timeout {
             bail!(
@@ -88,8 +100,8 @@ async fn run_side(side: Side, n: usize, timeout: Duration) -> anyhow::Result<Mea
             );
             last_print = Instant::now();
         }
-    }
-    let wall = started.elapsed();
+    };
+    drop(progress);
     let cpu_s = cpu_seconds(pid)?;
     let peak_rss_mib = proc_status_mib(pid, "VmHWM")?;
     drop(child);
