@@ -853,3 +853,63 @@ spec:
     .await?;
     Ok(())
 }
+
+/// A status write racing a deletion: the API server does not answer an apply to a deleted
+/// policy's status with 404 (an apply would create what is missing; the status body has no
+/// name), and vapcheck's write must still end as "the policy is gone", not as an error.
+#[tokio::test]
+async fn a_status_write_to_a_deleted_policy_ends_as_gone() -> anyhow::Result<()> {
+    let cluster = tokio::task::spawn_blocking(|| {
+        Cluster::start(UpOptions {
+            with_upstream_controller: false,
+            ..UpOptions::default()
+        })
+    })
+    .await??;
+    let client = cluster.client().await?;
+    let api: Api<ValidatingAdmissionPolicy> = Api::all(client.clone());
+    let status = ValidatingAdmissionPolicyStatus {
+        observed_generation: Some(1),
+        ..Default::default()
+    };
+
+    let name = "deleted.e2e.vapcheck.dev";
+    apply_yaml(&client, &replicas_policy(name, "object.spec.replicas > 1")).await?;
+    api.delete(name, &Default::default()).await?;
+    wait_for("the policy to be gone", DEADLINE, || async {
+        Ok(api.get_opt(name).await?.is_none().then_some(()))
+    })
+    .await?;
+    // The premise, from the real API server: 400, not 404.
+    let raw = api
+        .patch_status(
+            name,
+            &PatchParams::apply("vapcheck").force(),
+            &Patch::Apply(vapcheck::controller::status::apply_body(&status)),
+        )
+        .await;
+    match raw {
+        Err(kube::Error::Api(s)) => {
+            assert_eq!(s.code, 400, "{s:?}");
+            assert!(s.message.contains("name must be provided"), "{s:?}");
+        }
+        other => bail!("an apply to a deleted policy's status answered {other:?}"),
+    }
+    assert!(
+        vapcheck::controller::apply_status(&api, name, &status)
+            .await?
+            .is_none(),
+        "the write did not report the policy gone"
+    );
+    // No policy was created by either write.
+    assert!(api.get_opt(name).await?.is_none());
+
+    // An existing policy's status is written and returned.
+    let kept = "kept.e2e.vapcheck.dev";
+    apply_yaml(&client, &replicas_policy(kept, "object.spec.replicas > 1")).await?;
+    let stored = vapcheck::controller::apply_status(&api, kept, &status)
+        .await?
+        .context("the existing policy was reported gone")?;
+    assert_eq!(stored.status.and_then(|s| s.observed_generation), Some(1));
+    Ok(())
+}

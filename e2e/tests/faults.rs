@@ -68,8 +68,12 @@ struct Replica {
 
 impl Replica {
     fn start(kubeconfig: &Path, label: &str, extra: &[&str]) -> anyhow::Result<Replica> {
+        // The tests of this file run in parallel in one process, and two scenarios use the
+        // same labels: a counter keeps each replica's log apart.
+        static STARTED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = STARTED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let log = std::env::temp_dir().join(format!(
-            "vapcheck-e2e-faults-{label}-{}.log",
+            "vapcheck-e2e-faults-{label}-{}-{n}.log",
             std::process::id()
         ));
         let file = std::fs::File::create(&log).with_context(|| log.display().to_string())?;

@@ -380,13 +380,9 @@ async fn check_and_write(
     }
 
     let api: Api<ValidatingAdmissionPolicy> = Api::all(ctx.client.clone());
-    let params = PatchParams::apply(FIELD_MANAGER).force();
-    let stored = match api
-        .patch_status(name, &params, &Patch::Apply(apply_body(&desired)))
-        .await
-    {
-        Ok(stored) => stored,
-        Err(kube::Error::Api(s)) if s.is_not_found() => {
+    let stored = match apply_status(&api, name, &desired).await {
+        Ok(Some(stored)) => stored,
+        Ok(None) => {
             ctx.metrics.status_write(StatusWriteResult::NotFound);
             return Ok(Checked::Partial(Outcome::Gone));
         }
@@ -424,6 +420,10 @@ async fn check_and_write(
             .await
         {
             Ok(cleared) => written_version = verified(&cleared),
+            Err(kube::Error::Api(s)) if s.is_not_found() => {
+                ctx.metrics.status_write(StatusWriteResult::NotFound);
+                return Ok(Checked::Partial(Outcome::Gone));
+            }
             Err(e) => {
                 ctx.metrics.status_write(StatusWriteResult::Error);
                 return Err(ReconcileError::Write(e.to_string()));
@@ -453,6 +453,40 @@ async fn check_and_write(
         }
     }
     Ok(done(Outcome::Written, written_version))
+}
+
+/// Applies `desired` to the status of policy `name` (server-side apply, forced, as
+/// [`FIELD_MANAGER`]) and returns the stored policy, or `None` when the policy no longer
+/// exists.
+///
+/// A deleted policy is not always answered 404: an apply creates what is missing
+/// (k8s.io/apiserver v0.37.1 `pkg/endpoints/handlers/patch.go`, `patchResource`: apply patch
+/// types set `forceAllowCreate`), so the API server tries to create the policy from the status
+/// body, which has no name, and refuses with 400 "the name of the object (<name> based on URL)
+/// was undeterminable: name must be provided" (`rest.go`, `checkName`; a body with the name
+/// would be refused as an invalid policy, 422). So after a 400 or 422, one GET tells whether
+/// the policy is gone; otherwise the refusal is returned as it came.
+#[doc(hidden)]
+pub async fn apply_status(
+    api: &Api<ValidatingAdmissionPolicy>,
+    name: &str,
+    desired: &k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicyStatus,
+) -> Result<Option<ValidatingAdmissionPolicy>, kube::Error> {
+    let params = PatchParams::apply(FIELD_MANAGER).force();
+    match api
+        .patch_status(name, &params, &Patch::Apply(apply_body(desired)))
+        .await
+    {
+        Ok(stored) => Ok(Some(stored)),
+        Err(kube::Error::Api(s)) if s.is_not_found() => Ok(None),
+        Err(kube::Error::Api(s)) if s.code == 400 || s.code == 422 => {
+            match api.get_opt(name).await {
+                Ok(None) => Ok(None),
+                _ => Err(kube::Error::Api(s)),
+            }
+        }
+        Err(e) => Err(e),
+    }
 }
 
 /// Adds the `BindingsEffective` condition to `computed` (`Unknown` when the bindings or
