@@ -683,6 +683,11 @@ async fn run_controller(ctx: Arc<Context>, stop: impl Future<Output = ()> + Send
             if let Err(e) = result {
                 match e {
                     controller::Error::ReconcilerFailed(..) => {}
+                    // A requeue (re-check period, retry, trigger) for a policy deleted since:
+                    // nothing to do, and not a fault.
+                    controller::Error::ObjectNotFound(object) => {
+                        debug!(policy = %object.name, "not reconciled: the policy was deleted");
+                    }
                     other => warn!(error = %other, "controller"),
                 }
             }
