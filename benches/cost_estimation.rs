@@ -11,6 +11,9 @@
 //! difference is the estimate (and the policy layer's sums and findings over it).
 //!
 //! Run: `cargo bench --bench cost_estimation` (`VAPCHECK_BENCH_ROUNDS=<n>` rounds, default 7).
+//! `VAPCHECK_BENCH_BREAKDOWN=1` also prints the thread CPU time inside each backend method and
+//! the rest (the policy layer), per half; `VAPCHECK_BENCH_ONLY=with` (or `without`) runs the
+//! rounds of one half only, for a profile of each (docs/cost.md).
 
 mod common;
 
