@@ -11,6 +11,9 @@
 //! difference is the estimate (and the policy layer's sums and findings over it).
 //!
 //! Run: `cargo bench --bench cost_estimation` (`VAPCHECK_BENCH_ROUNDS=<n>` rounds, default 7).
+//! `VAPCHECK_BENCH_BREAKDOWN=1` also prints the thread CPU time inside each backend method and
+//! the rest (the policy layer), per half; `VAPCHECK_BENCH_ONLY=with` (or `without`) runs the
+//! rounds of one half only, for a profile of each (docs/cost.md).
 
 mod common;
 
@@ -35,49 +38,130 @@ struct SwitchEnv {
     estimate: bool,
 }
 
-// Every method of both traits is delegated (a method left to its default would make one run
-// do less work than the other).
+/// The backend methods whose time `VAPCHECK_BENCH_BREAKDOWN=1` measures.
+#[derive(Clone, Copy)]
+enum Method {
+    Parse,
+    Environment,
+    Guards,
+    Fields,
+    PatchLiterals,
+    Check,
+    DeclareVariable,
+    Notes,
+    Cost,
+    DropEnv,
+}
+
+const METHODS: [(Method, &str); 10] = [
+    (Method::Parse, "parse"),
+    (Method::Environment, "environment"),
+    (Method::Guards, "guards"),
+    (Method::Fields, "is_required_field + is_absent_field"),
+    (Method::PatchLiterals, "patch_literals"),
+    (Method::Check, "check"),
+    (Method::DeclareVariable, "declare_variable"),
+    (Method::Notes, "notes"),
+    (Method::Cost, "cost"),
+    (Method::DropEnv, "dropping the environments"),
+];
+
+/// Thread CPU nanoseconds inside each method, per half (0: without estimates, 1: with).
+static IN_METHOD: [[AtomicU64; 10]; 2] = [const { [const { AtomicU64::new(0) }; 10] }; 2];
+
+/// Whether the time of every backend method is measured (`VAPCHECK_BENCH_BREAKDOWN=1`): off by
+/// default, so that the two halves' times carry no clock reads but those of `cost`.
+static BREAKDOWN: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Runs `f`, adding its time to `method`'s of this half when the breakdown is on.
+fn timed<T>(estimate: bool, method: Method, f: impl FnOnce() -> T) -> T {
+    if !BREAKDOWN.load(Ordering::Relaxed) {
+        return f();
+    }
+    let start = thread_cpu();
+    let out = f();
+    let nanos = u64::try_from(thread_cpu().saturating_sub(start).as_nanos()).unwrap_or(u64::MAX);
+    IN_METHOD[usize::from(estimate)][method as usize].fetch_add(nanos, Ordering::Relaxed);
+    out
+}
+
+// Every method of both traits is delegated (a method left to its default would make the
+// corpus check do less work than the real one).
 impl ExpressionChecker for Switch<'_> {
     fn parse(&self, expression: &str) -> Result<ParsedExpr, String> {
-        self.inner.parse(expression)
+        timed(self.estimate, Method::Parse, || {
+            self.inner.parse(expression)
+        })
     }
     fn environment(&self, request: &EnvRequest<'_>) -> Result<Box<dyn CheckEnv>, String> {
+        let inner = timed(self.estimate, Method::Environment, || {
+            self.inner.environment(request)
+        })?;
         Ok(Box::new(SwitchEnv {
-            inner: self.inner.environment(request)?,
+            inner,
             estimate: self.estimate,
         }))
     }
     fn guards(&self, parsed: &ParsedExpr) -> Option<vapcheck::policy::narrowing::Guards> {
-        self.inner.guards(parsed)
+        timed(self.estimate, Method::Guards, || self.inner.guards(parsed))
     }
     fn is_required_field(&self, object: &SchemaType, path: &[String]) -> bool {
-        self.inner.is_required_field(object, path)
+        timed(self.estimate, Method::Fields, || {
+            self.inner.is_required_field(object, path)
+        })
+    }
+    fn is_absent_field(&self, object: &SchemaType, path: &[String]) -> bool {
+        timed(self.estimate, Method::Fields, || {
+            self.inner.is_absent_field(object, path)
+        })
     }
     fn patch_literals(&self, parsed: &ParsedExpr) -> Option<vapcheck::mutating::literal::Literals> {
-        self.inner.patch_literals(parsed)
+        timed(self.estimate, Method::PatchLiterals, || {
+            self.inner.patch_literals(parsed)
+        })
     }
 }
 
 impl CheckEnv for SwitchEnv {
     fn check(&self, parsed: &ParsedExpr) -> Result<OutputType, String> {
-        self.inner.check(parsed)
+        timed(self.estimate, Method::Check, || self.inner.check(parsed))
     }
     fn declare_variable(&mut self, name: &str, ty: &OutputType) {
-        self.inner.declare_variable(name, ty);
+        let inner = &mut self.inner;
+        timed(self.estimate, Method::DeclareVariable, || {
+            inner.declare_variable(name, ty);
+        });
     }
     fn notes(&self, parsed: &ParsedExpr) -> Option<String> {
-        self.inner.notes(parsed)
+        timed(self.estimate, Method::Notes, || self.inner.notes(parsed))
     }
     fn cost(&self, parsed: &ParsedExpr) -> Option<CostOutcome> {
         if !self.estimate {
             return None;
         }
         let start = Instant::now();
-        let out = self.inner.cost(parsed);
+        let out = timed(true, Method::Cost, || self.inner.cost(parsed));
         let nanos = u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX);
         IN_COST.fetch_add(nanos, Ordering::Relaxed);
         out
     }
+}
+
+impl Drop for SwitchEnv {
+    fn drop(&mut self) {
+        let inner = std::mem::replace(&mut self.inner, Box::new(Dropped));
+        timed(self.estimate, Method::DropEnv, || drop(inner));
+    }
+}
+
+/// What a [`SwitchEnv`] holds once its environment is dropped.
+struct Dropped;
+
+impl CheckEnv for Dropped {
+    fn check(&self, _parsed: &ParsedExpr) -> Result<OutputType, String> {
+        Err("dropped".into())
+    }
+    fn declare_variable(&mut self, _name: &str, _ty: &OutputType) {}
 }
 
 /// Time spent inside the backend's [`CheckEnv::cost`] (the estimates themselves; the rest of
@@ -109,6 +193,47 @@ struct Took {
 fn median(mut v: Vec<Duration>) -> Duration {
     v.sort();
     v[v.len() / 2]
+}
+
+fn ms_of(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+/// The mean time per corpus check inside each backend method, per half, and the rest of the
+/// median CPU time (the policy layer).
+fn print_breakdown(rounds: usize, without: &[Took], with: &[Took]) {
+    let per = |half: usize, m: Method| {
+        IN_METHOD[half][m as usize].load(Ordering::Relaxed) as f64 / 1e6 / rounds as f64
+    };
+    println!("breakdown, ms per corpus check (mean; thread CPU time inside each backend method):");
+    println!("  {:<38} {:>9} {:>9} {:>9}", "", "without", "with", "diff");
+    let (mut sum0, mut sum1) = (0.0, 0.0);
+    for (m, name) in METHODS {
+        let (a, b) = (per(0, m), per(1, m));
+        sum0 += a;
+        sum1 += b;
+        println!("  {name:<38} {a:>9.2} {b:>9.2} {:>+9.2}", b - a);
+    }
+    println!(
+        "  {:<38} {sum0:>9.2} {sum1:>9.2} {:>+9.2}",
+        "all backend methods",
+        sum1 - sum0
+    );
+    let mean = |v: &[Took]| {
+        if v.is_empty() {
+            f64::NAN
+        } else {
+            v.iter().map(|t| ms_of(t.cpu)).sum::<f64>() / v.len() as f64
+        }
+    };
+    let (w0, w1) = (mean(without), mean(with));
+    println!(
+        "  {:<38} {:>9.2} {:>9.2} {:>+9.2}",
+        "the rest (the policy layer)",
+        w0 - sum0,
+        w1 - sum1,
+        (w1 - sum1) - (w0 - sum0)
+    );
 }
 
 fn loadavg() -> String {
@@ -188,19 +313,54 @@ fn main() {
     assert!(with_estimates > 0, "the corpus check made no estimates");
     assert_eq!(without_estimates, 0, "estimation was not switched off");
 
+    // `VAPCHECK_BENCH_ONLY=with` (or `without`): the rounds run that half only, for a profile
+    // of each half (docs/cost.md); the other half's medians are then of no rounds.
+    let only = std::env::var("VAPCHECK_BENCH_ONLY").ok();
+    let (do_with, do_without) = match only.as_deref() {
+        None => (true, true),
+        Some("with") => (true, false),
+        Some("without") => (false, true),
+        Some(other) => panic!("VAPCHECK_BENCH_ONLY={other:?}: expected `with` or `without`"),
+    };
     let (mut t_with, mut t_without) = (Vec::new(), Vec::new());
     IN_COST.store(0, Ordering::Relaxed);
+    BREAKDOWN.store(
+        std::env::var("VAPCHECK_BENCH_BREAKDOWN").is_ok_and(|v| v == "1"),
+        Ordering::Relaxed,
+    );
     for round in 0..rounds {
         // Alternate the order so that a load change does not favour one side.
         if round % 2 == 0 {
-            t_with.push(run(&with).0);
-            t_without.push(run(&without).0);
+            if do_with {
+                t_with.push(run(&with).0);
+            }
+            if do_without {
+                t_without.push(run(&without).0);
+            }
         } else {
-            t_without.push(run(&without).0);
-            t_with.push(run(&with).0);
+            if do_without {
+                t_without.push(run(&without).0);
+            }
+            if do_with {
+                t_with.push(run(&with).0);
+            }
         }
     }
-    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    if BREAKDOWN.load(Ordering::Relaxed) {
+        print_breakdown(rounds, &t_without, &t_with);
+    }
+    if only.is_some() {
+        let ms = |v: &[Took]| ms_of(median(v.iter().map(|t| t.cpu).collect()));
+        let side = if do_with { &t_with } else { &t_without };
+        println!(
+            "only {}: cpu median {:.1} ms; inside CheckEnv::cost {:.1} ms per corpus check",
+            only.as_deref().unwrap_or_default(),
+            ms(side),
+            IN_COST.load(Ordering::Relaxed) as f64 / 1e6 / rounds as f64
+        );
+        return;
+    }
+    let ms = ms_of;
     let report = |what: &str, pick: fn(&Took) -> Duration| -> f64 {
         let all = |v: &[Took]| {
             v.iter()

@@ -282,6 +282,8 @@ impl ExpressionChecker for KubeChecker {
             object_root,
             params_root,
             checked: std::cell::RefCell::new(Vec::new()),
+            spent: std::cell::RefCell::new(Vec::new()),
+            answers: std::cell::RefCell::new(None),
         }))
     }
 
@@ -327,6 +329,25 @@ struct KindEnv {
     /// Taking their types from that check saves a second one and estimates each variable with
     /// the types it was checked with, as the oracle's golden does (`variables[:i]`).
     checked: std::cell::RefCell<Vec<(usize, crate::cel::CheckedTypes)>>,
+    /// The types [`CheckEnv::cost`] took and used, freed with the environment (as the ones no
+    /// estimate takes are): freeing each right after its estimate, between the checks, took
+    /// more time in the benchmark (docs/cost.md).
+    spent: std::cell::RefCell<Vec<crate::cel::CheckedTypes>>,
+    /// The size answers of this environment's roots ([`RootAnswers`]) while it estimates:
+    /// taken from the thread's table once instead of once per estimate, given back on drop.
+    answers: std::cell::RefCell<Option<crate::k8s_env::cost::SizeAnswers>>,
+}
+
+impl Drop for KindEnv {
+    fn drop(&mut self) {
+        if let Some(answers) = self.answers.get_mut().take() {
+            keep_root_answers(
+                self.object_root.as_ref(),
+                self.params_root.as_ref(),
+                answers,
+            );
+        }
+    }
 }
 
 /// The schema size lookups and the reasons of unbounded paths [`CheckEnv::cost`] made
@@ -457,9 +478,14 @@ impl CheckEnv for KindEnv {
         };
         let recorded = std::cell::RefCell::new(Vec::new());
         let (object, params) = (self.object_root.as_ref(), self.params_root.as_ref());
-        let memo = std::cell::RefCell::new(crate::k8s_env::cost::PathMemo::with_answers(
-            take_root_answers(object, params),
-        ));
+        // The answers kept for these roots: taken from the thread's table by the first
+        // estimate of this environment and given back when it is dropped.
+        let answers = self
+            .answers
+            .borrow_mut()
+            .take()
+            .unwrap_or_else(|| take_root_answers(object, params));
+        let memo = std::cell::RefCell::new(crate::k8s_env::cost::PathMemo::with_answers(answers));
         let sizes = crate::k8s_env::cost::SchemaSizeEstimator {
             object: self.object_root.as_deref().and_then(RootType::sizes),
             params: self.params_root.as_deref().and_then(RootType::sizes),
@@ -471,7 +497,8 @@ impl CheckEnv for KindEnv {
         let unbounded = estimate.as_ref().ok().map(|_| {
             crate::k8s_env::cost::unbounded_reasons_memo(&sizes, &recorded.borrow(), &memo)
         });
-        keep_root_answers(object, params, memo.borrow_mut().take_answers());
+        *self.answers.borrow_mut() = Some(memo.borrow_mut().take_answers());
+        self.spent.borrow_mut().push(types);
         let estimate = estimate.ok()?;
         Some(crate::policy::CostOutcome {
             min: estimate.min,

@@ -20,7 +20,7 @@ use cel::common::ast::{
 };
 
 use super::checker::{CheckedTypes, Synth, SynthComprehension};
-use super::env::{Env, FastMap};
+use super::env::{Env, WordMap};
 use super::parse::ParsedExpr;
 use super::types::{Kind, Type};
 
@@ -249,14 +249,14 @@ pub struct CostOptions {
     /// cel-go `checker.OverloadCostEstimate`, by overload id (with a fast hash: the
     /// estimator looks up every overload of every call; SipHash showed in the benchmark's
     /// profile, docs/cost.md).
-    pub(crate) overload_estimators: FastMap<String, FunctionEstimator>,
+    pub(crate) overload_estimators: WordMap<String, FunctionEstimator>,
 }
 
 impl Default for CostOptions {
     fn default() -> Self {
         CostOptions {
             presence_test_has_cost: true,
-            overload_estimators: FastMap::default(),
+            overload_estimators: WordMap::default(),
         }
     }
 }
@@ -479,23 +479,23 @@ struct Coster<'a> {
     // its maps was a large part of its time. (`steps` of this estimate are `Buffers::steps`
     // too: one string per step, shared by the estimates of a thread.)
     paths: IdMap<GoPath>,
-    locals: FastMap<String, Vec<LocalVar>>,
+    locals: WordMap<String, Vec<LocalVar>>,
     sizes: IdMap<SizeEstimate>,
     entry_sizes: IdMap<EntrySize>,
     presence_test_cost: CostEstimate,
-    overload_estimators: &'a FastMap<String, FunctionEstimator>,
+    overload_estimators: &'a WordMap<String, FunctionEstimator>,
     unsupported: Option<Unsupported>,
     /// The path steps, one shared string each (a path step is appended for every select and
     /// iteration variable; allocating a string each time was a large part of the estimate's
     /// time, docs/cost.md).
-    steps: FastMap<Rc<str>, ()>,
+    steps: WordMap<Rc<str>, ()>,
     /// The one-step path of each root variable (cel-go `costIdent`'s `[]string{e.Name()}`:
     /// its length equals its capacity, so every `append` to it copies, and sharing one
     /// backing array between the identifiers of the same name reads the same as Go's fresh
     /// slice each time).
-    roots: FastMap<Rc<str>, GoPath>,
+    roots: WordMap<Rc<str>, GoPath>,
     /// Overload ids of the calls of macro expansions (not in the checker's records).
-    synth_overloads: FastMap<u64, Vec<String>>,
+    synth_overloads: WordMap<u64, Vec<String>>,
     next_synth_id: u64,
 }
 
@@ -559,14 +559,14 @@ pub fn estimate_cost_with(
 /// (docs/cost.md).
 struct IdMap<V> {
     dense: Vec<Option<V>>,
-    sparse: FastMap<u64, V>,
+    sparse: WordMap<u64, V>,
 }
 
 impl<V> Default for IdMap<V> {
     fn default() -> Self {
         IdMap {
             dense: Vec::new(),
-            sparse: FastMap::default(),
+            sparse: WordMap::default(),
         }
     }
 }
@@ -612,12 +612,12 @@ impl<V> IdMap<V> {
 #[derive(Default)]
 struct Buffers {
     paths: IdMap<GoPath>,
-    locals: FastMap<String, Vec<LocalVar>>,
+    locals: WordMap<String, Vec<LocalVar>>,
     sizes: IdMap<SizeEstimate>,
     entry_sizes: IdMap<EntrySize>,
-    steps: FastMap<Rc<str>, ()>,
-    roots: FastMap<Rc<str>, GoPath>,
-    synth_overloads: FastMap<u64, Vec<String>>,
+    steps: WordMap<Rc<str>, ()>,
+    roots: WordMap<Rc<str>, GoPath>,
+    synth_overloads: WordMap<u64, Vec<String>>,
 }
 
 thread_local! {

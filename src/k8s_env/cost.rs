@@ -157,7 +157,7 @@ pub struct SizeAnswers {
     /// The addresses of the roots the answers are for (`object`, `params`).
     roots: Option<(usize, usize)>,
     /// Entries by [`path_key`].
-    entries: crate::cel::env::FastMap<u64, Vec<Answer>>,
+    entries: crate::cel::env::WordMap<u64, Vec<Answer>>,
     /// Number of entries.
     len: usize,
 }

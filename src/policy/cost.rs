@@ -252,35 +252,65 @@ impl PolicyCost {
     }
 }
 
+/// The entries of one site in [`analyze`]: indices into its per-call findings and into
+/// [`PolicyCost::expressions`].
+struct SiteEntries {
+    field: ExpressionField,
+    per_call: Vec<usize>,
+    expressions: Vec<usize>,
+}
+
 /// Adds up `estimates` (site field, kind, outcome; in site order) into the per-kind budget
 /// sums and the findings: an expression whose maximum exceeds [`PER_CALL_LIMIT`], and a budget
 /// whose sum of maxima exceeds its value (the reasons are the union of its expressions').
 /// Kinds with the same numbers (and reasons) are reported together.
 pub fn analyze(estimates: Vec<(ExpressionField, Gvk, CostOutcome)>) -> PolicyCost {
     let mut out = PolicyCost::default();
-    // (kind, budget) -> (sum, count, reasons), in first-seen order.
-    let mut sums: Vec<(Gvk, CostLimit, u64, usize, Vec<String>)> = Vec::new();
+    // (kind, budget) -> (sum, count, the entries of `out.expressions` whose reasons it unites),
+    // in first-seen order. An estimate's reasons are those of the entry it joins (entries are
+    // grouped by equal reasons), so the union is made once at the end from the entries,
+    // instead of comparing and copying every estimate's reason strings into every sum.
+    let mut sums: Vec<(Gvk, CostLimit, u64, usize, Vec<usize>)> = Vec::new();
     let mut per_call: Vec<CostFinding> = Vec::new();
-    // The site of each entry of `per_call` and `out.expressions`: entries are told apart by
-    // site (the fieldRef is a one-to-one rendering of it) without comparing strings.
-    let mut per_call_sites: Vec<ExpressionField> = Vec::new();
-    let mut expression_sites: Vec<ExpressionField> = Vec::new();
+    // The entries of `per_call` and `out.expressions` of each site, in first-seen order of
+    // the sites: an entry only ever groups estimates of its own site (the fieldRef is a
+    // one-to-one rendering of it), so a new estimate is compared with its site's entries
+    // only, not with every entry of the policy (which showed in the benchmark's profile,
+    // docs/cost.md: a policy has sites × kinds estimates).
+    let mut by_site: Vec<SiteEntries> = Vec::new();
+    let mut site = 0;
     // The estimates of one site come together (one per kind): render its fieldRef once.
     let mut field_ref = String::new();
     let mut field_of_ref: Option<ExpressionField> = None;
+    // Where the last estimate's sum was: the kinds come in the same order for every site, so
+    // the next kind's sum is usually the one after it.
+    let mut last_sum = 0;
     for (field, gvk, outcome) in estimates {
         if field_of_ref != Some(field) {
             field_ref = field.to_string();
             field_of_ref = Some(field);
+            site = match by_site.iter().position(|s| s.field == field) {
+                Some(i) => i,
+                None => {
+                    by_site.push(SiteEntries {
+                        field,
+                        per_call: Vec::new(),
+                        expressions: Vec::new(),
+                    });
+                    by_site.len() - 1
+                }
+            };
         }
+        let entries = &mut by_site[site];
         if outcome.max > PER_CALL_LIMIT {
             // Numbers first: they tell most entries apart without comparing strings.
-            let same = per_call.iter_mut().zip(&per_call_sites).find(|(f, site)| {
-                f.estimate == outcome.max && **site == field && f.because == outcome.unbounded
+            let same = entries.per_call.iter().copied().find(|&j| {
+                per_call[j].estimate == outcome.max && per_call[j].because == outcome.unbounded
             });
             match same {
-                Some((f, _)) => f.gvks.push(gvk.clone()),
+                Some(j) => per_call[j].gvks.push(gvk.clone()),
                 None => {
+                    entries.per_call.push(per_call.len());
                     per_call.push(CostFinding {
                         field_ref: Some(field_ref.clone()),
                         gvks: vec![gvk.clone()],
@@ -289,40 +319,40 @@ pub fn analyze(estimates: Vec<(ExpressionField, Gvk, CostOutcome)>) -> PolicyCos
                         estimate: outcome.max,
                         because: outcome.unbounded.clone(),
                     });
-                    per_call_sites.push(field);
                 }
             }
         }
         let Some(budget) = CostLimit::budget_of(field) else {
             continue;
         };
-        let i = match sums.iter().position(|s| s.1 == budget && s.0 == gvk) {
+        // The one sum of (kind, budget).
+        let is_it = |s: &(Gvk, CostLimit, u64, usize, Vec<usize>)| s.1 == budget && s.0 == gvk;
+        let found = match sums.get(last_sum + 1) {
+            Some(s) if is_it(s) => Some(last_sum + 1),
+            _ => sums.iter().position(is_it),
+        };
+        let i = match found {
             Some(i) => i,
             None => {
                 sums.push((gvk.clone(), budget, 0, 0, Vec::new()));
                 sums.len() - 1
             }
         };
+        last_sum = i;
         let s = &mut sums[i];
         s.2 = s.2.saturating_add(outcome.max);
         s.3 += 1;
-        for r in &outcome.unbounded {
-            if !s.4.contains(r) {
-                s.4.push(r.clone());
+        let same = entries.expressions.iter().copied().find(|&j| {
+            let e = &out.expressions[j];
+            (e.min, e.max) == (outcome.min, outcome.max) && e.unbounded == outcome.unbounded
+        });
+        let entry = match same {
+            Some(j) => {
+                out.expressions[j].gvks.push(gvk);
+                j
             }
-        }
-        let same = out
-            .expressions
-            .iter_mut()
-            .zip(&expression_sites)
-            .find(|(e, site)| {
-                (e.min, e.max) == (outcome.min, outcome.max)
-                    && **site == field
-                    && e.unbounded == outcome.unbounded
-            });
-        match same {
-            Some((e, _)) => e.gvks.push(gvk),
             None => {
+                entries.expressions.push(out.expressions.len());
                 out.expressions.push(ExpressionCost {
                     field_ref: field_ref.clone(),
                     gvks: vec![gvk],
@@ -330,15 +360,25 @@ pub fn analyze(estimates: Vec<(ExpressionField, Gvk, CostOutcome)>) -> PolicyCos
                     max: outcome.max,
                     unbounded: outcome.unbounded,
                 });
-                expression_sites.push(field);
+                out.expressions.len() - 1
             }
+        };
+        if !out.expressions[entry].unbounded.is_empty() && !s.4.contains(&entry) {
+            s.4.push(entry);
         }
     }
     out.findings = per_call;
-    for (gvk, budget, max, expressions, mut because) in sums {
+    for (gvk, budget, max, expressions, entries) in sums {
         let limit = budget.value();
-        because.sort();
         if max > limit {
+            // The union of the reasons, sorted.
+            let mut because: Vec<&String> = entries
+                .iter()
+                .flat_map(|&j| &out.expressions[j].unbounded)
+                .collect();
+            because.sort_unstable();
+            because.dedup();
+            let because: Vec<String> = because.into_iter().cloned().collect();
             group(
                 &mut out.findings,
                 gvk.clone(),
