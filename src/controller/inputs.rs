@@ -443,22 +443,8 @@ mod tests {
             schemas: schemas.as_ref(),
             checker: checker.as_ref(),
         };
-        let shared = crate::schema::shared_dir();
-        fn yaml_files(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
-            for entry in std::fs::read_dir(dir).expect("corpus folder") {
-                let path = entry.expect("entry").path();
-                if path.is_dir() {
-                    yaml_files(&path, out);
-                } else if path.extension().is_some_and(|x| x == "yaml" || x == "yml") {
-                    out.push(path);
-                }
-            }
-        }
         let texts = |dir: &str| -> Vec<(String, String)> {
-            let mut files = Vec::new();
-            yaml_files(&shared.join(dir), &mut files);
-            files.sort();
-            files
+            crate::schema::shared_yaml_files(dir)
                 .iter()
                 .map(|p| {
                     let text = std::fs::read_to_string(p).expect("corpus file");

@@ -365,22 +365,7 @@ mod tests {
     #[test]
     fn packing_the_json_text_keeps_what_packing_the_typed_policy_keeps() {
         use crate::cli::input::{InputObject, read_objects};
-        fn yaml_files(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
-            for entry in std::fs::read_dir(dir).expect("corpus folder") {
-                let path = entry.expect("entry").path();
-                if path.is_dir() {
-                    yaml_files(&path, out);
-                } else if path.extension().is_some_and(|x| x == "yaml" || x == "yml") {
-                    out.push(path);
-                }
-            }
-        }
-        let mut files = Vec::new();
-        yaml_files(
-            &crate::schema::shared_dir().join("corpus/policies"),
-            &mut files,
-        );
-        files.sort();
+        let files = crate::schema::shared_yaml_files("corpus/policies");
         let status = serde_json::json!({
             "observedGeneration": 2,
             "typeChecking": {"expressionWarnings": [

@@ -43,3 +43,22 @@ pub fn shared_dir() -> std::path::PathBuf {
     }
     std::path::PathBuf::from("/work/shared")
 }
+
+/// The YAML files below `dir` of the shared folder (e.g. `corpus/policies`), sorted. Tests.
+#[cfg(test)]
+pub(crate) fn shared_yaml_files(dir: &str) -> Vec<std::path::PathBuf> {
+    fn walk(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+        for entry in std::fs::read_dir(dir).expect("corpus folder") {
+            let path = entry.expect("entry").path();
+            if path.is_dir() {
+                walk(&path, out);
+            } else if path.extension().is_some_and(|x| x == "yaml" || x == "yml") {
+                out.push(path);
+            }
+        }
+    }
+    let mut files = Vec::new();
+    walk(&shared_dir().join(dir), &mut files);
+    files.sort();
+    files
+}
