@@ -141,72 +141,33 @@ fn has_current_status(p: &ValidatingAdmissionPolicy) -> bool {
 /// count the watch reports is confirmed by one [`converged`] list before a bench relies on
 /// it.
 pub struct Progress {
-    /// For each policy name, whether its status is for its current generation.
-    seen: std::sync::Arc<std::sync::Mutex<std::collections::HashMap<String, bool>>>,
+    /// kube-runtime's reflector store of the policies (it swaps in each re-list whole).
+    store: kube::runtime::reflector::Store<ValidatingAdmissionPolicy>,
     task: tokio::task::JoinHandle<()>,
 }
 
 impl Progress {
     /// Starts watching; the counts are those of the initial list once it has arrived.
     pub async fn start(api: &Api<ValidatingAdmissionPolicy>) -> anyhow::Result<Progress> {
-        use kube::runtime::watcher;
-        let seen = std::sync::Arc::new(std::sync::Mutex::new(std::collections::HashMap::new()));
-        let (listed_tx, listed_rx) = tokio::sync::oneshot::channel();
-        let mut listed_tx = Some(listed_tx);
-        let shared = std::sync::Arc::clone(&seen);
-        let mut stream = Box::pin(watcher(api.clone(), watcher::Config::default()));
-        let task = tokio::spawn(async move {
-            // A re-list (after the watch expired) is built aside and swapped in when complete.
-            let mut relisting: Option<std::collections::HashMap<String, bool>> = None;
-            while let Some(event) = stream.next().await {
-                let Ok(event) = event else {
-                    // The watcher retries by itself; the bench's timeout bounds the wait.
-                    tokio::time::sleep(Duration::from_millis(200)).await;
-                    continue;
-                };
-                let mut seen = shared.lock().unwrap_or_else(|e| e.into_inner());
-                match event {
-                    watcher::Event::Init => relisting = Some(std::collections::HashMap::new()),
-                    watcher::Event::InitApply(p) => {
-                        if let (Some(map), Some(name)) =
-                            (relisting.as_mut(), p.metadata.name.clone())
-                        {
-                            map.insert(name, has_current_status(&p));
-                        }
-                    }
-                    watcher::Event::InitDone => {
-                        if let Some(map) = relisting.take() {
-                            *seen = map;
-                        }
-                        if let Some(tx) = listed_tx.take() {
-                            let _ = tx.send(());
-                        }
-                    }
-                    watcher::Event::Apply(p) => {
-                        if let Some(name) = p.metadata.name.clone() {
-                            seen.insert(name, has_current_status(&p));
-                        }
-                    }
-                    watcher::Event::Delete(p) => {
-                        if let Some(name) = p.metadata.name.as_deref() {
-                            seen.remove(name);
-                        }
-                    }
-                }
-            }
-        });
-        tokio::time::timeout(Duration::from_secs(120), listed_rx)
+        use kube::runtime::{WatchStreamExt, reflector, watcher};
+        let (store, writer) = reflector::store();
+        // The watcher retries by itself (with backoff); the bench's timeout bounds the wait.
+        let stream =
+            reflector(writer, watcher(api.clone(), watcher::Config::default())).default_backoff();
+        let task = tokio::spawn(stream.for_each(|_| async {}));
+        tokio::time::timeout(Duration::from_secs(120), store.wait_until_ready())
             .await
             .context("the watch of the policies did not list them within 120 s")?
             .context("the watch of the policies ended before its first list")?;
-        Ok(Progress { seen, task })
+        Ok(Progress { store, task })
     }
 
     /// How many policies have a status for their current generation, and how many there are,
     /// as last seen on the watch.
     pub fn counts(&self) -> (usize, usize) {
-        let seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
-        (seen.values().filter(|done| **done).count(), seen.len())
+        let policies = self.store.state();
+        let done = policies.iter().filter(|p| has_current_status(p)).count();
+        (done, policies.len())
     }
 }
 

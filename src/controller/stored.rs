@@ -132,8 +132,8 @@ fn compress(c: &mut Compress, input: &[u8]) -> Result<Box<[u8]>, String> {
 
 /// A policy as the API server sends it, with spec and status kept as their JSON text: the
 /// store packs that text as it is, so a watch event or list item is never decoded into typed
-/// spec and status only to be encoded again (about 5 % of the controller's CPU at a
-/// 5,000-policy cold start, docs/controller.md). The text is decoded, typed, by
+/// spec and status only to be encoded again (7.8 % of the controller's profile samples were
+/// in that decode at a 5,000-policy cold start, docs/controller.md). The text is decoded, typed, by
 /// [`StoredPolicy::unpack`].
 #[derive(Deserialize)]
 struct Wire {
@@ -165,15 +165,15 @@ impl StoredPolicy {
             Some(spec) => serde_json::from_str::<ParamKindOnly>(spec.get())?.param_kind,
             None => None,
         };
-        let text = |raw: &Option<Box<serde_json::value::RawValue>>| {
-            raw.as_ref().map_or("null", |r| r.get()).as_bytes().to_vec()
-        };
+        fn text(raw: &Option<Box<serde_json::value::RawValue>>) -> &[u8] {
+            raw.as_ref().map_or("null", |r| r.get()).as_bytes()
+        }
         let (spec, status) = (text(&spec), text(&status));
         let mut json = Vec::with_capacity(spec.len() + status.len() + 20);
         json.extend_from_slice(b"{\"spec\":");
-        json.extend_from_slice(&spec);
+        json.extend_from_slice(spec);
         json.extend_from_slice(b",\"status\":");
-        json.extend_from_slice(&status);
+        json.extend_from_slice(status);
         json.push(b'}');
         Ok(StoredPolicy {
             metadata,
