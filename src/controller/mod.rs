@@ -937,11 +937,21 @@ pub async fn main(config: Config) -> anyhow::Result<()> {
     let readiness = health.readiness();
     let shutdown = Shutdown::default();
 
-    let kube_config = kube::Config::infer().await.map_err(|e| {
+    let mut kube_config = kube::Config::infer().await.map_err(|e| {
         anyhow::anyhow!(
             "no Kubernetes cluster to talk to: neither an in-cluster service account nor a usable KUBECONFIG ({e})"
         )
     })?;
+    // No silent retries in the client: kube-client 5's default retries 429, 503 and 504 up to
+    // 15 times, each pause the larger of Retry-After and a doubling backoff capped at 1,000 s
+    // (kube-client `client/retry.rs`, `RetryPolicy::server_retry`), with nothing logged or
+    // counted meanwhile. kube-apiserver answers 429 while a watch cache is re-initialising
+    // (k8s.io/apiserver `storage/cacher/cacher.go`, `Cacher.GetList`: "storage is
+    // (re)initializing"), so after an etcd restart a list could stall silently for longer than
+    // the recovery bound. Failures surface instead, where vapcheck's own bounded backoffs handle
+    // them and the metrics count them: the watches' (`watch.rs`, at most 2 s), the reconciles'
+    // (`error_policy`, with a retry at once when the policy watch recovers), the lease's.
+    kube_config.default_retry = false;
     let url = kube_config.cluster_url.clone();
     let kubeconfig_namespace = kube_config.default_namespace.clone();
     let host = url.host().unwrap_or_default().to_owned();
