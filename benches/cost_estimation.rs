@@ -305,10 +305,13 @@ fn main() {
         loadavg()
     );
     // Warm-up (schema conversion caches, allocator).
+    let reused = vapcheck::engine::reused_estimates();
     let (_, with_estimates) = run(&with);
+    let reused = vapcheck::engine::reused_estimates() - reused;
     let (_, without_estimates) = run(&without);
     println!(
-        "estimates (expression × kind) per corpus check: {with_estimates} with, {without_estimates} without"
+        "estimates (expression × kind) per corpus check: {with_estimates} with ({reused} of them \
+         reused from another kind), {without_estimates} without"
     );
     assert!(with_estimates > 0, "the corpus check made no estimates");
     assert_eq!(without_estimates, 0, "estimation was not switched off");

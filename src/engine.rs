@@ -133,6 +133,9 @@ pub struct KubeChecker {
     /// For [`CheckEnv::notes`]: the pinned release's environment in extended mode, when the
     /// target is an older version.
     newer: Option<(Target, Arc<cel::Env>)>,
+    /// Whether [`CheckEnv::cost`] may reuse another kind's estimate of the same expression
+    /// when it is necessarily the same (docs/cost.md); on by default.
+    reuse_estimates: bool,
 }
 
 impl KubeChecker {
@@ -144,7 +147,16 @@ impl KubeChecker {
             target,
             base,
             newer: None,
+            reuse_estimates: true,
         })
+    }
+
+    /// The same checker, estimating every expression for every kind afresh instead of reusing
+    /// another kind's estimate when it is necessarily the same (which gives the same numbers
+    /// and reasons: a test compares the two over the corpus).
+    pub fn without_estimate_reuse(mut self) -> Self {
+        self.reuse_estimates = false;
+        self
     }
 
     /// A checker that checks exactly as upstream does at `version` and, in the notes of
@@ -278,6 +290,8 @@ impl ExpressionChecker for KubeChecker {
             PolicyEnv::with_base(self.target, &self.base, decls).map_err(|e| e.to_string())?;
         Ok(Box::new(KindEnv {
             env,
+            base: Arc::clone(&self.base),
+            reuse: self.reuse_estimates,
             newer,
             object_root,
             params_root,
@@ -316,6 +330,11 @@ impl ExpressionChecker for KubeChecker {
 /// One kind's environment ([`CheckEnv`]).
 struct KindEnv {
     env: PolicyEnv,
+    /// The checker's base environment (its call-shaped macros are the only part of the
+    /// environment the estimator reads; an estimate is reused only with the same one).
+    base: Arc<cel::Env>,
+    /// [`KubeChecker::without_estimate_reuse`] unless `false`.
+    reuse: bool,
     /// The same declarations in the pinned release's extended environment (for notes).
     newer: Option<PolicyEnv>,
     /// The kind's converted schema (its sizes size `object`/`oldObject` for [`CheckEnv::cost`]).
@@ -423,6 +442,135 @@ fn keep_root_answers(
     })
 }
 
+/// One estimate of an expression, kept for the other kinds of its policy ([`reuse_estimate`]).
+struct Estimated {
+    /// The checked types it was made with.
+    types: crate::cel::CheckedTypes,
+    /// The schema size answers it used.
+    sizes: crate::k8s_env::cost::SizeTrace,
+    /// The paths the size estimator recorded (for the reasons, rendered per kind).
+    recorded: Vec<Vec<std::rc::Rc<str>>>,
+    /// Minimum and maximum; `None` when the expression could not be estimated.
+    estimate: Option<(u64, u64)>,
+}
+
+/// The estimates kept for one parsed expression.
+struct EstimatesOf {
+    /// The expression (weakly: while the reference exists, no other allocation has its
+    /// address, the key of [`ESTIMATES`]).
+    parsed: std::sync::Weak<dyn std::any::Any + Send + Sync>,
+    /// The base environment they were made in (likewise).
+    base: std::sync::Weak<cel::Env>,
+    /// At most [`ESTIMATES_PER_EXPRESSION`].
+    estimated: Vec<Estimated>,
+}
+
+/// Different estimates kept per expression (the kinds of a policy whose types or sizes
+/// differ).
+const ESTIMATES_PER_EXPRESSION: usize = 2;
+/// Beyond this many expressions, those that are gone are dropped (and all if that is not
+/// enough). Small: a policy has far fewer expressions, and the estimates of the policies
+/// checked before only take memory (and cache) until they are dropped.
+const ESTIMATES_MAX: usize = 64;
+
+thread_local! {
+    /// The estimates of the expressions checked last on this thread, by the address of the
+    /// parsed expression: the policy layer estimates each expression of a policy once per
+    /// matched kind, and those estimates are often identical (the same fields of
+    /// `spec.template` in Deployments, StatefulSets, DaemonSets...; docs/cost.md).
+    static ESTIMATES: std::cell::RefCell<crate::cel::env::FastMap<usize, EstimatesOf>> =
+        std::cell::RefCell::default();
+}
+
+fn parsed_address(parsed: &ParsedExpr) -> usize {
+    Arc::as_ptr(&parsed.0).cast::<()>() as usize
+}
+
+/// The estimate of `parsed` made for another kind, when it is necessarily the estimate for
+/// this one: cel-go's estimator (`checker/cost.go`, ported in `crate::cel::cost`) with
+/// Kubernetes' library estimator is a function of the parsed expression, the call-shaped macros
+/// of the environment (`base`), the checked types (read through their structure, equality and
+/// a few names: `k8s_env::cost::estimators_read_type_name`), and the size estimator's answers
+/// for the paths it asks about (a function of the path and the schemas). So when `types` equal
+/// the earlier kind's up to object names renamed one to one and the schemas answer every path
+/// the earlier estimate asked about alike, every step of the walk would be the same, and so
+/// would be the minimum, the maximum and the recorded paths (their reasons are rendered with
+/// this kind's schemas). The earlier estimate checked nothing else. The result is
+/// `Some(estimate)` when reused (`estimate` `None`: the expression could not be estimated).
+fn reuse_estimate(
+    parsed: &ParsedExpr,
+    base: &Arc<cel::Env>,
+    types: &crate::cel::CheckedTypes,
+    sizes: &crate::k8s_env::cost::SchemaSizeEstimator<'_>,
+    memo: &std::cell::RefCell<crate::k8s_env::cost::PathMemo<'_>>,
+) -> Option<Option<(u64, u64, Vec<String>)>> {
+    ESTIMATES.with(|all| {
+        let all = all.borrow();
+        let of = all.get(&parsed_address(parsed))?;
+        if of.parsed.strong_count() == 0 || !std::ptr::eq(of.base.as_ptr(), Arc::as_ptr(base)) {
+            return None;
+        }
+        let keep = crate::k8s_env::cost::estimators_read_type_name;
+        let earlier = of.estimated.iter().find(|e| {
+            e.types.same_up_to_object_names(types, &keep) && sizes.answers_alike(&e.sizes)
+        })?;
+        REUSED.with(|n| n.set(n.get() + 1));
+        Some(earlier.estimate.map(|(min, max)| {
+            let unbounded =
+                crate::k8s_env::cost::unbounded_reasons_memo(sizes, &earlier.recorded, memo);
+            (min, max, unbounded)
+        }))
+    })
+}
+
+/// Keeps an estimate of `parsed` for the other kinds ([`reuse_estimate`]); gives its types
+/// back when it is not kept (the expression has enough estimates already).
+fn keep_estimate(
+    parsed: &ParsedExpr,
+    base: &Arc<cel::Env>,
+    estimated: Estimated,
+) -> Option<crate::cel::CheckedTypes> {
+    ESTIMATES.with(|all| {
+        let mut all = all.borrow_mut();
+        let key = parsed_address(parsed);
+        let current = all.get(&key).is_some_and(|of| {
+            of.parsed.strong_count() > 0 && std::ptr::eq(of.base.as_ptr(), Arc::as_ptr(base))
+        });
+        if !current {
+            if all.len() >= ESTIMATES_MAX {
+                all.retain(|_, of| of.parsed.strong_count() > 0);
+                if all.len() >= ESTIMATES_MAX {
+                    all.clear();
+                }
+            }
+            all.insert(
+                key,
+                EstimatesOf {
+                    parsed: Arc::downgrade(&parsed.0),
+                    base: Arc::downgrade(base),
+                    estimated: Vec::new(),
+                },
+            );
+        }
+        let of = all.get_mut(&key)?;
+        if of.estimated.len() >= ESTIMATES_PER_EXPRESSION {
+            return Some(estimated.types);
+        }
+        of.estimated.push(estimated);
+        None
+    })
+}
+
+thread_local! {
+    static REUSED: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// How many estimates [`CheckEnv::cost`] took from another kind's estimate of the same
+/// expression on this thread (docs/cost.md), for tests and the benchmark.
+pub fn reused_estimates() -> u64 {
+    REUSED.with(std::cell::Cell::get)
+}
+
 /// The address of a parsed expression (the policy layer keeps each one alive in an `Arc` for
 /// the whole check, so an address names one expression).
 fn address(parsed: &cel::ParsedExpr) -> usize {
@@ -462,8 +610,8 @@ impl CheckEnv for KindEnv {
 
     /// cel-go's estimate with Kubernetes' estimator and the schemas' sizes
     /// (`k8s_env::cost::estimate_cost_sized`), with the unbounded schema paths it used.
-    fn cost(&self, parsed: &ParsedExpr) -> Option<crate::policy::CostOutcome> {
-        let parsed = downcast(parsed).ok()?;
+    fn cost(&self, parsed_expr: &ParsedExpr) -> Option<crate::policy::CostOutcome> {
+        let parsed = downcast(parsed_expr).ok()?;
         let at = address(parsed);
         let cached = {
             let mut checked = self.checked.borrow_mut();
@@ -476,7 +624,6 @@ impl CheckEnv for KindEnv {
             Some(t) => t,
             None => self.env.check(parsed).ok()?,
         };
-        let recorded = std::cell::RefCell::new(Vec::new());
         let (object, params) = (self.object_root.as_ref(), self.params_root.as_ref());
         // The answers kept for these roots: taken from the thread's table by the first
         // estimate of this environment and given back when it is dropped.
@@ -486,24 +633,69 @@ impl CheckEnv for KindEnv {
             .take()
             .unwrap_or_else(|| take_root_answers(object, params));
         let memo = std::cell::RefCell::new(crate::k8s_env::cost::PathMemo::with_answers(answers));
+        let recorded = std::cell::RefCell::new(Vec::new());
         let sizes = crate::k8s_env::cost::SchemaSizeEstimator {
             object: self.object_root.as_deref().and_then(RootType::sizes),
             params: self.params_root.as_deref().and_then(RootType::sizes),
             record: Some(&recorded),
             memo: Some(&memo),
         };
-        let estimate =
-            crate::k8s_env::cost::estimate_cost_sized(self.env.env(), parsed, &types, &sizes);
-        let unbounded = estimate.as_ref().ok().map(|_| {
-            crate::k8s_env::cost::unbounded_reasons_memo(&sizes, &recorded.borrow(), &memo)
-        });
+        let reused = if self.reuse {
+            reuse_estimate(parsed_expr, &self.base, &types, &sizes, &memo)
+        } else {
+            None
+        };
+        let estimate = match reused {
+            Some(reused) => {
+                self.spent.borrow_mut().push(types);
+                reused
+            }
+            None => {
+                if self.reuse {
+                    memo.borrow_mut().start_trace();
+                }
+                let estimate = crate::k8s_env::cost::estimate_cost_sized(
+                    self.env.env(),
+                    parsed,
+                    &types,
+                    &sizes,
+                )
+                .ok()
+                .map(|e| {
+                    let unbounded = crate::k8s_env::cost::unbounded_reasons_memo(
+                        &sizes,
+                        &recorded.borrow(),
+                        &memo,
+                    );
+                    (e.min, e.max, unbounded)
+                });
+                let trace = memo.borrow_mut().take_trace();
+                let kept = if !self.reuse {
+                    Some(types)
+                } else {
+                    keep_estimate(
+                        parsed_expr,
+                        &self.base,
+                        Estimated {
+                            types,
+                            sizes: trace,
+                            recorded: recorded.take(),
+                            estimate: estimate.as_ref().map(|(min, max, _)| (*min, *max)),
+                        },
+                    )
+                };
+                if let Some(types) = kept {
+                    self.spent.borrow_mut().push(types);
+                }
+                estimate
+            }
+        };
         *self.answers.borrow_mut() = Some(memo.borrow_mut().take_answers());
-        self.spent.borrow_mut().push(types);
-        let estimate = estimate.ok()?;
+        let (min, max, unbounded) = estimate?;
         Some(crate::policy::CostOutcome {
-            min: estimate.min,
-            max: estimate.max,
-            unbounded: unbounded.unwrap_or_default(),
+            min,
+            max,
+            unbounded,
         })
     }
 

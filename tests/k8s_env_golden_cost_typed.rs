@@ -169,3 +169,108 @@ fn typed_cost_estimates_match_cel_go() {
     assert_eq!(not_compiling, NOT_COMPILING, "entries that do not compile");
     assert_eq!(identical, IDENTICAL, "identical estimates");
 }
+
+/// The same golden estimates through the backend the policy layer uses
+/// (`vapcheck::engine::KubeChecker`, `CheckEnv::cost`), one parse per expression checked for
+/// each of its kinds in turn as `check_policy` does: the backend reuses the estimate of an
+/// earlier kind when it is necessarily the same (docs/cost.md). Every min and max must still
+/// be cel-go's, and the reasons those of a backend that estimates every kind afresh. The
+/// entries with variables are left to the test above (the policy layer declares variables by
+/// their output type).
+#[test]
+fn typed_cost_estimates_reused_across_kinds_match_cel_go() {
+    use vapcheck::engine::{KubeChecker, reused_estimates};
+    use vapcheck::policy::{EnvRequest, ExpressionChecker, ObjectDecl, ParamsDecl, SchemaType};
+
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/golden/upstream-cost-typed-1.37.jsonl"
+    );
+    let text = std::fs::read_to_string(path).expect("golden file is committed");
+    // (expression, params kind) -> the entries, in file order.
+    type Group = ((String, Option<String>), Vec<serde_json::Value>);
+    let mut groups: Vec<Group> = Vec::new();
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        let case: serde_json::Value = serde_json::from_str(line).expect("valid JSON line");
+        let input = &case["input"];
+        if input["variables"].as_array().is_some_and(|v| !v.is_empty()) {
+            continue;
+        }
+        let key = (
+            input["expr"].as_str().expect("expr").to_owned(),
+            input["paramsGvk"].as_str().map(str::to_owned),
+        );
+        match groups.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, v)) => v.push(case),
+            None => groups.push((key, vec![case])),
+        }
+    }
+    let (_dir, source) = source();
+    let reusing = KubeChecker::new(Target::upstream()).expect("checker");
+    let fresh = KubeChecker::new(Target::upstream())
+        .expect("checker")
+        .without_estimate_reuse();
+    let before = reused_estimates();
+    let (mut compared, mut several_kinds) = (0, 0);
+    for ((expr, params_gvk), cases) in &groups {
+        let parsed = reusing.parse(expr).expect("parses");
+        let params_root = params_gvk.as_deref().map(|g| source.resolve(&gvk_of(g)));
+        let params_type = match &params_root {
+            Some(Ok(r)) if r.is_typed() => Some(SchemaType(r.clone())),
+            _ => None,
+        };
+        let params = match (&params_root, &params_type) {
+            (None, _) => ParamsDecl::Absent,
+            (Some(_), None) => ParamsDecl::Dyn,
+            (Some(_), Some(t)) => ParamsDecl::Typed(t),
+        };
+        if cases.len() > 1 {
+            several_kinds += 1;
+        }
+        for case in cases {
+            let (input, output) = (&case["input"], &case["output"]);
+            let id = input["id"].as_str().unwrap_or("?");
+            let gvk = gvk_of(input["gvk"].as_str().expect("gvk"));
+            let Ok(root) = source.resolve(&gvk) else {
+                continue;
+            };
+            let object = root.is_typed().then(|| SchemaType(root.clone()));
+            let request = EnvRequest {
+                gvk: &gvk,
+                object: match &object {
+                    Some(t) => ObjectDecl::Typed(t),
+                    None => ObjectDecl::Dyn,
+                },
+                params,
+                patch_types: false,
+                mutating: false,
+            };
+            let env = reusing.environment(&request).expect("env");
+            let checked = env.check(&parsed);
+            if output.get("issues").is_some() {
+                assert!(checked.is_err(), "{id}: cel-go rejects {expr:?}");
+                continue;
+            }
+            checked.unwrap_or_else(|e| panic!("{id}: {expr:?} does not compile: {e}"));
+            let got = env.cost(&parsed).expect("estimated");
+            let want = (
+                output["min"].as_u64().expect("min"),
+                output["max"].as_u64().expect("max"),
+            );
+            assert_eq!((got.min, got.max), want, "{id}: {expr:?}");
+            let fresh_env = fresh.environment(&request).expect("env");
+            fresh_env.check(&parsed).expect("checks");
+            assert_eq!(Some(got), fresh_env.cost(&parsed), "{id}: {expr:?}");
+            compared += 1;
+        }
+    }
+    let reused = reused_estimates() - before;
+    println!(
+        "typed cost through the backend: {compared} estimates identical to cel-go's, {reused} \
+         of them reused from another kind ({several_kinds} expressions with several kinds)"
+    );
+    // The entries without variables that compile and have a schema.
+    assert_eq!(compared, 685, "estimates compared");
+    // 296 when written: the reuse does happen (its count is the backend's business).
+    assert!(reused > 250, "only {reused} reused");
+}

@@ -12,7 +12,7 @@ use cel::common::ast::{EntryExpr, Expr, IdedExpr, LiteralValue};
 use super::env::{Env, FastMap, FunctionDecl, OverloadDecl};
 use super::errors::{Issues, Location};
 use super::parse::ParsedExpr;
-use super::types::{Kind, Type, TypeKind};
+use super::types::{Kind, ObjectRenaming, Type, TypeKind};
 
 /// The deepest AST the checker accepts (nodes on the longest root-to-leaf path). Deeper
 /// expressions get one error instead of being checked (cel-go has no such limit; real
@@ -62,6 +62,18 @@ pub struct CheckedTypes {
     qualified_calls: FastMap<u64, Arc<str>>,
 }
 
+/// Whether two maps are equal; first walking them side by side, which decides without a
+/// lookup when they were filled in the same order (the same expression checked twice), then
+/// by lookups.
+fn same_map<V: PartialEq>(a: &FastMap<u64, V>, b: &FastMap<u64, V>) -> bool {
+    a.len() == b.len()
+        && (a
+            .iter()
+            .zip(b)
+            .all(|((k1, v1), (k2, v2))| k1 == k2 && v1 == v2)
+            || a == b)
+}
+
 impl CheckedTypes {
     /// The deduced type of the whole expression.
     pub fn result_type(&self) -> &Type {
@@ -85,6 +97,35 @@ impl CheckedTypes {
     /// function of that name (cel-go rewrites `strings.quote(x)` into a global call).
     pub fn qualified_call(&self, id: u64) -> Option<&str> {
         self.qualified_calls.get(&id).map(|s| &**s)
+    }
+
+    /// Whether `other` types the same expression as `self` up to the names of object types:
+    /// the same overloads and qualified calls for every call, and for every node the same type
+    /// once object names are renamed one to one ([`ObjectRenaming`]; `keep` lists the names
+    /// that must not be renamed). Used to reuse a cost estimate across the kinds of a policy
+    /// (docs/cost.md): the estimator reads types only through their structure, equality between
+    /// types and the names `keep` lists.
+    pub fn same_up_to_object_names(
+        &self,
+        other: &CheckedTypes,
+        keep: &dyn Fn(&str) -> bool,
+    ) -> bool {
+        if self.types.len() != other.types.len()
+            || !same_map(&self.overloads, &other.overloads)
+            || !same_map(&self.qualified_calls, &other.qualified_calls)
+        {
+            return false;
+        }
+        let mut names = ObjectRenaming::default();
+        self.types
+            .iter()
+            .zip(&other.types)
+            .all(|(a, b)| match (a, b) {
+                (None, None) => true,
+                (Some(a), Some(b)) => names.same(a, b, keep),
+                _ => false,
+            })
+            && names.same(&self.result, &other.result, keep)
     }
 
     /// All (id, type) pairs in id order.

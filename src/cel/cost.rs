@@ -295,6 +295,14 @@ impl CostOptions {
     }
 }
 
+/// Whether the estimator reads an object type's name, beyond comparing types with each other:
+/// a `sortBy` key type is looked up by name among cel-go ext/lists.go's comparable types
+/// ([`Coster::sort_by_overloads`]). Every other decision depends on the kinds of types, on
+/// whether two types are equal, and on the estimator's hooks.
+pub fn reads_type_name(name: &str) -> bool {
+    ext::COMPARABLE_TYPE_NAMES.contains(&name)
+}
+
 /// A construct the estimator does not handle (a call-shaped macro left unexpanded by the
 /// `cel` parser); carries the function name.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -371,6 +371,90 @@ impl Type {
     }
 }
 
+impl TypeKind {
+    /// Whether this is a variant without types or names inside.
+    fn holds_no_type(&self) -> bool {
+        !matches!(
+            self,
+            TypeKind::List(_)
+                | TypeKind::Map(..)
+                | TypeKind::Opaque(..)
+                | TypeKind::Struct(_)
+                | TypeKind::Type(_)
+                | TypeKind::TypeParam(_)
+                | TypeKind::Wrapper(_)
+        )
+    }
+}
+
+/// A one-to-one correspondence between the object type names of two typings of the same
+/// expression (for instance the kinds' schema types `Deployment.spec` and `StatefulSet.spec`),
+/// built while comparing their types with [`ObjectRenaming::same`]. Two types correspond when
+/// they are equal after renaming object names along it; a name may only pair with a different
+/// one when `keep` says neither is read by name. Everything that depends on types only through
+/// their structure, equality between types and the names `keep` lists sees the two typings
+/// alike (the cost estimator: `crate::cel::cost`, docs/cost.md).
+#[derive(Default)]
+pub struct ObjectRenaming {
+    /// (name in the first typing, name in the second), identical pairs included.
+    pairs: Vec<(Arc<str>, Arc<str>)>,
+}
+
+impl ObjectRenaming {
+    /// Pairs `a` with `b`; `false` when either is already paired with another name, or they
+    /// differ and `keep` holds for one of them.
+    fn pair(&mut self, a: &Arc<str>, b: &Arc<str>, keep: &dyn Fn(&str) -> bool) -> bool {
+        let eq = |x: &Arc<str>, y: &Arc<str>| Arc::ptr_eq(x, y) || x == y;
+        for (l, r) in &self.pairs {
+            let (left, right) = (eq(l, a), eq(r, b));
+            if left || right {
+                return left && right;
+            }
+        }
+        if !eq(a, b) && (keep(a) || keep(b)) {
+            return false;
+        }
+        self.pairs.push((Arc::clone(a), Arc::clone(b)));
+        true
+    }
+
+    /// Whether `a` (of the first typing) and `b` (of the second) are the same type once object
+    /// names are renamed along this correspondence, extending it with the new pairs.
+    #[inline]
+    pub fn same(&mut self, a: &Type, b: &Type, keep: &dyn Fn(&str) -> bool) -> bool {
+        // Most nodes have the same shared type without names in both typings (`string`,
+        // `bool`, ...): no need to look further.
+        if Arc::ptr_eq(&a.0, &b.0) && a.0.holds_no_type() {
+            return true;
+        }
+        self.same_parts(a, b, keep)
+    }
+
+    fn same_parts(&mut self, a: &Type, b: &Type, keep: &dyn Fn(&str) -> bool) -> bool {
+        match (a.type_kind(), b.type_kind()) {
+            (TypeKind::Struct(x), TypeKind::Struct(y)) => self.pair(x, y, keep),
+            (TypeKind::List(x), TypeKind::List(y))
+            | (TypeKind::Wrapper(x), TypeKind::Wrapper(y)) => self.same(x, y, keep),
+            (TypeKind::Map(k1, v1), TypeKind::Map(k2, v2)) => {
+                self.same(k1, k2, keep) && self.same(v1, v2, keep)
+            }
+            (TypeKind::Opaque(n1, p1), TypeKind::Opaque(n2, p2)) => {
+                n1 == n2
+                    && p1.len() == p2.len()
+                    && p1.iter().zip(p2).all(|(x, y)| self.same(x, y, keep))
+            }
+            (TypeKind::Type(x), TypeKind::Type(y)) => match (x, y) {
+                (None, None) => true,
+                (Some(x), Some(y)) => self.same(x, y, keep),
+                _ => false,
+            },
+            // The other variants hold no type: equal or not as they are (and different
+            // variants are never equal).
+            (x, y) => x == y,
+        }
+    }
+}
+
 impl fmt::Debug for Type {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "Type({self})")
@@ -533,6 +617,44 @@ fn is_type_param_name(n: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    // Object names correspond one to one, never a name `keep` lists, and only where the rest
+    // of the types is equal.
+    #[test]
+    fn object_renaming_is_a_bijection_of_free_names() {
+        let keep = |n: &str| n.starts_with("kubernetes.");
+        let o = |n: &str| Type::object(n);
+        let mut r = ObjectRenaming::default();
+        assert!(r.same(&o("Deployment"), &o("StatefulSet"), &keep));
+        assert!(r.same(
+            &Type::list(o("Deployment")),
+            &Type::list(o("StatefulSet")),
+            &keep
+        ));
+        assert!(r.same(&o("Deployment.spec"), &o("StatefulSet.spec"), &keep));
+        assert!(r.same(&Type::string(), &Type::string(), &keep));
+        // Deployment already stands for StatefulSet, and StatefulSet for Deployment.
+        assert!(!r.same(&o("Deployment"), &o("DaemonSet"), &keep));
+        assert!(!r.same(&o("ReplicaSet"), &o("StatefulSet"), &keep));
+        // Two names may not become one (`a == b` would change): the identity counts too.
+        let mut r = ObjectRenaming::default();
+        assert!(r.same(&o("A"), &o("A"), &keep));
+        assert!(!r.same(&o("B"), &o("A"), &keep));
+        // Names the estimators read stay as they are.
+        let mut r = ObjectRenaming::default();
+        assert!(!r.same(&o("kubernetes.URL"), &o("X"), &keep));
+        assert!(!r.same(&o("X"), &o("kubernetes.URL"), &keep));
+        assert!(r.same(&o("kubernetes.URL"), &o("kubernetes.URL"), &keep));
+        // Structure must match.
+        let mut r = ObjectRenaming::default();
+        assert!(!r.same(&Type::list(o("A")), &o("A"), &keep));
+        assert!(!r.same(&Type::int(), &Type::uint(), &keep));
+        assert!(!r.same(
+            &Type::map(Type::string(), o("A")),
+            &Type::map(Type::int(), o("A")),
+            &keep
+        ));
+    }
 
     #[test]
     fn prints_like_format_cel_type() {

@@ -90,7 +90,19 @@ pub struct PathMemo<'s> {
     nodes: Vec<&'s SizeNode>,
     /// The answer of every path looked up, by path.
     answers: SizeAnswers,
+    /// While tracing ([`PathMemo::start_trace`]): each path looked up and its answer, once.
+    trace: Option<Vec<Traced>>,
 }
+
+/// A path looked up, and its answer ([`SizeTrace`]).
+type Traced = (Rc<[Rc<str>]>, Found);
+
+/// The schema size answers one estimate used ([`PathMemo::start_trace`]): every path it
+/// looked up, once, with the answer. An estimate is a function of the checked expression and
+/// of these answers (docs/cost.md), so another kind that answers every path alike gets the
+/// same estimate ([`SchemaSizeEstimator::answers_alike`]).
+#[derive(Default)]
+pub struct SizeTrace(Vec<Traced>);
 
 impl<'s> PathMemo<'s> {
     /// A memo that starts with the answers of earlier estimates (with the same roots:
@@ -105,6 +117,17 @@ impl<'s> PathMemo<'s> {
     /// Takes the answers, to keep them for the next estimate with the same roots.
     pub fn take_answers(&mut self) -> SizeAnswers {
         std::mem::take(&mut self.answers)
+    }
+
+    /// Starts recording the paths looked up and their answers ([`SizeTrace`]), each once.
+    pub fn start_trace(&mut self) {
+        self.answers.stamp += 1;
+        self.trace = Some(Vec::new());
+    }
+
+    /// Stops recording and returns what was recorded since [`PathMemo::start_trace`].
+    pub fn take_trace(&mut self) -> SizeTrace {
+        SizeTrace(self.trace.take().unwrap_or_default())
     }
 
     /// [`SizeNode::at_path`] from `root`, resuming from the longest prefix `rest` shares with
@@ -160,12 +183,16 @@ pub struct SizeAnswers {
     entries: crate::cel::env::WordMap<u64, Vec<Answer>>,
     /// Number of entries.
     len: usize,
+    /// The number of the current trace ([`PathMemo::start_trace`]).
+    stamp: u64,
 }
 
 /// One path's answer.
 struct Answer {
-    path: Vec<Rc<str>>,
+    path: Rc<[Rc<str>]>,
     found: Found,
+    /// The trace that last recorded it ([`SizeAnswers::stamp`]; 0: none).
+    stamp: u64,
     /// The rendered reason, once asked for (`Some(None)`: the path has none).
     reason: Option<Option<String>>,
 }
@@ -214,8 +241,9 @@ impl SizeAnswers {
             .entry(path_key(path))
             .or_default()
             .push(Answer {
-                path: path.to_vec(),
+                path: Rc::from(path),
                 found,
+                stamp: 0,
                 reason: None,
             });
         self.len += 1;
@@ -318,6 +346,71 @@ impl<'s> SchemaSizeEstimator<'s> {
             _ => None,
         }
     }
+
+    /// What the schemas have at `path` (root variable first, not empty): from the memo's
+    /// answers when it has them (recording the path in its trace, once per trace), else
+    /// looked up (and kept in the memo).
+    fn found(&self, path: &[Rc<str>]) -> Found {
+        let (root, rest) = path.split_first()?;
+        let Some(memo) = self.memo else {
+            return self
+                .root(root)
+                .and_then(|r| r.at_path(rest))
+                .map(|n| (n.max_elements, n.bound));
+        };
+        let mut memo = memo.borrow_mut();
+        let memo = &mut *memo;
+        memo.answers.for_roots(self.object, self.params);
+        let stamp = memo.answers.stamp;
+        if let Some(answer) = memo.answers.get_mut(path) {
+            let found = answer.found;
+            if let Some(trace) = &mut memo.trace
+                && answer.stamp != stamp
+            {
+                answer.stamp = stamp;
+                trace.push((Rc::clone(&answer.path), found));
+            }
+            return found;
+        }
+        let found = self
+            .root(root)
+            .and_then(|r| memo.at_path(r, rest))
+            .map(|n| (n.max_elements, n.bound));
+        memo.answers.insert(path, found);
+        if let Some(trace) = &mut memo.trace
+            && let Some(answer) = memo.answers.get_mut(path)
+        {
+            answer.stamp = stamp;
+            trace.push((Rc::clone(&answer.path), found));
+        }
+        found
+    }
+
+    /// Whether these schemas answer every path of `trace` (another estimate's, with other
+    /// roots) as it records. Looks the paths up (and keeps them) in the memo, not traced.
+    pub fn answers_alike(&self, trace: &SizeTrace) -> bool {
+        let tracing = self
+            .memo
+            .map(|m| m.borrow_mut().trace.take())
+            .unwrap_or_default();
+        let alike = trace
+            .0
+            .iter()
+            .all(|(path, found)| self.found(path) == *found);
+        if let Some(memo) = self.memo {
+            memo.borrow_mut().trace = tracing;
+        }
+        alike
+    }
+}
+
+/// Whether the cost estimators (cel-go's port, `crate::cel::cost`, and Kubernetes' here) read
+/// an object type's name, beyond comparing types with each other: `_==_` of the Kubernetes
+/// library types (`CostEstimator.EstimateCallCost`, `kubernetes.*`) and the key types of
+/// `sortBy` (`crate::cel::cost::reads_type_name`). Two kinds whose checked types differ only
+/// in other object names get the same estimate (docs/cost.md).
+pub fn estimators_read_type_name(name: &str) -> bool {
+    name.starts_with("kubernetes.") || crate::cel::cost::reads_type_name(name)
 }
 
 /// Adds a path to the recorded ones unless it is there already (the estimator sizes the same
@@ -339,28 +432,8 @@ impl<'s> CostEstimator for SchemaSizeEstimator<'s> {
     /// `sizeEstimator.EstimateSize`: follows the path from its root and answers
     /// `{Min: 0, Max: uint64(MaxElements)}`; `None` for an empty or unknown path.
     fn estimate_size(&self, node: &AstNode<'_>) -> Option<SizeEstimate> {
-        let (root, rest) = node.path.split_first()?;
-        let found: Found = match self.memo {
-            Some(memo) => {
-                let mut memo = memo.borrow_mut();
-                memo.answers.for_roots(self.object, self.params);
-                match memo.answers.get_mut(&node.path) {
-                    Some(answer) => answer.found,
-                    None => {
-                        let found = self
-                            .root(root)
-                            .and_then(|r| memo.at_path(r, rest))
-                            .map(|n| (n.max_elements, n.bound));
-                        memo.answers.insert(&node.path, found);
-                        found
-                    }
-                }
-            }
-            None => self
-                .root(root)
-                .and_then(|r| r.at_path(rest))
-                .map(|n| (n.max_elements, n.bound)),
-        };
+        let (_, rest) = node.path.split_first()?;
+        let found = self.found(&node.path);
         if found.is_none()
             && let Some(record) = self.record
             && matches!(
