@@ -47,18 +47,22 @@ fn source() -> (tempfile::TempDir, FilesSource) {
     (dir, source)
 }
 
-#[test]
-fn typed_cost_estimates_match_cel_go() {
+/// The committed golden entries (cel-go's estimates), in file order.
+fn golden_cases() -> Vec<serde_json::Value> {
     let path = concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/tests/golden/upstream-cost-typed-1.37.jsonl"
     );
     let text = std::fs::read_to_string(path).expect("golden file is committed");
-    let cases: Vec<serde_json::Value> = text
-        .lines()
+    text.lines()
         .filter(|l| !l.trim().is_empty())
         .map(|l| serde_json::from_str(l).expect("valid JSON line"))
-        .collect();
+        .collect()
+}
+
+#[test]
+fn typed_cost_estimates_match_cel_go() {
+    let cases = golden_cases();
     let (_dir, source) = source();
     let (mut identical, mut no_schema, mut not_compiling) = (0, 0, 0);
     let mut differences = Vec::new();
@@ -182,16 +186,10 @@ fn typed_cost_estimates_reused_across_kinds_match_cel_go() {
     use vapcheck::engine::{KubeChecker, reused_estimates};
     use vapcheck::policy::{EnvRequest, ExpressionChecker, ObjectDecl, ParamsDecl, SchemaType};
 
-    let path = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/golden/upstream-cost-typed-1.37.jsonl"
-    );
-    let text = std::fs::read_to_string(path).expect("golden file is committed");
     // (expression, params kind) -> the entries, in file order.
     type Group = ((String, Option<String>), Vec<serde_json::Value>);
     let mut groups: Vec<Group> = Vec::new();
-    for line in text.lines().filter(|l| !l.trim().is_empty()) {
-        let case: serde_json::Value = serde_json::from_str(line).expect("valid JSON line");
+    for case in golden_cases() {
         let input = &case["input"];
         if input["variables"].as_array().is_some_and(|v| !v.is_empty()) {
             continue;
