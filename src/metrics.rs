@@ -1339,6 +1339,7 @@ where
         let watches_policies = verb == "watch" && req.uri().path().ends_with(WATCHED_RESOURCE_PATH);
         RestClientMetricsFuture {
             watches_policies,
+            path: req.uri().path().to_owned(),
             inner: Box::pin(self.inner.call(req)),
             metrics: self.metrics.clone(),
             started: Instant::now(),
@@ -1349,9 +1350,14 @@ where
     }
 }
 
+/// A request (other than a watch) answered after this long is logged.
+pub const SLOW_REQUEST: Duration = Duration::from_secs(3);
+
 /// The response future of [`RestClientMetricsService`].
 pub struct RestClientMetricsFuture<F> {
     watches_policies: bool,
+    /// The request's path, named in the log when the answer was slow.
+    path: String,
     inner: std::pin::Pin<Box<F>>,
     metrics: Metrics,
     started: Instant,
@@ -1390,13 +1396,19 @@ where
         if this.watches_policies && matches!(&result, Ok(resp) if resp.status().is_success()) {
             this.metrics.watch.succeeded();
         }
-        this.metrics.observe_request(
-            &this.method,
-            &code,
-            &this.verb,
-            &this.host,
-            this.started.elapsed(),
-        );
+        let elapsed = this.started.elapsed();
+        this.metrics
+            .observe_request(&this.method, &code, &this.verb, &this.host, elapsed);
+        // A watch's response is its whole stream; every other request should answer quickly.
+        if elapsed >= SLOW_REQUEST && this.verb != "watch" {
+            tracing::warn!(
+                verb = %this.verb,
+                path = %this.path,
+                code = %code,
+                duration_ms = elapsed.as_millis() as u64,
+                "the API server answered slowly"
+            );
+        }
         Poll::Ready(result)
     }
 }

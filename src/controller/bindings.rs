@@ -414,7 +414,7 @@ pub async fn watch_orphans(ctx: Arc<Context>) {
             .map(|b| crate::bindings::orphan_report(b))
             .collect();
         if !reports.is_empty() {
-            super::publish_binding_events(&ctx, None, &reports).await;
+            super::publish_binding_events(&ctx, None, &reports);
         }
     }
 }

@@ -12,6 +12,7 @@
 //! See `docs/controller.md`.
 
 pub mod bindings;
+pub mod event_queue;
 pub mod events;
 pub mod index;
 pub mod inputs;
@@ -76,6 +77,10 @@ pub struct Context {
     inputs: Arc<LiveInputs>,
     metrics: Metrics,
     recorder: Recorder,
+    /// Where reconciles put the Events they publish (`event_queue`): they never wait for them.
+    events: event_queue::EventQueue,
+    /// The other end of `events`, taken by [`run`] to publish them.
+    queued_events: Mutex<Option<event_queue::QueuedEvents>>,
     /// This replica's identity (the Events' `reportingInstance`).
     identity: String,
     /// Until when this replica may write (the lease holder, or always with leader election
@@ -117,12 +122,15 @@ impl Context {
                 instance: Some(identity.clone()),
             },
         );
+        let (events, queued_events) = event_queue::queue();
         Arc::new(Context {
             client,
             config,
             inputs,
             metrics,
             recorder,
+            events,
+            queued_events: Mutex::new(Some(queued_events)),
             identity,
             fence: lease::Fence::default(),
             index: Mutex::new(TriggerIndex::default()),
@@ -364,7 +372,7 @@ async fn check_and_write(
     let existing = policy.status.as_ref();
     let now = Time(k8s_openapi::jiff::Timestamp::now());
     let desired = desired_status(&computed, existing, mode, &now);
-    publish_binding_events(ctx, existing, &binding_reports).await;
+    publish_binding_events(ctx, existing, &binding_reports);
     if is_up_to_date(existing, &desired, mode) {
         ctx.metrics.status_write(StatusWriteResult::Unchanged);
         return Ok(done(
@@ -380,7 +388,17 @@ async fn check_and_write(
     }
 
     let api: Api<ValidatingAdmissionPolicy> = Api::all(ctx.client.clone());
-    let stored = match apply_status(&api, name, &desired).await {
+    let Ok(applied) = tokio::time::timeout(WRITE_TIMEOUT, apply_status(&api, name, &desired)).await
+    else {
+        // A request the API server holds must not hold a worker: give up, and the reconcile's
+        // backoff (or the watch's recovery) retries it.
+        ctx.metrics.status_write(StatusWriteResult::Error);
+        return Err(ReconcileError::Write(format!(
+            "the API server did not answer within {}s",
+            WRITE_TIMEOUT.as_secs()
+        )));
+    };
+    let stored = match applied {
         Ok(Some(stored)) => stored,
         Ok(None) => {
             ctx.metrics.status_write(StatusWriteResult::NotFound);
@@ -415,10 +433,19 @@ async fn check_and_write(
             field_manager: Some(FIELD_MANAGER.to_owned()),
             ..PatchParams::default()
         };
-        match api
-            .patch_status(name, &merge_params, &Patch::Merge(&clear))
-            .await
-        {
+        let cleared = tokio::time::timeout(
+            WRITE_TIMEOUT,
+            api.patch_status(name, &merge_params, &Patch::Merge(&clear)),
+        )
+        .await
+        .map_err(|_| {
+            ctx.metrics.status_write(StatusWriteResult::Error);
+            ReconcileError::Write(format!(
+                "the API server did not answer within {}s",
+                WRITE_TIMEOUT.as_secs()
+            ))
+        })?;
+        match cleared {
             Ok(cleared) => written_version = verified(&cleared),
             Err(kube::Error::Api(s)) if s.is_not_found() => {
                 ctx.metrics.status_write(StatusWriteResult::NotFound);
@@ -448,12 +475,13 @@ async fn check_and_write(
             action: "TypeCheck".to_owned(),
             secondary: None,
         };
-        if let Err(e) = ctx.recorder.publish(&event, &policy.object_ref(&())).await {
-            warn!(error = %e, "could not publish an event");
-        }
+        ctx.events.send(event, policy.object_ref(&()));
     }
     Ok(done(Outcome::Written, written_version))
 }
+
+/// How long a status write may take before the reconcile gives it up and retries later.
+pub const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Applies `desired` to the status of policy `name` (server-side apply, forced, as
 /// [`FIELD_MANAGER`]) and returns the stored policy, or `None` when the policy no longer
@@ -527,7 +555,7 @@ async fn add_bindings_condition(
 /// Records the verdicts of `reports` (metric) and, as the leader, publishes an Event on each
 /// binding whose verdict changed, or that is new to this replica and not yet described by the
 /// policy's stored condition (so a restart does not repeat old Events).
-async fn publish_binding_events(
+fn publish_binding_events(
     ctx: &Arc<Context>,
     existing: Option<&k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicyStatus>,
     reports: &[crate::bindings::BindingReport],
@@ -562,9 +590,7 @@ async fn publish_binding_events(
             action: "EvaluateBinding".to_owned(),
             secondary: None,
         };
-        if let Err(e) = ctx.recorder.publish(&event, &reference).await {
-            warn!(error = %e, binding = %report.binding, "could not publish an event");
-        }
+        ctx.events.send(event, reference);
     }
 }
 
@@ -812,6 +838,13 @@ pub async fn run(
     shutdown: Shutdown,
 ) -> anyhow::Result<()> {
     let poller = tokio::spawn(poll_schemas(Arc::clone(&ctx), shutdown.clone()));
+    let publisher = lock(&ctx.queued_events).take().map(|queued| {
+        tokio::spawn(event_queue::publish_with_recorder(
+            queued,
+            ctx.fence.clone(),
+            ctx.recorder.clone(),
+        ))
+    });
     let election = ctx.config.leader_election.clone();
     let result = if !election.enabled {
         ctx.fence.allow_always();
@@ -823,6 +856,9 @@ pub async fn run(
         lead(&ctx, &readiness, &lease_namespace, &identity, &shutdown).await
     };
     poller.abort();
+    if let Some(publisher) = publisher {
+        publisher.abort();
+    }
     result
 }
 

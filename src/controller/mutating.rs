@@ -312,9 +312,16 @@ async fn reconcile_inner(
         let mut reference = policy.object_ref(&());
         reference.field_path = ev.field_ref.clone();
         // On failure the record stays as it was, so the retry publishes again.
-        publish(ctx, ev, reference)
-            .await
-            .map_err(|e| ReconcileError::Event(e.to_string()))?;
+        match tokio::time::timeout(super::WRITE_TIMEOUT, publish(ctx, ev, reference)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => return Err(ReconcileError::Event(e.to_string())),
+            Err(_) => {
+                return Err(ReconcileError::Event(format!(
+                    "the API server did not answer within {}s",
+                    super::WRITE_TIMEOUT.as_secs()
+                )));
+            }
+        }
     }
     lock(&ctx.mutating.records).insert(
         name.to_owned(),

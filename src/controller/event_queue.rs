@@ -1,0 +1,247 @@
+//! Publishing the ValidatingAdmissionPolicy controller's Events off the reconcile path.
+//!
+//! A policy's status is what vapcheck owes; its Events are a courtesy. A reconcile therefore
+//! queues them and goes on, as client-go's recorders do (k8s.io/client-go `tools/events`,
+//! `eventBroadcasterImpl`, and `tools/record`, `maxQueuedEvents = 1000`: the caller never waits
+//! for the API server, and an Event that does not fit in the queue is dropped). Before this, a
+//! reconcile awaited each Event's create: when kube-apiserver held Event creates after an etcd
+//! restart (Events are stored with a TTL, so each create may wait for an etcd lease grant behind
+//! one lock: k8s.io/apiserver `storage/etcd3/lease_manager.go`, `leaseManager.GetLease`), every
+//! worker waited with it and the statuses of other policies were not written.
+//!
+//! One task publishes the queued Events in order, each bounded by [`PUBLISH_TIMEOUT`], and only
+//! while the fence allows writes: an Event queued by a leader that may since have lost its
+//! lease is dropped, like its status writes.
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::ObjectReference;
+use kube::runtime::events::{Event, Recorder};
+use tokio::sync::mpsc;
+use tracing::{debug, warn};
+
+use super::lease::Fence;
+
+/// Events waiting to be published at most; more are dropped (client-go: 1000).
+pub const QUEUE_CAPACITY: usize = 1000;
+
+/// How long one Event's create (or series patch) may take before it is given up.
+pub const PUBLISH_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The sending side, kept in the controller's context. Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct EventQueue {
+    tx: mpsc::Sender<(Event, ObjectReference)>,
+}
+
+/// The receiving side, handed to [`publish_queued`] once.
+#[derive(Debug)]
+pub struct QueuedEvents {
+    rx: mpsc::Receiver<(Event, ObjectReference)>,
+}
+
+/// A new queue of [`QUEUE_CAPACITY`] Events.
+pub fn queue() -> (EventQueue, QueuedEvents) {
+    queue_with_capacity(QUEUE_CAPACITY)
+}
+
+fn queue_with_capacity(capacity: usize) -> (EventQueue, QueuedEvents) {
+    let (tx, rx) = mpsc::channel(capacity);
+    (EventQueue { tx }, QueuedEvents { rx })
+}
+
+impl EventQueue {
+    /// Queues `event` about `regarding` without waiting. Returns false (and logs) when it was
+    /// dropped: the queue is full, or nothing publishes any more.
+    pub fn send(&self, event: Event, regarding: ObjectReference) -> bool {
+        match self.tx.try_send((event, regarding)) {
+            Ok(()) => true,
+            Err(mpsc::error::TrySendError::Full((event, regarding))) => {
+                warn!(
+                    reason = %event.reason,
+                    object = regarding.name.as_deref().unwrap_or_default(),
+                    capacity = self.tx.max_capacity(),
+                    "an event was dropped: the queue of unpublished events is full"
+                );
+                false
+            }
+            Err(mpsc::error::TrySendError::Closed((event, _))) => {
+                debug!(reason = %event.reason, "an event was dropped: publishing has stopped");
+                false
+            }
+        }
+    }
+}
+
+/// What publishing one queued Event came to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Published {
+    Done,
+    Failed,
+    TimedOut,
+    /// Not sent: this replica may not write (now).
+    Fenced,
+}
+
+/// Publishes the queued Events in order until every [`EventQueue`] is dropped and the queue
+/// is empty. `publish` is the Recorder's publish in the controller and a fake in tests.
+pub async fn publish_queued<F, Fut>(mut queued: QueuedEvents, fence: Fence, mut publish: F)
+where
+    F: FnMut(Event, ObjectReference) -> Fut,
+    Fut: std::future::Future<Output = Result<(), kube::Error>>,
+{
+    while let Some((event, regarding)) = queued.rx.recv().await {
+        publish_one(&fence, &mut publish, event, regarding, PUBLISH_TIMEOUT).await;
+    }
+}
+
+async fn publish_one<F, Fut>(
+    fence: &Fence,
+    publish: &mut F,
+    event: Event,
+    regarding: ObjectReference,
+    timeout: Duration,
+) -> Published
+where
+    F: FnMut(Event, ObjectReference) -> Fut,
+    Fut: std::future::Future<Output = Result<(), kube::Error>>,
+{
+    if !fence.may_write() {
+        debug!(reason = %event.reason, "an event was dropped: this replica may not write");
+        return Published::Fenced;
+    }
+    let reason = event.reason.clone();
+    let object = regarding.name.clone().unwrap_or_default();
+    match tokio::time::timeout(timeout, publish(event, regarding)).await {
+        Ok(Ok(())) => Published::Done,
+        Ok(Err(e)) => {
+            warn!(error = %e, reason, object, "could not publish an event");
+            Published::Failed
+        }
+        Err(_) => {
+            warn!(
+                ?timeout,
+                reason, object, "could not publish an event: the API server did not answer in time"
+            );
+            Published::TimedOut
+        }
+    }
+}
+
+/// Publishes through `recorder`: what the controller runs.
+pub async fn publish_with_recorder(queued: QueuedEvents, fence: Fence, recorder: Recorder) {
+    publish_queued(queued, fence, |event, regarding| {
+        let recorder = recorder.clone();
+        async move { recorder.publish(&event, &regarding).await }
+    })
+    .await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::runtime::events::EventType;
+    use std::sync::{Arc, Mutex};
+
+    fn event(reason: &str) -> Event {
+        Event {
+            type_: EventType::Normal,
+            reason: reason.to_owned(),
+            note: None,
+            action: "TypeCheck".to_owned(),
+            secondary: None,
+        }
+    }
+
+    fn regarding(name: &str) -> ObjectReference {
+        ObjectReference {
+            name: Some(name.to_owned()),
+            ..ObjectReference::default()
+        }
+    }
+
+    #[tokio::test]
+    async fn sending_does_not_wait_for_a_publish_that_hangs_and_the_rest_follow_in_order() {
+        let (queue, queued) = queue_with_capacity(4);
+        let fence = Fence::default();
+        fence.allow_always();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let (release_tx, release_rx) = tokio::sync::watch::channel(false);
+        let worker = {
+            let seen = Arc::clone(&seen);
+            tokio::spawn(publish_queued(queued, fence, move |event, _| {
+                let seen = Arc::clone(&seen);
+                let mut release = release_rx.clone();
+                async move {
+                    // The first publish hangs until released, as a create held by the API
+                    // server would.
+                    if event.reason == "first" {
+                        let _ = release.wait_for(|released| *released).await;
+                    }
+                    seen.lock().unwrap().push(event.reason);
+                    Ok(())
+                }
+            }))
+        };
+        // Four sends fit although the first publish hangs; none of them waits.
+        for reason in ["first", "second", "third", "fourth"] {
+            assert!(queue.send(event(reason), regarding("p")));
+            tokio::task::yield_now().await;
+        }
+        // The worker holds "first"; three wait in the queue and one more fits.
+        assert!(queue.send(event("fifth"), regarding("p")));
+        // The sixth does not fit: it is dropped, not waited for.
+        assert!(!queue.send(event("sixth"), regarding("p")));
+        assert!(seen.lock().unwrap().is_empty());
+        release_tx.send(true).unwrap();
+        drop(queue);
+        worker.await.unwrap();
+        assert_eq!(
+            *seen.lock().unwrap(),
+            ["first", "second", "third", "fourth", "fifth"]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_publish_that_never_answers_is_given_up_after_the_timeout() {
+        let fence = Fence::default();
+        fence.allow_always();
+        let mut hang =
+            |_: Event, _: ObjectReference| std::future::pending::<Result<(), kube::Error>>();
+        let timeout = Duration::from_millis(50);
+        let started = tokio::time::Instant::now();
+        let outcome = publish_one(&fence, &mut hang, event("e"), regarding("p"), timeout).await;
+        assert_eq!(outcome, Published::TimedOut);
+        assert!(started.elapsed() >= timeout);
+    }
+
+    #[tokio::test]
+    async fn nothing_is_published_while_the_fence_forbids_writes() {
+        let fence = Fence::default();
+        let mut calls = 0;
+        let mut count = |_: Event, _: ObjectReference| {
+            calls += 1;
+            std::future::ready(Ok(()))
+        };
+        let outcome = publish_one(
+            &fence,
+            &mut count,
+            event("e"),
+            regarding("p"),
+            PUBLISH_TIMEOUT,
+        )
+        .await;
+        assert_eq!(outcome, Published::Fenced);
+        fence.allow_always();
+        let outcome = publish_one(
+            &fence,
+            &mut count,
+            event("e"),
+            regarding("p"),
+            PUBLISH_TIMEOUT,
+        )
+        .await;
+        assert_eq!(outcome, Published::Done);
+        assert_eq!(calls, 1);
+    }
+}
