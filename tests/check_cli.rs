@@ -164,6 +164,7 @@ fn args(output: OutputFormat, mode: ModeArg, files: &[&str]) -> CheckArgs {
         mode,
         kubernetes_version: None,
         kind_limit: 100,
+        no_cost_estimates: false,
         output,
         previous: vec![],
         static_manifests: None,
@@ -780,4 +781,37 @@ spec:
         .output()
         .unwrap();
     assert!(!String::from_utf8(o.stdout).unwrap().contains("cost"));
+
+    // --no-cost-estimates: extended mode without the estimates; the other results stay.
+    let o = binary()
+        .args(["check", "-o", "json", "--no-cost-estimates"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0));
+    let without: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(without[0]["status"].get("cost").is_none(), "{without}");
+    let mut with = extended_json(&file);
+    with[0]["status"]
+        .as_object_mut()
+        .unwrap()
+        .remove("cost")
+        .unwrap();
+    assert_eq!(with, without);
+    let o = binary()
+        .args(["check", "--no-cost-estimates"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(!String::from_utf8(o.stdout).unwrap().contains("cost"));
+}
+
+/// `vapcheck check -o json <file>` in extended mode, parsed.
+fn extended_json(file: &std::path::Path) -> serde_json::Value {
+    let o = binary()
+        .args(["check", "-o", "json"])
+        .arg(file)
+        .output()
+        .unwrap();
+    serde_json::from_slice(&o.stdout).unwrap()
 }

@@ -118,6 +118,10 @@ pub struct CheckArgs {
     /// Extended mode: most kinds checked per policy.
     #[arg(long, value_name = "N", default_value_t = DEFAULT_EXTENDED_KIND_LIMIT)]
     pub kind_limit: usize,
+    /// Extended mode: skip the CEL cost estimates (no estimates in the output, no cost
+    /// findings).
+    #[arg(long)]
+    pub no_cost_estimates: bool,
     /// Output format.
     #[arg(short = 'o', long = "output", value_enum, default_value = "text")]
     pub output: OutputFormat,
@@ -587,6 +591,7 @@ pub fn run_check(
     let check_options = CheckOptions {
         mode: args.mode.into(),
         kind_limit: args.kind_limit,
+        estimate_costs: !args.no_cost_estimates,
     };
     let mut checked: Vec<CheckedPolicy> = Vec::new();
     if let Some((dir, load)) = &static_load {

@@ -79,6 +79,7 @@ impl LiveInputs {
             options: CheckOptions {
                 mode,
                 kind_limit: usize::try_from(config.kind_limit).unwrap_or(usize::MAX),
+                estimate_costs: true,
             },
             expand_wildcards: config.expand_wildcards,
             server_minor: target.minor(),

@@ -219,6 +219,7 @@ fn run_mode(p: &MutatingAdmissionPolicy, mode: Mode) -> PolicyStatus {
         &CheckOptions {
             mode,
             kind_limit: 100,
+            ..CheckOptions::default()
         },
         &backends,
     )

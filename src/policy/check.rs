@@ -36,6 +36,9 @@ pub struct CheckOptions {
     pub mode: Mode,
     /// Extended mode: the most kinds checked per policy (strict always uses upstream's rule).
     pub kind_limit: usize,
+    /// Extended mode: estimate each expression's CEL cost (docs/cost.md). Off, the status and
+    /// the reports carry no estimates and no cost findings.
+    pub estimate_costs: bool,
 }
 
 impl Default for CheckOptions {
@@ -43,6 +46,7 @@ impl Default for CheckOptions {
         Self {
             mode: Mode::Extended,
             kind_limit: DEFAULT_EXTENDED_KIND_LIMIT,
+            estimate_costs: true,
         }
     }
 }
@@ -297,6 +301,7 @@ pub fn check_input_parsed<'p>(
             backends.checker,
             extra,
             input.mutating,
+            options.estimate_costs,
             &mut results,
             &mut estimates,
         );
@@ -682,6 +687,7 @@ fn check_kind(
     checker: &dyn ExpressionChecker,
     extra: Option<&ExtraCheck<'_>>,
     mutating: bool,
+    estimate_costs: bool,
     results: &mut [SiteResults],
     estimates: &mut [Vec<(ExpressionField, Gvk, CostOutcome)>],
 ) {
@@ -804,6 +810,7 @@ fn check_kind(
                 // Cost estimates: validating policies only (docs/cost.md).
                 if mode == Mode::Extended
                     && !mutating
+                    && estimate_costs
                     && let Some(Ok(p)) = parsed.get(site.expression)
                     && let Some(c) = env.cost(p)
                 {
@@ -913,6 +920,7 @@ mod tests {
                 &CheckOptions {
                     mode,
                     kind_limit: 100,
+                    ..CheckOptions::default()
                 },
                 &backends,
             )
