@@ -9,9 +9,14 @@
 //! one lock: k8s.io/apiserver `storage/etcd3/lease_manager.go`, `leaseManager.GetLease`), every
 //! worker waited with it and the statuses of other policies were not written.
 //!
-//! One task publishes the queued Events in order, each bounded by [`PUBLISH_TIMEOUT`], and only
-//! while the fence allows writes: an Event queued by a leader that may since have lost its
-//! lease is dropped, like its status writes.
+//! One task publishes the queued Events in order, each attempt bounded by [`PUBLISH_TIMEOUT`],
+//! and only while the fence allows writes: an Event queued by a leader that may since have lost
+//! its lease is dropped, like its status writes. An attempt that timed out, failed on the way
+//! or was answered 429 or 5xx (an etcd outage answers 500) is tried again, up to
+//! [`RETRIES`]`.tries` attempts with pauses of [`RETRIES`]`.pause` (less up to a quarter), as
+//! client-go's `attemptRecording` does (12 tries, 10 s apart with jitter; it does not retry
+//! a 5xx answer, which vapcheck does, so that an Event is not lost to an etcd restart).
+//! Another refusal (an invalid Event) is logged and not tried again.
 
 use std::time::Duration;
 
@@ -25,8 +30,28 @@ use super::lease::Fence;
 /// Events waiting to be published at most; more are dropped (client-go: 1000).
 pub const QUEUE_CAPACITY: usize = 1000;
 
-/// How long one Event's create (or series patch) may take before it is given up.
+/// How long one attempt at an Event's create (or series patch) may take.
 pub const PUBLISH_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How often, and how far apart, an Event is tried.
+#[derive(Debug, Clone, Copy)]
+pub struct Retries {
+    /// Attempts in all, the first included.
+    pub tries: u32,
+    /// The pause before another attempt, less a random part of up to a quarter.
+    pub pause: Duration,
+    /// The bound on each attempt.
+    pub timeout: Duration,
+}
+
+/// client-go's numbers (k8s.io/client-go `tools/events/event_broadcaster.go`:
+/// `maxTriesPerEvent = 12`, `defaultSleepDuration = 10 * time.Second`), with
+/// [`PUBLISH_TIMEOUT`] on each attempt.
+pub const RETRIES: Retries = Retries {
+    tries: 12,
+    pause: Duration::from_secs(10),
+    timeout: PUBLISH_TIMEOUT,
+};
 
 /// The sending side, kept in the controller's context. Cheap to clone.
 #[derive(Clone, Debug)]
@@ -73,25 +98,84 @@ impl EventQueue {
     }
 }
 
-/// What publishing one queued Event came to.
+/// What one attempt at publishing an Event came to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Published {
     Done,
-    Failed,
+    /// Refused or failed; `retry`: worth another attempt (on the way, 429, 5xx).
+    Failed {
+        retry: bool,
+    },
     TimedOut,
     /// Not sent: this replica may not write (now).
     Fenced,
 }
 
+impl Published {
+    fn retry(self) -> bool {
+        matches!(
+            self,
+            Published::Failed { retry: true } | Published::TimedOut
+        )
+    }
+}
+
+/// Whether a failed attempt is worth another: it failed on the way, or the API server could
+/// not serve it then (429, 5xx); not when it refused the Event itself.
+fn worth_retrying(error: &kube::Error) -> bool {
+    match error {
+        kube::Error::Api(status) => status.code == 429 || status.code >= 500,
+        _ => true,
+    }
+}
+
 /// Publishes the queued Events in order until every [`EventQueue`] is dropped and the queue
-/// is empty. `publish` is the Recorder's publish in the controller and a fake in tests.
-pub async fn publish_queued<F, Fut>(mut queued: QueuedEvents, fence: Fence, mut publish: F)
-where
+/// is empty, each with `retries`. `publish` is the Recorder's publish in the controller and a
+/// fake in tests.
+pub async fn publish_queued<F, Fut>(
+    mut queued: QueuedEvents,
+    fence: Fence,
+    retries: Retries,
+    mut publish: F,
+) where
     F: FnMut(Event, ObjectReference) -> Fut,
     Fut: std::future::Future<Output = Result<(), kube::Error>>,
 {
+    let mut seed = u64::from(std::process::id()) | 1;
     while let Some((event, regarding)) = queued.rx.recv().await {
-        publish_one(&fence, &mut publish, event, regarding, PUBLISH_TIMEOUT).await;
+        for attempt in 1..=retries.tries.max(1) {
+            let outcome = publish_one(
+                &fence,
+                &mut publish,
+                copy(&event),
+                regarding.clone(),
+                retries.timeout,
+            )
+            .await;
+            if !outcome.retry() || attempt == retries.tries {
+                if outcome.retry() {
+                    warn!(reason = %event.reason, tries = retries.tries, "an event was dropped: every attempt failed");
+                }
+                break;
+            }
+            // xorshift64: enough randomness to keep replicas apart.
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            let jitter = (seed % 1000) as f64 / 1000.0 * 0.25;
+            tokio::time::sleep(retries.pause.mul_f64(1.0 - jitter)).await;
+        }
+    }
+}
+
+/// kube-runtime's `Event` is not `Clone`.
+fn copy(event: &Event) -> Event {
+    Event {
+        type_: event.type_,
+        reason: event.reason.clone(),
+        note: event.note.clone(),
+        action: event.action.clone(),
+        secondary: event.secondary.clone(),
     }
 }
 
@@ -115,8 +199,9 @@ where
     match tokio::time::timeout(timeout, publish(event, regarding)).await {
         Ok(Ok(())) => Published::Done,
         Ok(Err(e)) => {
-            warn!(error = %e, reason, object, "could not publish an event");
-            Published::Failed
+            let retry = worth_retrying(&e);
+            warn!(error = %e, reason, object, retry, "could not publish an event");
+            Published::Failed { retry }
         }
         Err(_) => {
             warn!(
@@ -130,7 +215,7 @@ where
 
 /// Publishes through `recorder`: what the controller runs.
 pub async fn publish_with_recorder(queued: QueuedEvents, fence: Fence, recorder: Recorder) {
-    publish_queued(queued, fence, |event, regarding| {
+    publish_queued(queued, fence, RETRIES, |event, regarding| {
         let recorder = recorder.clone();
         async move { recorder.publish(&event, &regarding).await }
     })
@@ -169,7 +254,7 @@ mod tests {
         let (release_tx, release_rx) = tokio::sync::watch::channel(false);
         let worker = {
             let seen = Arc::clone(&seen);
-            tokio::spawn(publish_queued(queued, fence, move |event, _| {
+            tokio::spawn(publish_queued(queued, fence, RETRIES, move |event, _| {
                 let seen = Arc::clone(&seen);
                 let mut release = release_rx.clone();
                 async move {
@@ -199,6 +284,78 @@ mod tests {
         assert_eq!(
             *seen.lock().unwrap(),
             ["first", "second", "third", "fourth", "fifth"]
+        );
+    }
+
+    #[tokio::test]
+    async fn an_event_is_tried_again_after_a_timeout_or_a_5xx_but_not_after_a_refusal() {
+        let fence = Fence::default();
+        fence.allow_always();
+        let retries = Retries {
+            tries: 4,
+            pause: Duration::from_millis(1),
+            timeout: Duration::from_millis(50),
+        };
+        let api = |code: u16| {
+            kube::Error::Api(
+                kube::core::Status::failure("refused", "Refused")
+                    .with_code(code)
+                    .boxed(),
+            )
+        };
+        // Per event: the answers of its attempts in order (None: no answer at all).
+        /// An event's reason and the answer to that attempt (None: no answer at all).
+        type Attempt = (String, Option<u16>);
+        let script: Arc<Mutex<Vec<Attempt>>> = Arc::new(Mutex::new(vec![
+            ("etcd-down".into(), None),
+            ("etcd-down".into(), Some(500)),
+            ("etcd-down".into(), Some(429)),
+            ("etcd-down".into(), Some(201)),
+            ("invalid".into(), Some(422)),
+            ("always-down".into(), Some(503)),
+            ("always-down".into(), Some(503)),
+            ("always-down".into(), Some(503)),
+            ("always-down".into(), Some(503)),
+            ("after".into(), Some(201)),
+        ]));
+        let attempts = Arc::new(Mutex::new(Vec::new()));
+        let (queue, queued) = queue_with_capacity(8);
+        for reason in ["etcd-down", "invalid", "always-down", "after"] {
+            assert!(queue.send(event(reason), regarding("p")));
+        }
+        drop(queue);
+        {
+            let script = Arc::clone(&script);
+            let attempts = Arc::clone(&attempts);
+            publish_queued(queued, fence, retries, move |event, _| {
+                attempts.lock().unwrap().push(event.reason.clone());
+                let (expected, answer) = script.lock().unwrap().remove(0);
+                assert_eq!(expected, event.reason);
+                async move {
+                    match answer {
+                        None => std::future::pending().await,
+                        Some(201) => Ok(()),
+                        Some(code) => Err(api(code)),
+                    }
+                }
+            })
+            .await;
+        }
+        assert!(script.lock().unwrap().is_empty());
+        assert_eq!(
+            *attempts.lock().unwrap(),
+            [
+                "etcd-down",
+                "etcd-down",
+                "etcd-down",
+                "etcd-down",
+                "invalid",
+                "always-down",
+                "always-down",
+                "always-down",
+                "always-down",
+                "after"
+            ]
         );
     }
 
