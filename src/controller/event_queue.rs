@@ -158,12 +158,7 @@ pub async fn publish_queued<F, Fut>(
                 }
                 break;
             }
-            // xorshift64: enough randomness to keep replicas apart.
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            let jitter = (seed % 1000) as f64 / 1000.0 * 0.25;
-            tokio::time::sleep(retries.pause.mul_f64(1.0 - jitter)).await;
+            tokio::time::sleep(super::watch::jittered(retries.pause, &mut seed)).await;
         }
     }
 }

@@ -393,10 +393,7 @@ async fn check_and_write(
         // A request the API server holds must not hold a worker: give up, and the reconcile's
         // backoff (or the watch's recovery) retries it.
         ctx.metrics.status_write(StatusWriteResult::Error);
-        return Err(ReconcileError::Write(format!(
-            "the API server did not answer within {}s",
-            WRITE_TIMEOUT.as_secs()
-        )));
+        return Err(ReconcileError::Write(no_answer_in_time()));
     };
     let stored = match applied {
         Ok(Some(stored)) => stored,
@@ -440,10 +437,7 @@ async fn check_and_write(
         .await
         .map_err(|_| {
             ctx.metrics.status_write(StatusWriteResult::Error);
-            ReconcileError::Write(format!(
-                "the API server did not answer within {}s",
-                WRITE_TIMEOUT.as_secs()
-            ))
+            ReconcileError::Write(no_answer_in_time())
         })?;
         match cleared {
             Ok(cleared) => written_version = verified(&cleared),
@@ -482,6 +476,14 @@ async fn check_and_write(
 
 /// How long a status write may take before the reconcile gives it up and retries later.
 pub const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Why a request bounded by [`WRITE_TIMEOUT`] was given up.
+pub(crate) fn no_answer_in_time() -> String {
+    format!(
+        "the API server did not answer within {}s",
+        WRITE_TIMEOUT.as_secs()
+    )
+}
 
 /// Applies `desired` to the status of policy `name` (server-side apply, forced, as
 /// [`FIELD_MANAGER`]) and returns the stored policy, or `None` when the policy no longer

@@ -316,10 +316,7 @@ async fn reconcile_inner(
             Ok(Ok(())) => {}
             Ok(Err(e)) => return Err(ReconcileError::Event(e.to_string())),
             Err(_) => {
-                return Err(ReconcileError::Event(format!(
-                    "the API server did not answer within {}s",
-                    super::WRITE_TIMEOUT.as_secs()
-                )));
+                return Err(ReconcileError::Event(super::no_answer_in_time()));
             }
         }
     }

@@ -45,15 +45,20 @@ impl Iterator for WatchBackoff {
     type Item = Duration;
 
     fn next(&mut self) -> Option<Duration> {
-        // xorshift64: enough randomness for jitter.
-        self.seed ^= self.seed << 13;
-        self.seed ^= self.seed >> 7;
-        self.seed ^= self.seed << 17;
-        let jitter = (self.seed % 1000) as f64 / 1000.0 * 0.25;
-        let pause = self.next.mul_f64(1.0 - jitter);
+        let pause = jittered(self.next, &mut self.seed);
         self.next = (self.next * 2).min(WATCH_BACKOFF_MAX);
         Some(pause)
     }
+}
+
+/// `pause` less a random part of up to a quarter, drawn from `seed` (xorshift64: enough
+/// randomness to keep retries apart), which it advances.
+pub(crate) fn jittered(pause: Duration, seed: &mut u64) -> Duration {
+    *seed ^= *seed << 13;
+    *seed ^= *seed >> 7;
+    *seed ^= *seed << 17;
+    let jitter = (*seed % 1000) as f64 / 1000.0 * 0.25;
+    pause.mul_f64(1.0 - jitter)
 }
 
 impl Backoff for WatchBackoff {
