@@ -503,7 +503,7 @@ fn reuse_estimate(
     types: &crate::cel::CheckedTypes,
     sizes: &crate::k8s_env::cost::SchemaSizeEstimator<'_>,
     memo: &std::cell::RefCell<crate::k8s_env::cost::PathMemo<'_>>,
-) -> Option<Option<(u64, u64, Vec<String>)>> {
+) -> Option<Option<Estimate>> {
     ESTIMATES.with(|all| {
         let all = all.borrow();
         let of = all.get(&parsed_address(parsed))?;
@@ -522,6 +522,9 @@ fn reuse_estimate(
         }))
     })
 }
+
+/// An estimate's minimum, maximum and the reasons of its unbounded paths.
+type Estimate = (u64, u64, Vec<Arc<str>>);
 
 /// Keeps an estimate of `parsed` for the other kinds ([`reuse_estimate`]); gives its types
 /// back when it is not kept (the expression has enough estimates already).
@@ -559,6 +562,17 @@ fn keep_estimate(
         of.estimated.push(estimated);
         None
     })
+}
+
+/// Forgets what the estimates of this thread kept for the next ones (the schema size answers
+/// of each pair of roots, the estimates of the last expressions and the estimator's buffers),
+/// as in a new `vapcheck check` process: the cost benchmark starts each round from here, so
+/// that it measures what one run of the command does rather than a thread that has sized
+/// every path of the corpus already (docs/cost.md).
+pub fn forget_cost_memos() {
+    ROOT_ANSWERS.with(|all| all.borrow_mut().clear());
+    ESTIMATES.with(|all| all.borrow_mut().clear());
+    crate::cel::cost::forget_buffers();
 }
 
 thread_local! {

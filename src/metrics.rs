@@ -1911,17 +1911,17 @@ mod tests {
         let cost = analyze(vec![
             (
                 ExpressionField::ValidationExpression(0),
-                Gvk::new("", "v1", "Pod"),
+                Gvk::new("", "v1", "Pod").into(),
                 outcome(5),
             ),
             (
                 ExpressionField::ValidationExpression(0),
-                Gvk::new("", "v1", "Service"),
+                Gvk::new("", "v1", "Service").into(),
                 outcome(5),
             ),
             (
                 ExpressionField::ValidationExpression(1),
-                Gvk::new("", "v1", "Pod"),
+                Gvk::new("", "v1", "Pod").into(),
                 outcome(7_340_029),
             ),
         ]);

@@ -632,6 +632,11 @@ thread_local! {
     static BUFFERS: RefCell<Option<Buffers>> = const { RefCell::new(None) };
 }
 
+/// Drops the maps this thread kept for its next estimate (`engine::forget_cost_memos`).
+pub(crate) fn forget_buffers() {
+    BUFFERS.with(|b| *b.borrow_mut() = None);
+}
+
 impl Buffers {
     /// Empties the maps and keeps them for the next estimate on this thread, unless one grew
     /// large (a large expression must not pin its memory).

@@ -18,6 +18,7 @@ use crate::cel::{CheckedTypes, Env, Kind, ParsedExpr, Type, TypeKind};
 use crate::schema::sizes::{Bound, Shape, SizeNode};
 use std::cell::RefCell;
 use std::rc::Rc;
+use std::sync::Arc;
 
 /// k8s.io/apiserver `pkg/cel/limits.go` `MaxNameFormatRegexSize`.
 const MAX_NAME_FORMAT_REGEX_SIZE: f64 = 128.0;
@@ -194,7 +195,7 @@ struct Answer {
     /// The trace that last recorded it ([`SizeAnswers::stamp`]; 0: none).
     stamp: u64,
     /// The rendered reason, once asked for (`Some(None)`: the path has none).
-    reason: Option<Option<String>>,
+    reason: Option<Option<Arc<str>>>,
 }
 
 /// The key of a path in [`SizeAnswers`]: a mix of its steps' addresses.
@@ -253,7 +254,7 @@ impl SizeAnswers {
 /// The reasons behind recorded paths ([`SchemaSizeEstimator::record`]), deduplicated and
 /// sorted: "`spec.containers` has no maxItems", "`spec.containers[*].image` has no
 /// maxLength", "`spec.names` of the params kind has no maxItems".
-pub fn unbounded_reasons(sizes: &SchemaSizeEstimator<'_>, paths: &[Vec<Rc<str>>]) -> Vec<String> {
+pub fn unbounded_reasons(sizes: &SchemaSizeEstimator<'_>, paths: &[Vec<Rc<str>>]) -> Vec<Arc<str>> {
     let reasons = paths.iter().filter_map(|p| render_reason(sizes, p));
     sorted_unique(reasons.collect())
 }
@@ -266,7 +267,7 @@ pub fn unbounded_reasons_memo(
     sizes: &SchemaSizeEstimator<'_>,
     paths: &[Vec<Rc<str>>],
     memo: &RefCell<PathMemo<'_>>,
-) -> Vec<String> {
+) -> Vec<Arc<str>> {
     let mut memo = memo.borrow_mut();
     memo.answers.for_roots(sizes.object, sizes.params);
     let mut reasons = Vec::with_capacity(paths.len());
@@ -284,14 +285,14 @@ pub fn unbounded_reasons_memo(
 }
 
 /// Sorted, without repetitions (two paths can have the same reason).
-fn sorted_unique(mut reasons: Vec<String>) -> Vec<String> {
+fn sorted_unique(mut reasons: Vec<Arc<str>>) -> Vec<Arc<str>> {
     reasons.sort_unstable();
     reasons.dedup();
     reasons
 }
 
 /// The reason of one recorded path (`None` for an empty path).
-fn render_reason(sizes: &SchemaSizeEstimator<'_>, path: &[Rc<str>]) -> Option<String> {
+fn render_reason(sizes: &SchemaSizeEstimator<'_>, path: &[Rc<str>]) -> Option<Arc<str>> {
     let (root, rest) = path.split_first()?;
     let node = sizes.root(root).and_then(|r| r.at_path(rest));
     // `spec.containers[*].image`: `[*]` for list items and map values, `[key]` for map keys.
@@ -334,7 +335,7 @@ fn render_reason(sizes: &SchemaSizeEstimator<'_>, path: &[Rc<str>]) -> Option<St
             out.push_str("` has no known size (no schema)");
         }
     }
-    Some(out)
+    Some(Arc::from(out))
 }
 
 impl<'s> SchemaSizeEstimator<'s> {
@@ -896,7 +897,7 @@ mod tests {
             .collect();
         let want_reasons = unbounded_reasons(&fresh, &fresh_record.borrow());
         assert_eq!(
-            want_reasons,
+            want_reasons.iter().map(|r| &**r).collect::<Vec<_>>(),
             [
                 "`containers[*]` has no maxLength",
                 "`containers` has no maxItems",

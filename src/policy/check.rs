@@ -1,6 +1,7 @@
 //! `check_policy`: the whole computation of a policy's status over the backend traits.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use k8s_openapi::api::admissionregistration::v1::{
     ExpressionWarning, MatchResources, ParamKind, ValidatingAdmissionPolicy,
@@ -288,7 +289,7 @@ pub fn check_input_parsed<'p>(
 
     // 5. per kind
     let mut results: Vec<SiteResults> = sites.iter().map(|_| SiteResults::default()).collect();
-    let mut estimates: Vec<Vec<(ExpressionField, Gvk, CostOutcome)>> =
+    let mut estimates: Vec<Vec<(ExpressionField, Arc<Gvk>, CostOutcome)>> =
         sites.iter().map(|_| Vec::new()).collect();
     for kind in &resolved {
         check_kind(
@@ -689,8 +690,10 @@ fn check_kind(
     mutating: bool,
     estimate_costs: bool,
     results: &mut [SiteResults],
-    estimates: &mut [Vec<(ExpressionField, Gvk, CostOutcome)>],
+    estimates: &mut [Vec<(ExpressionField, Arc<Gvk>, CostOutcome)>],
 ) {
+    // One shared copy of the kind for all its estimates.
+    let mut shared_gvk: Option<Arc<Gvk>> = None;
     let object = match &kind.object {
         Some(t) => ObjectDecl::Typed(t),
         None => ObjectDecl::Dyn,
@@ -814,7 +817,8 @@ fn check_kind(
                     && let Some(Ok(p)) = parsed.get(site.expression)
                     && let Some(c) = env.cost(p)
                 {
-                    estimates[i].push((site.field, kind.gvk.clone(), c));
+                    let gvk = shared_gvk.get_or_insert_with(|| Arc::new(kind.gvk.clone()));
+                    estimates[i].push((site.field, Arc::clone(gvk), c));
                 }
             }
         }

@@ -7,6 +7,8 @@
 //! compiles `object`/`params` as `dyn`); these are vapcheck's estimates with the kinds'
 //! schemas (docs/cost.md).
 
+use std::sync::Arc;
+
 use serde::Serialize;
 
 use super::expressions::ExpressionField;
@@ -33,8 +35,10 @@ pub struct CostOutcome {
     /// Maximum estimated cost.
     pub max: u64,
     /// The schema paths whose sizes had no declared bound (so the estimate used the defaults
-    /// derived from the request size), e.g. "`spec.containers` has no maxItems". Sorted.
-    pub unbounded: Vec<String>,
+    /// derived from the request size), e.g. "`spec.containers` has no maxItems". Sorted. Shared
+    /// strings: the estimates of a policy's kinds repeat the same reasons, which compare by
+    /// address first.
+    pub unbounded: Vec<Arc<str>>,
 }
 
 /// The estimate of one expression for the kinds that share it.
@@ -45,14 +49,14 @@ pub struct ExpressionCost {
     pub field_ref: String,
     /// The kinds (`group/version, Kind=K`) with this estimate, in checking order.
     #[serde(serialize_with = "gvks_string")]
-    pub gvks: Vec<Gvk>,
+    pub gvks: Vec<Arc<Gvk>>,
     /// Minimum estimated cost.
     pub min: u64,
     /// Maximum estimated cost (`18446744073709551615`: unbounded).
     pub max: u64,
     /// Schema paths without a declared bound the estimate depends on.
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub unbounded: Vec<String>,
+    pub unbounded: Vec<Arc<str>>,
 }
 
 /// A runtime limit.
@@ -121,7 +125,7 @@ impl CostLimit {
 pub struct BudgetSum {
     /// The kinds, in checking order.
     #[serde(serialize_with = "gvks_string")]
-    pub gvks: Vec<Gvk>,
+    pub gvks: Vec<Arc<Gvk>>,
     /// The budget.
     pub budget: CostLimit,
     /// The budget's value.
@@ -141,7 +145,7 @@ pub struct CostFinding {
     pub field_ref: Option<String>,
     /// The kinds, in checking order.
     #[serde(serialize_with = "gvks_string")]
-    pub gvks: Vec<Gvk>,
+    pub gvks: Vec<Arc<Gvk>>,
     /// The limit it can exceed.
     pub limit: CostLimit,
     /// The limit's value.
@@ -150,7 +154,7 @@ pub struct CostFinding {
     pub estimate: u64,
     /// The schema paths without a declared bound that make it large.
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub because: Vec<String>,
+    pub because: Vec<Arc<str>>,
 }
 
 impl CostFinding {
@@ -190,7 +194,7 @@ pub fn group_digits(n: u64) -> String {
 }
 
 /// `K1`, `K1; K2; K3`, or `K1; K2 and 5 more kinds`.
-fn kinds_text(gvks: &[Gvk]) -> String {
+fn kinds_text(gvks: &[Arc<Gvk>]) -> String {
     if gvks.len() <= 3 {
         let all: Vec<String> = gvks.iter().map(ToString::to_string).collect();
         return all.join("; ");
@@ -198,12 +202,12 @@ fn kinds_text(gvks: &[Gvk]) -> String {
     format!("{}; {} and {} more kinds", gvks[0], gvks[1], gvks.len() - 2)
 }
 
-fn gvks_string<S: serde::Serializer>(g: &[Gvk], s: S) -> Result<S::Ok, S::Error> {
+fn gvks_string<S: serde::Serializer>(g: &[Arc<Gvk>], s: S) -> Result<S::Ok, S::Error> {
     s.collect_seq(g.iter().map(ToString::to_string))
 }
 
 /// Appends `gvk` to the entry of `items` that `same` matches, or a new entry from `make`.
-fn group<T>(items: &mut Vec<T>, gvk: Gvk, same: impl Fn(&T) -> bool, make: impl FnOnce() -> T)
+fn group<T>(items: &mut Vec<T>, gvk: Arc<Gvk>, same: impl Fn(&T) -> bool, make: impl FnOnce() -> T)
 where
     T: HasGvks,
 {
@@ -218,17 +222,17 @@ where
 }
 
 trait HasGvks {
-    fn gvks_mut(&mut self) -> &mut Vec<Gvk>;
+    fn gvks_mut(&mut self) -> &mut Vec<Arc<Gvk>>;
 }
 
 impl HasGvks for CostFinding {
-    fn gvks_mut(&mut self) -> &mut Vec<Gvk> {
+    fn gvks_mut(&mut self) -> &mut Vec<Arc<Gvk>> {
         &mut self.gvks
     }
 }
 
 impl HasGvks for BudgetSum {
-    fn gvks_mut(&mut self) -> &mut Vec<Gvk> {
+    fn gvks_mut(&mut self) -> &mut Vec<Arc<Gvk>> {
         &mut self.gvks
     }
 }
@@ -260,17 +264,29 @@ struct SiteEntries {
     expressions: Vec<usize>,
 }
 
+/// The sum of one kind's maxima charged to one budget, in [`analyze`].
+struct Sum {
+    gvk: Arc<Gvk>,
+    budget: CostLimit,
+    /// Sum of the maxima (saturating).
+    max: u64,
+    /// How many estimates were summed.
+    count: usize,
+    /// The entries of [`PolicyCost::expressions`] whose reasons the sum unites.
+    entries: Vec<usize>,
+}
+
 /// Adds up `estimates` (site field, kind, outcome; in site order) into the per-kind budget
 /// sums and the findings: an expression whose maximum exceeds [`PER_CALL_LIMIT`], and a budget
 /// whose sum of maxima exceeds its value (the reasons are the union of its expressions').
-/// Kinds with the same numbers (and reasons) are reported together.
-pub fn analyze(estimates: Vec<(ExpressionField, Gvk, CostOutcome)>) -> PolicyCost {
+/// Kinds with the same numbers (and reasons) are reported together. The kinds are shared
+/// (`Arc`): a policy's estimates name a few kinds many times, and are compared by address first.
+pub fn analyze(estimates: Vec<(ExpressionField, Arc<Gvk>, CostOutcome)>) -> PolicyCost {
     let mut out = PolicyCost::default();
-    // (kind, budget) -> (sum, count, the entries of `out.expressions` whose reasons it unites),
-    // in first-seen order. An estimate's reasons are those of the entry it joins (entries are
+    // One `Sum` per (kind, budget), in first-seen order. An estimate's reasons are those of the entry it joins (entries are
     // grouped by equal reasons), so the union is made once at the end from the entries,
     // instead of comparing and copying every estimate's reason strings into every sum.
-    let mut sums: Vec<(Gvk, CostLimit, u64, usize, Vec<usize>)> = Vec::new();
+    let mut sums: Vec<Sum> = Vec::new();
     let mut per_call: Vec<CostFinding> = Vec::new();
     // The entries of `per_call` and `out.expressions` of each site, in first-seen order of
     // the sites: an entry only ever groups estimates of its own site (the fieldRef is a
@@ -326,7 +342,7 @@ pub fn analyze(estimates: Vec<(ExpressionField, Gvk, CostOutcome)>) -> PolicyCos
             continue;
         };
         // The one sum of (kind, budget).
-        let is_it = |s: &(Gvk, CostLimit, u64, usize, Vec<usize>)| s.1 == budget && s.0 == gvk;
+        let is_it = |s: &Sum| s.budget == budget && s.gvk == gvk;
         let found = match sums.get(last_sum + 1) {
             Some(s) if is_it(s) => Some(last_sum + 1),
             _ => sums.iter().position(is_it),
@@ -334,14 +350,20 @@ pub fn analyze(estimates: Vec<(ExpressionField, Gvk, CostOutcome)>) -> PolicyCos
         let i = match found {
             Some(i) => i,
             None => {
-                sums.push((gvk.clone(), budget, 0, 0, Vec::new()));
+                sums.push(Sum {
+                    gvk: Arc::clone(&gvk),
+                    budget,
+                    max: 0,
+                    count: 0,
+                    entries: Vec::new(),
+                });
                 sums.len() - 1
             }
         };
         last_sum = i;
         let s = &mut sums[i];
-        s.2 = s.2.saturating_add(outcome.max);
-        s.3 += 1;
+        s.max = s.max.saturating_add(outcome.max);
+        s.count += 1;
         let same = entries.expressions.iter().copied().find(|&j| {
             let e = &out.expressions[j];
             (e.min, e.max) == (outcome.min, outcome.max) && e.unbounded == outcome.unbounded
@@ -363,22 +385,29 @@ pub fn analyze(estimates: Vec<(ExpressionField, Gvk, CostOutcome)>) -> PolicyCos
                 out.expressions.len() - 1
             }
         };
-        if !out.expressions[entry].unbounded.is_empty() && !s.4.contains(&entry) {
-            s.4.push(entry);
+        if !out.expressions[entry].unbounded.is_empty() && !s.entries.contains(&entry) {
+            s.entries.push(entry);
         }
     }
     out.findings = per_call;
-    for (gvk, budget, max, expressions, entries) in sums {
+    for Sum {
+        gvk,
+        budget,
+        max,
+        count: expressions,
+        entries,
+    } in sums
+    {
         let limit = budget.value();
         if max > limit {
             // The union of the reasons, sorted.
-            let mut because: Vec<&String> = entries
+            let mut because: Vec<&Arc<str>> = entries
                 .iter()
                 .flat_map(|&j| &out.expressions[j].unbounded)
                 .collect();
             because.sort_unstable();
             because.dedup();
-            let because: Vec<String> = because.into_iter().cloned().collect();
+            let because: Vec<Arc<str>> = because.into_iter().cloned().collect();
             group(
                 &mut out.findings,
                 gvk.clone(),
@@ -422,14 +451,14 @@ mod tests {
         CostOutcome {
             min: 1,
             max,
-            unbounded: why.iter().map(|s| (*s).to_owned()).collect(),
+            unbounded: why.iter().map(|s| Arc::from(*s)).collect(),
         }
     }
 
     #[test]
     fn findings_name_the_limit_the_estimate_and_the_paths() {
-        let pod = Gvk::new("", "v1", "Pod");
-        let dep = Gvk::new("apps", "v1", "Deployment");
+        let pod = Arc::new(Gvk::new("", "v1", "Pod"));
+        let dep = Arc::new(Gvk::new("apps", "v1", "Deployment"));
         let why = "`spec.containers` has no maxItems";
         let cost = analyze(vec![
             (
@@ -506,7 +535,7 @@ mod tests {
 
     #[test]
     fn at_the_limit_is_no_finding() {
-        let pod = Gvk::new("", "v1", "Pod");
+        let pod = Arc::new(Gvk::new("", "v1", "Pod"));
         let cost = analyze(vec![(
             ExpressionField::ValidationExpression(0),
             pod,
@@ -514,9 +543,9 @@ mod tests {
         )]);
         assert!(cost.findings.is_empty());
         // Kinds with the same estimate are grouped.
-        let kinds: Vec<Gvk> = ["A", "B", "C", "D"]
+        let kinds: Vec<Arc<Gvk>> = ["A", "B", "C", "D"]
             .iter()
-            .map(|k| Gvk::new("g", "v1", *k))
+            .map(|k| Arc::new(Gvk::new("g", "v1", *k)))
             .collect();
         let cost = analyze(
             kinds
