@@ -54,7 +54,10 @@ test:
 ## re-checked every 5 s (no status write and no OpenAPI download allowed), then recovery after 2
 ## kube-apiserver restarts with 100 policies, KCM alone vs vapcheck alone (vapcheck within 10 s).
 ## Full size, release build: e2e/bench/cold 5000, e2e/bench/steady 500 600,
-## e2e/bench/recovery 5000 10.
+## e2e/bench/recovery 5000 10. Then what the CEL cost estimates add to a corpus check
+## (docs/cost.md), release build: check_policy in paired rounds (the median ratio, target under
+## 1.10, is printed with its verdict), and the whole `vapcheck check` of the corpus with and
+## without --no-cost-estimates.
 bench-smoke:
 	VAPCHECK_BENCH_N=500 cargo test --test e2e_bench_cold -- \
 		--ignored --exact cold_start_kcm_vs_vapcheck --nocapture
@@ -62,6 +65,8 @@ bench-smoke:
 		--ignored --exact steady_state_writes_and_downloads_nothing --nocapture
 	VAPCHECK_BENCH_N=100 VAPCHECK_BENCH_RESTARTS=2 VAPCHECK_BENCH_DOWN_SECONDS=4 \
 		cargo test --test e2e_bench_recovery -- --ignored --exact recovery_kcm_vs_vapcheck --nocapture
+	cargo bench --bench cost_estimation -- 7
+	e2e/bench/cost-command 9
 
 ## A fuzzing smoke run, 60 seconds per target (seeds included): check (CEL parse + check),
 ## k8s_expr (an expression in every site of a policy, checked against real kinds and by the
