@@ -33,8 +33,8 @@ use vapcheck::policy::{
 };
 
 /// The real checker, with or without cost estimates.
-struct Switch {
-    inner: &'static dyn ExpressionChecker,
+struct Switch<'a> {
+    inner: &'a dyn ExpressionChecker,
     estimate: bool,
 }
 
@@ -92,7 +92,7 @@ fn timed<T>(estimate: bool, method: Method, f: impl FnOnce() -> T) -> T {
 
 // Every method of both traits is delegated (a method left to its default would make the
 // corpus check do less work than the real one).
-impl ExpressionChecker for Switch {
+impl ExpressionChecker for Switch<'_> {
     fn parse(&self, expression: &str) -> Result<ParsedExpr, String> {
         timed(self.estimate, Method::Parse, || {
             self.inner.parse(expression)
@@ -195,6 +195,13 @@ struct Took {
     cpu: Duration,
 }
 
+impl std::ops::AddAssign for Took {
+    fn add_assign(&mut self, other: Took) {
+        self.wall += other.wall;
+        self.cpu += other.cpu;
+    }
+}
+
 fn median(mut v: Vec<Duration>) -> Duration {
     v.sort();
     v[v.len() / 2]
@@ -261,49 +268,51 @@ fn main() {
         ..vapcheck::cli::SchemaOptions::default()
     };
     let (schemas, checker) = vapcheck::engine::offline_backends(&options).expect("backends");
-    // Leaked: the bench's backends live as long as the process.
-    let checker: &'static dyn ExpressionChecker = Box::leak(checker);
-    let with: &'static Switch = Box::leak(Box::new(Switch {
-        inner: checker,
+    let with = Switch {
+        inner: checker.as_ref(),
         estimate: true,
-    }));
-    let without: &'static Switch = Box::leak(Box::new(Switch {
-        inner: checker,
-        estimate: false,
-    }));
-    let options = CheckOptions {
-        mode: Mode::Extended,
-        ..CheckOptions::default()
     };
-    // One corpus check; returns the number of expression estimates, to prove what ran.
-    let backends = |checker: &'static dyn ExpressionChecker| Backends {
+    let without = Switch {
+        inner: checker.as_ref(),
+        estimate: false,
+    };
+    let backends = |checker| Backends {
         rest_mapper: &mapper,
         discovery: Some(&mapper),
         schemas: schemas.as_ref(),
         checker,
     };
-    let run = |checker: &'static dyn ExpressionChecker| -> (Took, usize) {
-        let b = backends(checker);
+    let (b_with, b_without) = (backends(&with), backends(&without));
+    let options = CheckOptions {
+        mode: Mode::Extended,
+        ..CheckOptions::default()
+    };
+    // One policy's check, timed; returns its number of expression estimates, to prove what ran.
+    let check = |p: &vapcheck::cli::input::InputPolicy, b: &Backends<'_>| -> (Took, usize) {
         let start = Instant::now();
         let cpu = thread_cpu();
-        let estimates: usize = policies
-            .iter()
-            .map(|p| {
-                let status = check_policy(&p.policy, &options, &b);
-                std::hint::black_box(&status);
-                status
-                    .cost
-                    .expressions
-                    .iter()
-                    .map(|e| e.gvks.len())
-                    .sum::<usize>()
-            })
-            .sum();
+        let status = check_policy(&p.policy, &options, b);
         let took = Took {
             wall: start.elapsed(),
             cpu: thread_cpu().saturating_sub(cpu),
         };
+        let estimates = std::hint::black_box(&status)
+            .cost
+            .expressions
+            .iter()
+            .map(|e| e.gvks.len())
+            .sum();
         (took, estimates)
+    };
+    // One corpus check of one half.
+    let run = |b: &Backends<'_>| -> (Took, usize) {
+        let mut sum = (Took::default(), 0);
+        for p in &policies {
+            let (took, estimates) = check(p, b);
+            sum.0 += took;
+            sum.1 += estimates;
+        }
+        sum
     };
 
     println!(
@@ -314,9 +323,9 @@ fn main() {
     );
     // Warm-up (schema conversion caches, allocator).
     let reused = vapcheck::engine::reused_estimates();
-    let (_, with_estimates) = run(with);
+    let (_, with_estimates) = run(&b_with);
     let reused = vapcheck::engine::reused_estimates() - reused;
-    let (_, without_estimates) = run(without);
+    let (_, without_estimates) = run(&b_without);
     println!(
         "estimates (expression × kind) per corpus check: {with_estimates} with ({reused} of them \
          reused from another kind), {without_estimates} without"
@@ -342,10 +351,10 @@ fn main() {
     if only.is_some() {
         for _ in 0..rounds {
             if do_with {
-                t_with.push(run(with).0);
+                t_with.push(run(&b_with).0);
             }
             if do_without {
-                t_without.push(run(without).0);
+                t_without.push(run(&b_without).0);
             }
         }
     } else {
@@ -355,7 +364,6 @@ fn main() {
         // within a millisecond of each other, so a change of the machine's speed (a shared VM
         // whose speed moves by half between runs, docs/cost.md) falls on both alike, where
         // whole-corpus runs in turn measured each half at a different moment.
-        let mut checked = 0;
         for round in 0..rounds {
             let (mut w, mut wo) = (Took::default(), Took::default());
             // Each round is one `vapcheck check` of the corpus: the estimates start with
@@ -364,26 +372,16 @@ fn main() {
             for (i, p) in policies.iter().enumerate() {
                 let first_with = (i + round) % 2 == 0;
                 for half in [first_with, !first_with] {
-                    let b = backends(if half { with } else { without });
-                    let start = Instant::now();
-                    let cpu = thread_cpu();
-                    let status = check_policy(&p.policy, &options, &b);
-                    let took = Took {
-                        wall: start.elapsed(),
-                        cpu: thread_cpu().saturating_sub(cpu),
-                    };
-                    std::hint::black_box(&status);
-                    drop(status);
-                    let sum = if half { &mut w } else { &mut wo };
-                    sum.wall += took.wall;
-                    sum.cpu += took.cpu;
+                    if half {
+                        w += check(p, &b_with).0;
+                    } else {
+                        wo += check(p, &b_without).0;
+                    }
                 }
-                checked += 1;
             }
             t_with.push(w);
             t_without.push(wo);
         }
-        assert_eq!(checked, rounds * policies.len(), "every policy was checked");
     }
     if BREAKDOWN.load(Ordering::Relaxed) {
         print_breakdown(rounds, &t_without, &t_with);

@@ -142,8 +142,9 @@ pub async fn publish_queued<F, Fut>(
     Fut: std::future::Future<Output = Result<(), kube::Error>>,
 {
     let mut seed = u64::from(std::process::id()) | 1;
+    let tries = retries.tries.max(1);
     while let Some((event, regarding)) = queued.rx.recv().await {
-        for attempt in 1..=retries.tries.max(1) {
+        for attempt in 1..=tries {
             let outcome = publish_one(
                 &fence,
                 &mut publish,
@@ -152,9 +153,9 @@ pub async fn publish_queued<F, Fut>(
                 retries.timeout,
             )
             .await;
-            if !outcome.retry() || attempt == retries.tries {
+            if !outcome.retry() || attempt == tries {
                 if outcome.retry() {
-                    warn!(reason = %event.reason, tries = retries.tries, "an event was dropped: every attempt failed");
+                    warn!(reason = %event.reason, tries, "an event was dropped: every attempt failed");
                 }
                 break;
             }
@@ -298,7 +299,6 @@ mod tests {
                     .boxed(),
             )
         };
-        // Per event: the answers of its attempts in order (None: no answer at all).
         /// An event's reason and the answer to that attempt (None: no answer at all).
         type Attempt = (String, Option<u16>);
         let script: Arc<Mutex<Vec<Attempt>>> = Arc::new(Mutex::new(vec![
