@@ -2,12 +2,12 @@
 # e2e/cluster/ so that it can also be run by hand.
 SHELL := /bin/bash
 
-.PHONY: test demo build cluster-binaries lint fuzz-smoke bench-smoke
+.PHONY: test demo build cluster-binaries lint fuzz-smoke fuzz bench-smoke bench
 
 ## make test: lint, the oracle (its Go tests, golden files regenerated and compared), unit,
 ## integration and cluster (e2e) tests; the e2e tests start their own control plane (built from
 ## the pinned Kubernetes release on first use, then cached). Each stage prints its time
-## (scripts/stage). kubectl (tests/manifests.rs): see scripts/kubectl-path (under CI the one built
+## (scripts/stage). kubectl (tests/it/manifests.rs): see scripts/kubectl-path (under CI the one built
 ## from the pinned release with the control plane); the cel-go differential test uses the
 ## oracle built by the golden stage. The Helm chart (charts/vapcheck): helm lint of its test
 ## matrix (scripts/check-chart), its alerts checked and unit-tested by promtool
@@ -18,13 +18,13 @@ test: export CELCHECK = $(CURDIR)/e2e/oracle/bin/celcheck
 # their exact counts ("oracle diff: 12054 comparisons ...", "compared 571 cases ...",
 # "cost: 2280/2280 identical ...", "typed cost: .../... identical ..."); the main
 # cargo run skips these tests (exact names) instead of running them twice.
-ORACLE_REPLAY_TARGETS := cel_oracle_diff k8s_env_golden_exprs k8s_env_golden_vap \
-	k8s_env_golden_vap_typed k8s_env_golden_corpus k8s_env_golden_cost \
-	k8s_env_golden_cost_typed
-ORACLE_REPLAY_TESTS := same_as_cel_go extension_library_cases_match_cel_go \
-	schema_independent_vap_cases_match_kcm typed_vap_cases_match_kcm \
-	corpus_per_gvk_warnings_match_kcm cost_estimates_match_cel_go \
-	typed_cost_estimates_match_cel_go
+ORACLE_REPLAY_TESTS := cel_oracle_diff::same_as_cel_go \
+	k8s_env_golden_exprs::extension_library_cases_match_cel_go \
+	k8s_env_golden_vap::schema_independent_vap_cases_match_kcm \
+	k8s_env_golden_vap_typed::typed_vap_cases_match_kcm \
+	k8s_env_golden_corpus::corpus_per_gvk_warnings_match_kcm \
+	k8s_env_golden_cost::cost_estimates_match_cel_go \
+	k8s_env_golden_cost_typed::typed_cost_estimates_match_cel_go
 test:
 	@scripts/check-tools
 	@scripts/stage lint $(MAKE) --no-print-directory lint
@@ -40,7 +40,7 @@ test:
 		helm="$$(scripts/helm-path)" && \
 		scripts/stage cluster-binaries e2e/cluster/build && \
 		VAPCHECK_KUBECTL="$$kubectl" scripts/stage oracle-replays \
-			cargo test $(addprefix --test ,$(ORACLE_REPLAY_TARGETS)) -- --nocapture && \
+			cargo test --test it -- --exact --nocapture $(ORACLE_REPLAY_TESTS) && \
 		VAPCHECK_KUBECTL="$$kubectl" VAPCHECK_HELM="$$helm" scripts/stage cargo-test \
 			cargo test --all-targets --no-fail-fast -- --exact $(addprefix --skip ,$(ORACLE_REPLAY_TESTS))
 	@scripts/stage doc-test cargo test --doc
@@ -53,11 +53,12 @@ test:
 ## and vapcheck's peak RSS must stay under 64 MiB), then 30 s of steady state with 100 policies
 ## re-checked every 5 s (no status write and no OpenAPI download allowed), then recovery after 2
 ## kube-apiserver restarts with 100 policies, KCM alone vs vapcheck alone (vapcheck within 10 s).
+## Then the whole-command cost comparison (e2e/bench/cost-command) once, on the same debug
+## binary: it proves the script still runs and that both sides give the same findings; its
+## numbers are not measurements (`make bench` measures on a release build). The in-process
+## cost bench (benches/cost_estimation.rs) runs as a smoke test in the cargo-test stage.
 ## Full size, release build: e2e/bench/cold 5000, e2e/bench/steady 500 600,
-## e2e/bench/recovery 5000 10. Then what the CEL cost estimates add to a corpus check
-## (docs/cost.md), release build: check_policy in paired rounds (the median ratio, target under
-## 1.10, is printed with its verdict), and the whole `vapcheck check` of the corpus with and
-## without --no-cost-estimates.
+## e2e/bench/recovery 5000 10.
 bench-smoke:
 	VAPCHECK_BENCH_N=500 cargo test --test e2e_bench_cold -- \
 		--ignored --exact cold_start_kcm_vs_vapcheck --nocapture
@@ -65,19 +66,34 @@ bench-smoke:
 		--ignored --exact steady_state_writes_and_downloads_nothing --nocapture
 	VAPCHECK_BENCH_N=100 VAPCHECK_BENCH_RESTARTS=2 VAPCHECK_BENCH_DOWN_SECONDS=4 \
 		cargo test --test e2e_bench_recovery -- --ignored --exact recovery_kcm_vs_vapcheck --nocapture
+	cargo build --bin vapcheck
+	VAPCHECK_BENCH_BIN="$${CARGO_TARGET_DIR:-target}/debug/vapcheck" e2e/bench/cost-command 1
+
+## make bench: the measuring runs, on a release build (not part of `make test`, whose
+## bench-smoke proves they run): what the CEL cost estimates add to a corpus check
+## (docs/cost.md): check_policy in paired rounds (the median ratio, target under 1.10, is
+## printed with its verdict), and the whole `vapcheck check` of the corpus with and without
+## --no-cost-estimates.
+bench:
 	cargo bench --bench cost_estimation -- 7
 	e2e/bench/cost-command 9
 
-## A fuzzing smoke run, 60 seconds per target (seeds included): check (CEL parse + check),
+## A fuzzing smoke run, 20 seconds per target (seeds included): check (CEL parse + check),
 ## k8s_expr (an expression in every site of a policy, checked against real kinds and by the
 ## API server's create validation), policy (VAP and MAP documents through the `vapcheck check`
 ## pipeline), schema (OpenAPI documents and CRDs through the schema conversion) and manifests
 ## (static-manifest folders, CI positions); cargo-fuzz on stable, no sanitizer, an optimised
 ## build with debug assertions; each target prints its executions (`Done N runs`,
-## `stat::number_of_executed_units`). Longer runs: docs/fuzzing.md.
+## `stat::number_of_executed_units`). It proves every target builds, loads every seed and
+## fuzzes; longer runs are `make fuzz` (FUZZ_SECONDS per target, default 600; docs/fuzzing.md).
 fuzz-smoke:
 	@command -v cargo-fuzz >/dev/null 2>&1 || cargo install cargo-fuzz --locked
-	fuzz/run-smoke.sh 60
+	fuzz/run-smoke.sh 20
+
+FUZZ_SECONDS ?= 600
+fuzz:
+	@command -v cargo-fuzz >/dev/null 2>&1 || cargo install cargo-fuzz --locked
+	fuzz/run-smoke.sh $(FUZZ_SECONDS)
 
 ## make demo: build, start a local control plane with the upstream status controller, apply the
 ## sample policies from config/samples/, show their status with kubectl, stop the control plane.

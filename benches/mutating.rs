@@ -8,7 +8,7 @@
 //! `../shared/corpus/policies`.
 //!
 //! 1. For each mode the time of checking the whole corpus is divided by its number of
-//!    expression×kind checks (Σ expressions × checked kinds, as `tests/mutating_findings.rs`
+//!    expression×kind checks (Σ expressions × checked kinds, as `tests/it/mutating_findings.rs`
 //!    counts them) and by its number of expressions; the ratio is MAP / VAP.
 //! 2. Where the time goes: one more set of passes through a timing wrapper around the checker
 //!    backend, which splits it into parsing (once per expression, whatever the number of
@@ -37,7 +37,7 @@ use vapcheck::policy::{
     ExpressionChecker, Mode, OutputType, ParsedExpr, SchemaType, check_policy, expression_sites,
 };
 
-/// Every MAP of the corpus that deserialises (as tests/mutating_findings.rs reads them).
+/// Every MAP of the corpus that deserialises (as tests/it/mutating_findings.rs reads them).
 fn read_maps(dir: &Path) -> Vec<MutatingAdmissionPolicy> {
     let files = common::files_under(dir, |p| {
         p.file_name()

@@ -1215,7 +1215,14 @@ mod tests {
     fn json_schema_is_up_to_date() {
         let path = repo_file("config/vapcheck.schema.json");
         let generated = json_schema();
-        if std::env::var_os("VAPCHECK_BLESS").is_some() {
+        // Only VAPCHECK_BLESS=1 rewrites the file, and never under CI (tests/it/support.rs).
+        let bless = std::env::var_os("VAPCHECK_BLESS").is_some_and(|v| v == "1");
+        let under_ci = std::env::var_os("CI").is_some_and(|v| !v.is_empty() && v != "false");
+        assert!(
+            !(bless && under_ci),
+            "VAPCHECK_BLESS=1 under CI: goldens are never rewritten in CI"
+        );
+        if bless {
             std::fs::write(&path, &generated).unwrap_or_else(|e| panic!("write {path:?}: {e}"));
         }
         let on_disk = std::fs::read_to_string(&path).unwrap_or_default();

@@ -2,7 +2,7 @@
 //! controller's identity has every permission it needs, so a missing RBAC rule is reported at
 //! start-up naming the verb and resource, not later as a failing reconcile.
 //!
-//! [`REQUIRED_PERMISSIONS`] is the single list: `tests/manifests.rs` checks that
+//! [`REQUIRED_PERMISSIONS`] is the single list: `tests/it/manifests.rs` checks that
 //! `manifests/` grants each entry.
 
 use k8s_openapi::api::authorization::v1::{

@@ -4,8 +4,8 @@
 //! the standard environment extended with this crate's versions of those libraries, and
 //! compares the issues text (byte for byte) or the deduced type.
 
-mod golden_support;
-use golden_support::{PARSER_MESSAGES, golden};
+
+use crate::golden_support::{PARSER_MESSAGES, golden};
 
 use std::sync::Arc;
 

@@ -7,7 +7,7 @@
 //! Columns: policy (`<file>#<name>`), fieldRef, kind, reported (`warning`: in the policy's
 //! warnings; `dropped`: classified, not reported), class, why, finding (its first line).
 //! A MAP that does not deserialise is one row with fieldRef `-` and class `input error`.
-//! `VAPCHECK_BLESS=1 cargo test --test mutating_findings` rewrites the table; review the diff
+//! `VAPCHECK_BLESS=1 cargo test --test it mutating_findings::` rewrites the table; review the diff
 //! before committing it.
 
 use std::path::{Path, PathBuf};
@@ -192,7 +192,7 @@ fn mutating_findings_match_the_reviewed_table() {
             "strict finding missing in extended mode: {line}"
         );
     }
-    if std::env::var("VAPCHECK_BLESS").is_ok_and(|v| v == "1") {
+    if crate::support::bless() {
         std::fs::write(&table, &ours).expect("write table");
     }
     let theirs = std::fs::read_to_string(&table).expect("tests/fixtures/mutating-findings.tsv");

@@ -9,8 +9,8 @@
 //! This checks the combination of the environment with converted schemas; cases exercising
 //! the parser are left to `src/cel/`'s tests.
 
-mod golden_support;
-use golden_support::{PARSER_MESSAGES, golden};
+
+use crate::golden_support::{PARSER_MESSAGES, golden};
 
 use std::sync::Arc;
 

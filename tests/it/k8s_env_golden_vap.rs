@@ -6,8 +6,8 @@
 //! `variables` composition, and every library. Compared: the per-GVK warning text byte for
 //! byte (without the `<gvk>: ` prefix and final newline), or the deduced type.
 
-mod golden_support;
-use golden_support::{PARSER_MESSAGES, golden};
+
+use crate::golden_support::{PARSER_MESSAGES, golden};
 
 use vapcheck::k8s_env::{KindDecls, Params, PolicyEnv, Target};
 

@@ -255,7 +255,7 @@ fn golden_outputs_of_the_example_in_every_format() {
     ] {
         let got = run(&fixtures, "policies.yaml", format);
         let golden = root.join(format!("tests/golden/ci-formats/policies.{ext}"));
-        if std::env::var_os("VAPCHECK_BLESS").is_some() {
+        if crate::support::bless() {
             std::fs::write(&golden, &got).unwrap();
         }
         let want = std::fs::read_to_string(&golden)

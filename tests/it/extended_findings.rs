@@ -6,7 +6,7 @@
 //! text, which is kept whatever the class; `extended-only`: vapcheck's own), class (`fails
 //! at admission`, `static typing only`, or `unreachable`: not evaluated for that kind, and
 //! dropped from the text when extended-only), why, finding (its first line).
-//! `VAPCHECK_BLESS=1 cargo test --test extended_findings` rewrites the table; review the
+//! `VAPCHECK_BLESS=1 cargo test --test it extended_findings::` rewrites the table; review the
 //! diff before committing it.
 
 use std::path::{Path, PathBuf};
@@ -105,7 +105,7 @@ fn compute_with(backends: &Backends<'_>) -> String {
 fn extended_findings_match_the_reviewed_table() {
     let table = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/extended-findings.tsv");
     let ours = compute();
-    if std::env::var("VAPCHECK_BLESS").is_ok_and(|v| v == "1") {
+    if crate::support::bless() {
         std::fs::write(&table, &ours).expect("write table");
     }
     let theirs = std::fs::read_to_string(&table).expect("tests/fixtures/extended-findings.tsv");
