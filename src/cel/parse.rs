@@ -418,8 +418,9 @@ fn overwritten_accumulator(
     found
 }
 
-/// Macro errors are reported at the argument; for a negative number literal cel-go's
-/// position is its sign, the `cel` parser's its digits.
+/// Macro errors are reported at the argument, and a number literal's errors at the literal;
+/// for a negative number literal cel-go's position is its sign (grammar `sign=MINUS?
+/// tok=NUM_INT`, cel-go v0.29.2 parser/parser.go VisitInt), the `cel` parser's its digits.
 fn macro_argument_location(source: &Source, loc: Option<Location>, msg: &str) -> Option<Location> {
     let loc = loc?;
     if !matches!(
@@ -427,6 +428,8 @@ fn macro_argument_location(source: &Source, loc: Option<Location>, msg: &str) ->
         "invalid argument to has() macro"
             | "argument must be a simple name"
             | "argument is not an identifier"
+            | "invalid int literal"
+            | "invalid double literal"
     ) {
         return Some(loc);
     }
@@ -485,6 +488,13 @@ fn cel_go_message(source: &Source, loc: Option<Location>, msg: &str) -> String {
                 return "argument is not an identifier".to_string();
             }
         }
+    }
+    // cel-go v0.29.2 parser/unescape.go unescapeChar: a `\u`/`\U` escape that names a
+    // surrogate or a value above U+10FFFF is "invalid unicode code point"; the `cel` parser
+    // prints the Debug form of its error (`invalid string literal: InvalidUnicode { source:
+    // Unicode { value: 55296 }, .. }`). Only string literals: for bytes cel-go rejects `\u`.
+    if msg.starts_with("invalid string literal: InvalidUnicode { source: Unicode {") {
+        return "invalid unicode code point".to_string();
     }
     msg.to_string()
 }
