@@ -27,6 +27,7 @@ mod manifests;
 mod mutating_bad_input;
 mod mutating_findings;
 mod offline_discovery;
+mod pipeline_fixtures;
 mod schema_bad_input;
 mod schema_oracle;
 mod schema_proptest;
