@@ -27,6 +27,7 @@ use std::time::{Duration, Instant};
 
 use vapcheck::cli::discovery::offline_discovery;
 use vapcheck::cli::read_inputs;
+use vapcheck::policy::Issues;
 use vapcheck::policy::{
     Backends, CheckEnv, CheckOptions, CostOutcome, DiscoveryRestMapper, EnvRequest,
     ExpressionChecker, Mode, OutputType, ParsedExpr, SchemaType, check_policy,
@@ -93,7 +94,7 @@ fn timed<T>(estimate: bool, method: Method, f: impl FnOnce() -> T) -> T {
 // Every method of both traits is delegated (a method left to its default would make the
 // corpus check do less work than the real one).
 impl ExpressionChecker for Switch<'_> {
-    fn parse(&self, expression: &str) -> Result<ParsedExpr, String> {
+    fn parse(&self, expression: &str) -> Result<ParsedExpr, Issues> {
         timed(self.estimate, Method::Parse, || {
             self.inner.parse(expression)
         })
@@ -128,7 +129,7 @@ impl ExpressionChecker for Switch<'_> {
 }
 
 impl CheckEnv for SwitchEnv {
-    fn check(&self, parsed: &ParsedExpr) -> Result<OutputType, String> {
+    fn check(&self, parsed: &ParsedExpr) -> Result<OutputType, Issues> {
         timed(self.estimate, Method::Check, || self.inner.check(parsed))
     }
     fn declare_variable(&mut self, name: &str, ty: &OutputType) {
@@ -137,7 +138,7 @@ impl CheckEnv for SwitchEnv {
             inner.declare_variable(name, ty);
         });
     }
-    fn notes(&self, parsed: &ParsedExpr) -> Option<String> {
+    fn notes(&self, parsed: &ParsedExpr) -> Option<Issues> {
         timed(self.estimate, Method::Notes, || self.inner.notes(parsed))
     }
     fn cost(&self, parsed: &ParsedExpr) -> Option<CostOutcome> {
@@ -163,8 +164,8 @@ impl Drop for SwitchEnv {
 struct Dropped;
 
 impl CheckEnv for Dropped {
-    fn check(&self, _parsed: &ParsedExpr) -> Result<OutputType, String> {
-        Err("dropped".into())
+    fn check(&self, _parsed: &ParsedExpr) -> Result<OutputType, Issues> {
+        Err(Issues::one(vapcheck::policy::Issue::plain("dropped")))
     }
     fn declare_variable(&mut self, _name: &str, _ty: &OutputType) {}
 }

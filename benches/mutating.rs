@@ -31,6 +31,7 @@ use vapcheck::cli::discovery::offline_discovery;
 use vapcheck::cli::input::read_all;
 use vapcheck::cli::{SchemaOptions, mutating, read_inputs};
 use vapcheck::mutating::{check_mutating_policy, mutation_sites};
+use vapcheck::policy::Issues;
 use vapcheck::policy::narrowing::Guards;
 use vapcheck::policy::{
     Backends, CheckEnv, CheckOptions, CostOutcome, DiscoveryRestMapper, EnvRequest,
@@ -138,13 +139,13 @@ impl TimedEnv {
 }
 
 impl CheckEnv for TimedEnv {
-    fn check(&self, parsed: &ParsedExpr) -> Result<OutputType, String> {
+    fn check(&self, parsed: &ParsedExpr) -> Result<OutputType, Issues> {
         self.time(|| self.inner.check(parsed))
     }
     fn declare_variable(&mut self, name: &str, ty: &OutputType) {
         self.inner.declare_variable(name, ty);
     }
-    fn notes(&self, parsed: &ParsedExpr) -> Option<String> {
+    fn notes(&self, parsed: &ParsedExpr) -> Option<Issues> {
         self.time(|| self.inner.notes(parsed))
     }
     fn cost(&self, parsed: &ParsedExpr) -> Option<CostOutcome> {
@@ -153,7 +154,7 @@ impl CheckEnv for TimedEnv {
 }
 
 impl ExpressionChecker for Timed<'_> {
-    fn parse(&self, expression: &str) -> Result<ParsedExpr, String> {
+    fn parse(&self, expression: &str) -> Result<ParsedExpr, Issues> {
         let start = Instant::now();
         let out = self.inner.parse(expression);
         add(&self.split, |s| {

@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 
 use vapcheck::cli::discovery::offline_discovery;
 use vapcheck::cli::read_inputs;
+use vapcheck::policy::Issues;
 use vapcheck::policy::{
     Backends, CheckEnv, CheckOptions, DiscoveryRestMapper, EnvRequest, ExpressionChecker, Mode,
     ParsedExpr, PolicyStatus, SchemaType, check_policy,
@@ -27,7 +28,7 @@ const ROUNDS: usize = 15;
 struct NoNarrowing<'a>(&'a dyn ExpressionChecker);
 
 impl ExpressionChecker for NoNarrowing<'_> {
-    fn parse(&self, expression: &str) -> Result<ParsedExpr, String> {
+    fn parse(&self, expression: &str) -> Result<ParsedExpr, Issues> {
         self.0.parse(expression)
     }
     fn environment(&self, request: &EnvRequest<'_>) -> Result<Box<dyn CheckEnv>, String> {

@@ -15,6 +15,7 @@ use std::time::Instant;
 
 use vapcheck::cli::discovery::offline_discovery;
 use vapcheck::cli::read_inputs;
+use vapcheck::policy::Issues;
 use vapcheck::policy::{
     Backends, CheckEnv, CheckOptions, DiscoveryRestMapper, EnvRequest, ExpressionChecker, Gvk,
     Mode, OutputType, ParsedExpr, SchemaError, SchemaLookup, SchemaSource, check_policy,
@@ -38,7 +39,7 @@ struct BoolChecker;
 struct BoolEnv;
 
 impl ExpressionChecker for BoolChecker {
-    fn parse(&self, expression: &str) -> Result<ParsedExpr, String> {
+    fn parse(&self, expression: &str) -> Result<ParsedExpr, Issues> {
         Ok(ParsedExpr(Arc::new(expression.len())))
     }
     fn environment(&self, _request: &EnvRequest<'_>) -> Result<Box<dyn CheckEnv>, String> {
@@ -47,7 +48,7 @@ impl ExpressionChecker for BoolChecker {
 }
 
 impl CheckEnv for BoolEnv {
-    fn check(&self, _parsed: &ParsedExpr) -> Result<OutputType, String> {
+    fn check(&self, _parsed: &ParsedExpr) -> Result<OutputType, Issues> {
         Ok(OutputType::Bool)
     }
     fn declare_variable(&mut self, _name: &str, _ty: &OutputType) {}

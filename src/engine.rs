@@ -10,9 +10,10 @@ use std::sync::Arc;
 
 use crate::cel::{self, Type, TypeKind, TypeProvider};
 use crate::k8s_env::{self, KindDecls, KubeVersion, Params, PolicyEnv, Target};
+use crate::policy::narrowing::Pos;
 use crate::policy::{
-    self, CheckEnv, EnvRequest, ExpressionChecker, Gvk, ObjectDecl, OutputType, ParamsDecl,
-    ParsedExpr, SchemaLookup, SchemaType,
+    self, CheckEnv, EnvRequest, ExpressionChecker, Gvk, Issue, Issues, ObjectDecl, OutputType,
+    ParamsDecl, ParsedExpr, SchemaLookup, SchemaType, Severity,
 };
 use crate::schema::{self, DeclType, RootType, Scalar};
 
@@ -234,10 +235,10 @@ pub fn apiserver_parses(parsed: &policy::ParsedTexts<'_>) -> k8s_env::apiserver:
 }
 
 impl ExpressionChecker for KubeChecker {
-    fn parse(&self, expression: &str) -> Result<ParsedExpr, String> {
+    fn parse(&self, expression: &str) -> Result<ParsedExpr, Issues> {
         cel::parse(expression)
             .map(|p| ParsedExpr(Arc::new(p)))
-            .map_err(|issues| issues.to_display_string())
+            .map_err(|issues| Issues::from_cel(&issues))
     }
 
     fn environment(&self, request: &EnvRequest<'_>) -> Result<Box<dyn CheckEnv>, String> {
@@ -599,8 +600,8 @@ fn downcast(parsed: &ParsedExpr) -> Result<&cel::ParsedExpr, String> {
 }
 
 impl CheckEnv for KindEnv {
-    fn check(&self, parsed: &ParsedExpr) -> Result<OutputType, String> {
-        let parsed = downcast(parsed)?;
+    fn check(&self, parsed: &ParsedExpr) -> Result<OutputType, Issues> {
+        let parsed = downcast(parsed).map_err(|e| Issues::one(Issue::plain(e)))?;
         match self.env.check(parsed) {
             Ok(types) => {
                 let out = output_type(types.result_type());
@@ -610,7 +611,7 @@ impl CheckEnv for KindEnv {
                 checked.push((at, types));
                 Ok(out)
             }
-            Err(issues) => Err(issues.to_display_string()),
+            Err(issues) => Err(Issues::from_cel(&issues)),
         }
     }
 
@@ -716,7 +717,7 @@ impl CheckEnv for KindEnv {
     /// The functions the target version lacks, found by checking in the pinned release's
     /// environment (`k8s_env::version_warnings`), as `WARNING: <input>:L:C: function 'f'
     /// (library l) was introduced in Kubernetes 1.N; the target version is 1.M` lines.
-    fn notes(&self, parsed: &ParsedExpr) -> Option<String> {
+    fn notes(&self, parsed: &ParsedExpr) -> Option<Issues> {
         let newer = self.newer.as_ref()?;
         let parsed = downcast(parsed).ok()?;
         let types = newer.check(parsed).ok()?;
@@ -726,11 +727,20 @@ impl CheckEnv for KindEnv {
         if warnings.is_empty() {
             return None;
         }
-        let lines: Vec<String> = warnings
-            .iter()
-            .map(|w| w.to_display_string(parsed.source()))
-            .collect();
-        Some(lines.join("\n"))
+        Some(Issues::from_blocks(
+            warnings.iter().map(|w| {
+                (
+                    Severity::Warning,
+                    w.location.map(|l| Pos {
+                        line: l.line,
+                        column: l.column,
+                    }),
+                    w.message(),
+                    w.to_display_string(parsed.source()),
+                )
+            }),
+            None,
+        ))
     }
 }
 
@@ -834,7 +844,7 @@ mod tests {
         let (result, notes) = parsed_ok(&old);
         let err = result.expect_err("semver is not in 1.32");
         assert!(
-            err.starts_with(
+            err.render().starts_with(
                 "ERROR: <input>:1:7: undeclared reference to 'semver' (in container '')"
             ),
             "{err}"
@@ -842,6 +852,7 @@ mod tests {
         let notes = notes.expect("notes for 1.32");
         assert_eq!(
             notes
+                .render()
                 .lines()
                 .filter(|l| l.starts_with("WARNING: "))
                 .collect::<Vec<_>>(),

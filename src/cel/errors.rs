@@ -198,26 +198,37 @@ impl Issues {
         &self.source
     }
 
-    /// cel-go `Errors.ToDisplayString`: stable sort by (line, column), one block per error,
-    /// joined by newlines, plus `N more errors were truncated` when over 100.
-    pub fn to_display_string(&self) -> String {
+    /// The errors cel-go prints, in its order (stable sort by line and column, at most 100),
+    /// each with its block, and the line it adds when it dropped some (`N more errors were
+    /// truncated`): the parts of [`Issues::to_display_string`], for callers that keep them as
+    /// data.
+    pub fn display_blocks(&self) -> (Vec<(&CelError, String)>, Option<String>) {
         let mut sorted: Vec<&CelError> = self.errors.iter().collect();
         let key = |e: &CelError| match e.location {
             Some(l) => (l.line as i64, l.column as i64),
             None => (-1, -1),
         };
         sorted.sort_by_key(|e| key(e));
-        let mut parts: Vec<String> = sorted
-            .iter()
+        let blocks = sorted
+            .into_iter()
             .take(MAX_ERRORS_TO_REPORT)
-            .map(|e| e.to_display_string(&self.source))
+            .map(|e| (e, e.to_display_string(&self.source)))
             .collect();
-        if self.num_errors > MAX_ERRORS_TO_REPORT {
-            parts.push(format!(
+        let trailer = (self.num_errors > MAX_ERRORS_TO_REPORT).then(|| {
+            format!(
                 "{} more errors were truncated",
                 self.num_errors - MAX_ERRORS_TO_REPORT
-            ));
-        }
+            )
+        });
+        (blocks, trailer)
+    }
+
+    /// cel-go `Errors.ToDisplayString`: stable sort by (line, column), one block per error,
+    /// joined by newlines, plus `N more errors were truncated` when over 100.
+    pub fn to_display_string(&self) -> String {
+        let (blocks, trailer) = self.display_blocks();
+        let mut parts: Vec<String> = blocks.into_iter().map(|(_, b)| b).collect();
+        parts.extend(trailer);
         parts.join("\n")
     }
 }

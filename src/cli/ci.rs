@@ -9,6 +9,7 @@ use serde_json::{Value, json};
 use super::input::{Origin, document_text};
 use super::output::{CheckedPolicy, STATIC_MANIFESTS_KIND};
 use super::positions::{Position, ScalarPositions, SpannedDocument, Step, parse_path};
+use crate::policy::{Issue, KindOutcome};
 
 /// The class of a finding: its SARIF `ruleId`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -204,68 +205,62 @@ pub fn findings(checked: &[CheckedPolicy], sources: &BTreeMap<String, String>) -
                 message: format!("not checked: {skipped}"),
             });
         }
-        for w in c.status.iter().flat_map(|s| s.expression_warnings.iter()) {
+        for w in c.status.iter().flat_map(|s| s.expression_results.iter()) {
             let (start, scalar) = place(doc.as_ref(), &w.field_ref);
-            // One finding per matched kind and CEL error: "<gvk>: ERROR: <input>:L:C: ...".
-            for block in split_kinds(&w.warning) {
-                let (gvk, text) = block;
-                let errors = cel_positions(&text);
-                if errors.is_empty() {
-                    out.push(Finding {
-                        rule: Rule::TypeWarning,
-                        file: c.origin.source.clone(),
-                        position: start,
-                        kind: c.kind,
-                        name: c.name.clone(),
-                        field_ref: w.field_ref.clone(),
-                        matched_kind: Some(gvk.clone()),
-                        message: text.trim_end().to_owned(),
-                    });
+            // One finding per matched kind and CEL error at a position in the expression; a
+            // kind's result without one (an internal error, a result-type message, warnings
+            // only) is one finding at the field.
+            for r in &w.kinds {
+                let finding = |position: Option<Position>, message: String| Finding {
+                    rule: Rule::TypeWarning,
+                    file: c.origin.source.clone(),
+                    position,
+                    kind: c.kind,
+                    name: c.name.clone(),
+                    field_ref: w.field_ref.clone(),
+                    matched_kind: Some(r.gvk.to_string()),
+                    message,
+                };
+                let issues = match &r.outcome {
+                    KindOutcome::Issues(issues) => issues,
+                    KindOutcome::Error(e) => {
+                        let message = format!("type checking error: {e}");
+                        out.push(finding(start, message.trim_end().to_owned()));
+                        continue;
+                    }
+                };
+                if !issues.iter().any(Issue::is_positioned_error) {
+                    out.push(finding(start, issues.render().trim_end().to_owned()));
                     continue;
                 }
-                for (k, (offset, l, col)) in errors.iter().enumerate() {
-                    let end = errors.get(k + 1).map_or(text.len(), |e| e.0);
-                    let position = match &scalar {
-                        Some((s, value)) => Some(s.at_cel(value, *l, *col)),
-                        None => start,
-                    };
-                    out.push(Finding {
-                        rule: Rule::TypeWarning,
-                        file: c.origin.source.clone(),
-                        position,
-                        kind: c.kind,
-                        name: c.name.clone(),
-                        field_ref: w.field_ref.clone(),
-                        matched_kind: Some(gvk.clone()),
-                        message: text[*offset..end].trim_end().to_owned(),
-                    });
+                // An issue without a position (or a warning) after a positioned error belongs
+                // to that error's finding, as in the rendered text.
+                let mut current: Option<(Option<Position>, String)> = None;
+                for issue in issues {
+                    match (issue.is_positioned_error(), &mut current, issue.pos) {
+                        (true, _, Some(p)) => {
+                            if let Some((pos, text)) = current.take() {
+                                out.push(finding(pos, text.trim_end().to_owned()));
+                            }
+                            let position = match &scalar {
+                                Some((s, value)) => Some(s.at_cel(value, p.line, p.column + 1)),
+                                None => start,
+                            };
+                            current = Some((position, issue.text.clone()));
+                        }
+                        (_, Some((_, text)), _) => {
+                            text.push('\n');
+                            text.push_str(&issue.text);
+                        }
+                        // Before the first positioned error: not in any finding's slice of
+                        // the text (cel-go sorts position-less issues first).
+                        _ => {}
+                    }
+                }
+                if let Some((pos, text)) = current {
+                    out.push(finding(pos, text.trim_end().to_owned()));
                 }
             }
-        }
-    }
-    out
-}
-
-/// Splits a warning text into its per-kind blocks (`<gvk>: <errors>`, separated by blank
-/// lines in upstream's format).
-fn split_kinds(warning: &str) -> Vec<(String, String)> {
-    let mut out: Vec<(String, String)> = Vec::new();
-    for block in warning.split("\n\n") {
-        let block = block.trim_matches('\n');
-        if block.is_empty() {
-            continue;
-        }
-        match block.split_once(": ") {
-            Some((gvk, rest)) if gvk.contains("Kind=") => {
-                out.push((gvk.to_owned(), rest.to_owned()));
-            }
-            _ => match out.last_mut() {
-                Some((_, text)) => {
-                    text.push_str("\n\n");
-                    text.push_str(block);
-                }
-                None => out.push((String::new(), block.to_owned())),
-            },
         }
     }
     out
@@ -575,13 +570,5 @@ mod tests {
                 .collect::<Vec<_>>(),
             [(1, 7), (3, 12)]
         );
-    }
-
-    #[test]
-    fn kinds_are_split() {
-        let w = "/v1, Kind=Pod: ERROR: <input>:1:1: a\n | x\n\napps/v1, Kind=Deployment: ERROR: <input>:1:2: b\n";
-        let k = split_kinds(w);
-        assert_eq!(k.len(), 2);
-        assert_eq!(k[1].0, "apps/v1, Kind=Deployment");
     }
 }

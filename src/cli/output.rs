@@ -471,6 +471,7 @@ mod tests {
                 expressions_valid_condition(Some(2), &warnings, 1, true),
             ],
             expression_warnings: warnings,
+            expression_results: Vec::new(),
             checked_kinds: kinds.to_vec(),
             skipped: skipped.to_vec(),
             findings: Vec::new(),

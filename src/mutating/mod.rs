@@ -22,7 +22,7 @@ use std::sync::Arc;
 use k8s_openapi::api::admissionregistration::v1::MutatingAdmissionPolicy;
 
 use crate::policy::{
-    Backends, CheckOptions, ExpressionChecker, ExpressionField, ExpressionSite, Gvk, Mode,
+    Backends, CheckOptions, ExpressionChecker, ExpressionField, ExpressionSite, Gvk, Issues, Mode,
     ParsedExpr, ParsedTexts, PolicyInput, SchemaType, check_input_parsed, status::PolicyStatus,
 };
 use crate::schema::RootType;
@@ -81,14 +81,14 @@ pub fn mutation_sites(policy: &MutatingAdmissionPolicy, mode: Mode) -> Vec<Expre
     out
 }
 
-/// The mutation-specific findings of one expression for one kind, as cel-go prints issues
+/// The mutation-specific findings of one expression for one kind, as cel-go reports issues
 /// (`ERROR: <input>:L:C: message` with the source line and a caret), or `None`.
 pub fn literal_issues(
     checker: &dyn ExpressionChecker,
     schema: Option<&SchemaType>,
     site: &ExpressionSite<'_>,
     parsed: &ParsedExpr,
-) -> Option<String> {
+) -> Option<Issues> {
     let root = schema.and_then(|t| Arc::clone(&t.0).downcast::<RootType>().ok())?;
     if !root.is_typed() {
         return None;
@@ -107,8 +107,8 @@ pub fn literal_issues(
     render_issues(site.expression, &issues)
 }
 
-/// cel-go `Errors.ToDisplayString` of the issues (sorted by position).
-pub fn render_issues(text: &str, issues: &[schema::Issue]) -> Option<String> {
+/// The issues as cel-go reports them (sorted by position, its `Errors.ToDisplayString` text).
+pub fn render_issues(text: &str, issues: &[schema::Issue]) -> Option<Issues> {
     if issues.is_empty() {
         return None;
     }
@@ -120,7 +120,7 @@ pub fn render_issues(text: &str, issues: &[schema::Issue]) -> Option<String> {
         });
         out.report(location, 0, message.clone());
     }
-    Some(out.to_display_string())
+    Some(Issues::from_cel(&out))
 }
 
 /// Computes the status of one MutatingAdmissionPolicy: the kinds exactly as for

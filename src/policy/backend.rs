@@ -11,6 +11,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use super::gvk::Gvk;
+use super::issues::Issues;
 use super::types::OutputType;
 
 /// A backend's CEL object type for a kind's root object (for upstream: the `DeclType` that
@@ -107,9 +108,10 @@ pub struct EnvRequest<'a> {
 /// Parses expressions and builds per-kind checking environments (upstream: the
 /// StoredExpressions environment of `buildEnvSet` plus a composited compiler).
 pub trait ExpressionChecker: Send + Sync {
-    /// Parses an expression. `Err` carries the parse issues exactly as cel-go's
-    /// `issues.String()` prints them. Called once per distinct expression of a policy.
-    fn parse(&self, expression: &str) -> Result<ParsedExpr, String>;
+    /// Parses an expression. `Err` carries the parse issues, in cel-go's order and text
+    /// ([`Issues::render`] is cel-go's `issues.String()`). Called once per distinct expression
+    /// of a policy.
+    fn parse(&self, expression: &str) -> Result<ParsedExpr, Issues>;
 
     /// A fresh environment for one kind of one policy (called once per kind per policy; an
     /// implementation should cache the per-kind base environment across policies and only
@@ -150,18 +152,19 @@ pub trait ExpressionChecker: Send + Sync {
 /// One kind's environment, extended as the policy's variables are compiled.
 pub trait CheckEnv {
     /// Type-checks a parsed expression and runs the AST validators (the part of cel-go's
-    /// `env.Compile` after parsing). `Ok` is the output type; `Err` the issues exactly as
-    /// cel-go's `issues.String()` prints them.
-    fn check(&self, parsed: &ParsedExpr) -> Result<OutputType, String>;
+    /// `env.Compile` after parsing). `Ok` is the output type; `Err` the issues, in cel-go's
+    /// order and text.
+    fn check(&self, parsed: &ParsedExpr) -> Result<OutputType, Issues>;
 
     /// Adds (or replaces) the field `name` of `variables` with type `ty` (already converted
     /// with [`OutputType::variable_decl_type`]).
     fn declare_variable(&mut self, name: &str, ty: &OutputType);
 
     /// Extended mode only: what upstream does not say about an expression but a user should
-    /// know, in cel-go's display format (e.g. a function the target Kubernetes version does
-    /// not have yet, with the version that introduced it). `None` when there is nothing.
-    fn notes(&self, _parsed: &ParsedExpr) -> Option<String> {
+    /// know, as warnings in cel-go's display format (e.g. a function the target Kubernetes
+    /// version does not have yet, with the version that introduced it). `None` when there is
+    /// nothing.
+    fn notes(&self, _parsed: &ParsedExpr) -> Option<Issues> {
         None
     }
 

@@ -14,19 +14,20 @@ use super::backend::{
 use super::cost::{CostOutcome, analyze as analyze_cost};
 use super::expressions::{ExpressionField, ExpressionSite, Mode, expression_sites};
 use super::gvk::Gvk;
+use super::issues::{Issue, Issues};
 use super::kinds::{
     DEFAULT_EXTENDED_KIND_LIMIT, KindSelection, ResetOnce, SkipReason, SkipSubject, Skipped,
     extend_selection, types_to_check_with,
 };
 use super::narrowing::{
     Facts, Finding, FindingClass, Guards, Pos, Presence, Truth, WHY_HAS_ABSENT,
-    WHY_NO_KIND_HAS_FIELD, WHY_OPTIONAL_ABSENT, classify, join_issues, split_issues,
+    WHY_NO_KIND_HAS_FIELD, WHY_OPTIONAL_ABSENT, classify,
 };
 use super::render::{KindOutcome, KindResult, render_warning};
 use super::restmapper::{Discovery, RestMapper};
 use super::status::{
-    PolicyStatus, expressions_valid_condition, expressions_valid_condition_classified,
-    type_checked_condition,
+    ExpressionResults, PolicyStatus, expressions_valid_condition,
+    expressions_valid_condition_classified, type_checked_condition,
 };
 use super::types::OutputType;
 
@@ -87,8 +88,8 @@ fn finding_positions(res: &SiteResults, gvk: &Gvk) -> Vec<Pos> {
         .chain(&res.extra)
         .filter(|r| &r.gvk == gvk)
         .flat_map(|r| match &r.outcome {
-            KindOutcome::Issues(t) => split_issues(t),
-            KindOutcome::Error(_) => Vec::new(),
+            KindOutcome::Issues(issues) => issues.0.as_slice(),
+            KindOutcome::Error(_) => &[],
         })
         .filter_map(|i| i.pos)
         .collect()
@@ -145,7 +146,7 @@ pub fn variable_pairs(
 /// MutatingAdmissionPolicy literal analysis): the kind, its schema type (`None`: untyped),
 /// the site and the parsed expression → cel-go-formatted issues, or `None`.
 pub type ExtraCheck<'a> =
-    dyn Fn(&Gvk, Option<&SchemaType>, &ExpressionSite<'_>, &ParsedExpr) -> Option<String> + 'a;
+    dyn Fn(&Gvk, Option<&SchemaType>, &ExpressionSite<'_>, &ParsedExpr) -> Option<Issues> + 'a;
 
 /// Computes the status of one policy.
 ///
@@ -170,7 +171,7 @@ pub fn check_policy(
 }
 
 /// The parses of a policy's expression texts ([`ExpressionChecker::parse`]), by text.
-pub type ParsedTexts<'p> = HashMap<&'p str, Result<ParsedExpr, String>>;
+pub type ParsedTexts<'p> = HashMap<&'p str, Result<ParsedExpr, Issues>>;
 
 /// [`check_policy`], leaving in `parsed` the parses it made (for the next pass over the same
 /// policy: the create-time validation parses the same texts). Texts already in `parsed` are
@@ -325,6 +326,7 @@ pub fn check_input_parsed<'p>(
 
     // 6. warnings and conditions
     let mut expression_warnings = Vec::new();
+    let mut expression_results = Vec::new();
     let mut findings = Vec::new();
     // Required fields are guaranteed only after the registry's validation, which runs after
     // mutating admission: MutatingAdmissionPolicies get no required-field facts.
@@ -396,6 +398,10 @@ pub fn check_input_parsed<'p>(
             field_ref: site.field.to_string(),
             warning: render_warning(&all),
         });
+        expression_results.push(ExpressionResults {
+            field_ref: site.field.to_string(),
+            kinds: all,
+        });
     }
     let checked_kinds = checked;
     let conditions = vec![
@@ -419,6 +425,7 @@ pub fn check_input_parsed<'p>(
     PolicyStatus {
         observed_generation: generation,
         expression_warnings,
+        expression_results,
         conditions,
         checked_kinds,
         skipped,
@@ -446,7 +453,7 @@ fn narrow_site(
     findings: &mut Vec<Finding>,
 ) -> Vec<KindResult> {
     let issues_of = |r: &KindResult| match &r.outcome {
-        KindOutcome::Issues(t) => split_issues(t),
+        KindOutcome::Issues(issues) => issues.0.clone(),
         KindOutcome::Error(_) => Vec::new(),
     };
     let mut errors: HashMap<Gvk, Vec<Pos>> = HashMap::new();
@@ -477,7 +484,7 @@ fn narrow_site(
                 out.push(r);
                 continue;
             }
-            KindOutcome::Issues(t) => split_issues(t),
+            KindOutcome::Issues(issues) => issues.0.clone(),
         };
         let mut kept = Vec::with_capacity(issues.len());
         for issue in &issues {
@@ -516,12 +523,12 @@ fn narrow_site(
             let keep = if mutating {
                 class != FindingClass::Unreachable
                     && !(class == FindingClass::StaticTypingOnly
-                        && is_patch_typing_artefact(issue.message()))
+                        && is_patch_typing_artefact(&issue.message))
             } else {
                 upstream || class != FindingClass::Unreachable
             };
             if keep {
-                kept.push(issue);
+                kept.push(issue.clone());
             }
         }
         if kept.len() == issues.len() {
@@ -529,7 +536,7 @@ fn narrow_site(
         } else if !kept.is_empty() {
             out.push(KindResult {
                 gvk: r.gvk,
-                outcome: KindOutcome::Issues(join_issues(&kept)),
+                outcome: KindOutcome::Issues(Issues(kept)),
             });
         }
     }
@@ -683,7 +690,7 @@ fn check_kind(
     mode: Mode,
     sites: &[ExpressionSite<'_>],
     variables: &[(&str, &str)],
-    parsed: &HashMap<&str, Result<ParsedExpr, String>>,
+    parsed: &HashMap<&str, Result<ParsedExpr, Issues>>,
     params: Option<&Option<SchemaType>>,
     checker: &dyn ExpressionChecker,
     extra: Option<&ExtraCheck<'_>>,
@@ -755,12 +762,14 @@ fn check_kind(
             return;
         }
     };
-    let check = |env: &dyn super::backend::CheckEnv, text: &str| -> Result<OutputType, String> {
+    let check = |env: &dyn super::backend::CheckEnv, text: &str| -> Result<OutputType, Issues> {
         match parsed.get(text) {
             Some(Ok(p)) => env.check(p),
             Some(Err(issues)) => Err(issues.clone()),
             // Every text was parsed above; an absent entry cannot happen, but stay total.
-            None => Err(format!("internal: expression {text:?} was not parsed")),
+            None => Err(Issues::one(Issue::plain(format!(
+                "internal: expression {text:?} was not parsed"
+            )))),
         }
     };
     // Variables, in order (composition.go CompileAndStoreVariables).
@@ -801,7 +810,13 @@ fn check_kind(
                 if mode == Mode::Extended
                     && let Some(msg) = site.field.expected_type().mismatch(&out)
                 {
-                    push(results, i, site.field, KindOutcome::Issues(msg), false);
+                    push(
+                        results,
+                        i,
+                        site.field,
+                        KindOutcome::Issues(Issues::one(Issue::plain(msg))),
+                        false,
+                    );
                 }
                 if mode == Mode::Extended
                     && let Some(extra) = extra

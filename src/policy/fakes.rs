@@ -10,6 +10,8 @@ use super::backend::{
     SchemaLookup, SchemaSource, SchemaType,
 };
 use super::gvk::Gvk;
+use super::issues::{Issue, Issues, Severity};
+use super::narrowing::Pos;
 use super::types::OutputType;
 
 /// A schema: field name → type.
@@ -83,15 +85,24 @@ fn schema_of(t: &SchemaType) -> Option<FakeSchema> {
 }
 
 impl ExpressionChecker for FakeChecker {
-    fn parse(&self, expression: &str) -> Result<ParsedExpr, String> {
+    fn parse(&self, expression: &str) -> Result<ParsedExpr, Issues> {
         self.parses.fetch_add(1, Ordering::SeqCst);
         if let Some(col) = expression.find('@') {
-            return Err(format!(
-                "ERROR: <input>:1:{}: Syntax error: token recognition error at: '@'\n | {}\n | {}^",
-                col + 1,
-                expression,
-                ".".repeat(col)
-            ));
+            let message = "Syntax error: token recognition error at: '@'";
+            return Err(Issues::one(Issue {
+                severity: Severity::Error,
+                pos: Some(Pos {
+                    line: 1,
+                    column: col,
+                }),
+                message: message.to_owned(),
+                text: format!(
+                    "ERROR: <input>:1:{}: {message}\n | {}\n | {}^",
+                    col + 1,
+                    expression,
+                    ".".repeat(col)
+                ),
+            }));
         }
         Ok(ParsedExpr(Arc::new(expression.to_owned())))
     }
@@ -118,12 +129,22 @@ impl ExpressionChecker for FakeChecker {
     }
 }
 
-fn undefined(field: &str) -> String {
-    format!("ERROR: <input>:1:1: undefined field '{field}'")
+/// An error at line 1, column 1, as the fakes report every error.
+fn at_start(message: String) -> Issues {
+    Issues::one(Issue {
+        severity: Severity::Error,
+        pos: Some(Pos { line: 1, column: 0 }),
+        text: format!("ERROR: <input>:1:1: {message}"),
+        message,
+    })
+}
+
+fn undefined(field: &str) -> Issues {
+    at_start(format!("undefined field '{field}'"))
 }
 
 impl Env {
-    fn atom(&self, a: &str) -> Result<OutputType, String> {
+    fn atom(&self, a: &str) -> Result<OutputType, Issues> {
         let a = a.trim();
         match a {
             "true" | "false" => return Ok(OutputType::Bool),
@@ -150,25 +171,25 @@ impl Env {
         }
         if let Some(f) = a.strip_prefix("params.") {
             return match &self.params {
-                None => Err(
-                    "ERROR: <input>:1:1: undeclared reference to 'params' (in container '')".into(),
-                ),
+                None => Err(at_start(
+                    "undeclared reference to 'params' (in container '')".to_owned(),
+                )),
                 Some(s) => field(s, f),
             };
         }
         if let Some(f) = a.strip_prefix("variables.") {
             return self.variables.get(f).cloned().ok_or_else(|| undefined(f));
         }
-        Err(format!(
-            "ERROR: <input>:1:1: undeclared reference to '{a}' (in container '')"
-        ))
+        Err(at_start(format!(
+            "undeclared reference to '{a}' (in container '')"
+        )))
     }
 }
 
 impl CheckEnv for Env {
-    fn check(&self, parsed: &ParsedExpr) -> Result<OutputType, String> {
+    fn check(&self, parsed: &ParsedExpr) -> Result<OutputType, Issues> {
         let Some(text) = parsed.0.downcast_ref::<String>() else {
-            return Err("not a fake AST".into());
+            return Err(Issues::one(Issue::plain("not a fake AST")));
         };
         if let Some((l, r)) = text.split_once("==") {
             self.atom(l)?;

@@ -10,6 +10,7 @@ pub mod cost;
 pub mod discovery;
 pub mod expressions;
 pub mod gvk;
+pub mod issues;
 pub mod kinds;
 pub mod narrowing;
 pub mod render;
@@ -31,6 +32,7 @@ pub use check::{
 pub use cost::{CostFinding, CostLimit, CostOutcome, ExpressionCost, PolicyCost};
 pub use expressions::{ExpressionField, ExpressionSite, Mode, expression_sites};
 pub use gvk::{Gvk, Gvr};
+pub use issues::{Issue, Issues, Severity};
 pub use kinds::{
     DEFAULT_EXTENDED_KIND_LIMIT, KindSelection, MatchConstraints, ResetOnce, SkipReason,
     SkipSubject, Skipped, UPSTREAM_KIND_LIMIT, extend_selection, types_to_check,

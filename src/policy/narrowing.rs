@@ -21,6 +21,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use super::gvk::Gvk;
+use super::issues::Issue;
 
 /// A node position: 1-based line, 0-based column in code points (cel-go `common.Location`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -382,72 +383,6 @@ impl Guards {
     }
 }
 
-/// One finding of a kind's issues text: an `ERROR:`/`WARNING:` block of cel-go's
-/// `issues.String()`, or a whole message without a position (`must evaluate to ...`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Issue {
-    /// Its position, when the text names one.
-    pub pos: Option<Pos>,
-    /// The block, as written (first line and source snippet).
-    pub text: String,
-}
-
-impl Issue {
-    /// The message of the first line, without `ERROR: <input>:L:C: `.
-    pub fn message(&self) -> &str {
-        let first = self.text.lines().next().unwrap_or_default();
-        match first
-            .strip_prefix("ERROR: <input>:")
-            .or_else(|| first.strip_prefix("WARNING: <input>:"))
-        {
-            Some(rest) => rest
-                .splitn(3, ':')
-                .nth(2)
-                .map(str::trim_start)
-                .unwrap_or(rest),
-            None => first,
-        }
-    }
-}
-
-fn issue_pos(first_line: &str) -> Option<Pos> {
-    let rest = first_line
-        .strip_prefix("ERROR: <input>:")
-        .or_else(|| first_line.strip_prefix("WARNING: <input>:"))?;
-    let mut parts = rest.splitn(3, ':');
-    let line: usize = parts.next()?.parse().ok()?;
-    let col: usize = parts.next()?.parse().ok()?;
-    Some(Pos {
-        line,
-        column: col.checked_sub(1)?,
-    })
-}
-
-/// Splits cel-go's `issues.String()` (blocks joined with `\n`) into its findings.
-pub fn split_issues(text: &str) -> Vec<Issue> {
-    let mut blocks: Vec<Vec<&str>> = Vec::new();
-    for line in text.split('\n') {
-        let starts = line.starts_with("ERROR: ") || line.starts_with("WARNING: ");
-        match blocks.last_mut() {
-            Some(b) if !starts => b.push(line),
-            _ => blocks.push(vec![line]),
-        }
-    }
-    blocks
-        .into_iter()
-        .map(|b| Issue {
-            pos: issue_pos(b[0]),
-            text: b.join("\n"),
-        })
-        .collect()
-}
-
-/// The inverse of [`split_issues`].
-pub fn join_issues(issues: &[&Issue]) -> String {
-    let texts: Vec<&str> = issues.iter().map(|i| i.text.as_str()).collect();
-    texts.join("\n")
-}
-
 /// What a finding means at admission time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum FindingClass {
@@ -527,7 +462,7 @@ pub fn classify(
             "guarded by a condition that is false for this kind",
         );
     }
-    let msg = issue.message();
+    let msg = issue.message.as_str();
     if msg.starts_with("undefined field") {
         if nodes.iter().any(|n| n.optional_select) {
             return (FindingClass::StaticTypingOnly, WHY_OPTIONAL_ABSENT);
@@ -608,20 +543,26 @@ pub fn classify(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::policy::issues::Severity;
 
-    const TWO: &str = "ERROR: <input>:1:7: undefined field 'replicas'\n | object.replicas > 1\n | ......^\nERROR: <input>:1:20: found no matching overload for '_+_' applied to '(list(A), list(B))'\n | x\n | .^";
+    /// An error at `column` (0-based) of line 1.
+    fn error(column: usize, message: &str) -> Issue {
+        Issue {
+            severity: Severity::Error,
+            pos: Some(Pos { line: 1, column }),
+            message: message.to_owned(),
+            text: format!("ERROR: <input>:1:{}: {message}", column + 1),
+        }
+    }
 
-    #[test]
-    fn split_and_join_round_trip() {
-        let issues = split_issues(TWO);
-        assert_eq!(issues.len(), 2);
-        assert_eq!(issues[0].pos, Some(Pos { line: 1, column: 6 }));
-        assert_eq!(issues[0].message(), "undefined field 'replicas'");
-        let refs: Vec<&Issue> = issues.iter().collect();
-        assert_eq!(join_issues(&refs), TWO);
-        let plain = split_issues("must evaluate to bool but got int");
-        assert_eq!(plain[0].pos, None);
-        assert_eq!(plain[0].message(), "must evaluate to bool but got int");
+    fn two() -> Vec<Issue> {
+        vec![
+            error(6, "undefined field 'replicas'"),
+            error(
+                19,
+                "found no matching overload for '_+_' applied to '(list(A), list(B))'",
+            ),
+        ]
     }
 
     #[test]
@@ -651,7 +592,7 @@ mod tests {
 
     #[test]
     fn classes() {
-        let issues = split_issues(TWO);
+        let issues = two();
         assert_eq!(
             classify(&issues[0], None, &Gvk::new("", "v1", "Pod"), &[], &|_| {
                 Presence::Unknown
@@ -666,9 +607,10 @@ mod tests {
             .0,
             FindingClass::StaticTypingOnly
         );
-        let eq = split_issues(
-            "ERROR: <input>:1:1: found no matching overload for '_==_' applied to '(string, bool)'",
-        );
+        let eq = [error(
+            0,
+            "found no matching overload for '_==_' applied to '(string, bool)'",
+        )];
         assert_eq!(
             classify(&eq[0], None, &Gvk::new("", "v1", "Pod"), &[], &|_| {
                 Presence::Unknown
@@ -676,9 +618,10 @@ mod tests {
             .0,
             FindingClass::FailsAtAdmission
         );
-        let cond = split_issues(
-            "ERROR: <input>:1:1: found no matching overload for '_?_:_' applied to '(string, bool, bool)'",
-        );
+        let cond = [error(
+            0,
+            "found no matching overload for '_?_:_' applied to '(string, bool, bool)'",
+        )];
         assert_eq!(
             classify(&cond[0], None, &Gvk::new("", "v1", "Pod"), &[], &|_| {
                 Presence::Unknown
@@ -686,9 +629,10 @@ mod tests {
             .0,
             FindingClass::FailsAtAdmission
         );
-        let inobj = split_issues(
-            "ERROR: <input>:1:1: found no matching overload for '@in' applied to '(string, ConfigMap.metadata)'",
-        );
+        let inobj = [error(
+            0,
+            "found no matching overload for '@in' applied to '(string, ConfigMap.metadata)'",
+        )];
         assert_eq!(
             classify(
                 &inobj[0],
@@ -700,9 +644,10 @@ mod tests {
             .0,
             FindingClass::StaticTypingOnly
         );
-        let null = split_issues(
-            "ERROR: <input>:1:1: found no matching overload for '_!=_' applied to '(string, null)'",
-        );
+        let null = [error(
+            0,
+            "found no matching overload for '_!=_' applied to '(string, null)'",
+        )];
         assert_eq!(
             classify(&null[0], None, &Gvk::new("", "v1", "Pod"), &[], &|_| {
                 Presence::Unknown

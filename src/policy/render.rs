@@ -1,12 +1,13 @@
 //! Warning text, byte for byte as upstream writes it.
 
 use super::gvk::Gvk;
+use super::issues::Issues;
 
 /// What checking one expression against one kind produced.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum KindOutcome {
-    /// Issues found (cel-go `issues.String()`, or a `must evaluate to` message).
-    Issues(String),
+    /// Issues found (cel-go's issues, or a `must evaluate to` message).
+    Issues(Issues),
     /// An internal error (upstream `TypeCheckingResult.Err`).
     Error(String),
 }
@@ -26,7 +27,7 @@ impl KindResult {
     /// `<gvk>: type checking error: <err>\n` for internal errors.
     pub fn render(&self) -> String {
         match &self.outcome {
-            KindOutcome::Issues(text) => format!("{}: {}\n", self.gvk, text),
+            KindOutcome::Issues(issues) => format!("{}: {}\n", self.gvk, issues.render()),
             KindOutcome::Error(err) => format!("{}: type checking error: {}\n", self.gvk, err),
         }
     }
@@ -51,11 +52,11 @@ mod tests {
         let r = [
             KindResult {
                 gvk: Gvk::new("apps", "v1", "Deployment"),
-                outcome: KindOutcome::Issues(ISSUE.into()),
+                outcome: KindOutcome::Issues(Issues::one(crate::policy::Issue::plain(ISSUE))),
             },
             KindResult {
                 gvk: Gvk::new("apps", "v1", "ReplicaSet"),
-                outcome: KindOutcome::Issues(ISSUE.into()),
+                outcome: KindOutcome::Issues(Issues::one(crate::policy::Issue::plain(ISSUE))),
             },
         ];
         assert_eq!(

@@ -55,6 +55,15 @@ pub struct PolicyCondition {
     pub message: String,
 }
 
+/// The results of one expression, per kind: what one `expressionWarnings` entry says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExpressionResults {
+    /// The entry's `fieldRef`.
+    pub field_ref: String,
+    /// Each kind's result, in the entry's order.
+    pub kinds: Vec<super::render::KindResult>,
+}
+
 /// Everything vapcheck computed for one policy.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct PolicyStatus {
@@ -62,6 +71,9 @@ pub struct PolicyStatus {
     pub observed_generation: Option<i64>,
     /// `status.typeChecking.expressionWarnings`, in upstream order (empty: `typeChecking: {}`).
     pub expression_warnings: Vec<ExpressionWarning>,
+    /// The same warnings as data: for each entry of `expression_warnings`, in the same order,
+    /// the results per kind its text is rendered from ([`super::render_warning`]).
+    pub expression_results: Vec<ExpressionResults>,
     /// `TypeChecked` then `ExpressionsValid`.
     pub conditions: Vec<PolicyCondition>,
     /// Kinds the expressions were checked against, in checking order.

@@ -10,10 +10,11 @@ use vapcheck::cli::{
     BackendProvider, CheckArgs, CheckEnvironment, LoadedBackends, ModeArg, OutputFormat,
     SchemaOptions, read_inputs, run_check,
 };
+use vapcheck::policy::narrowing::Pos;
 use vapcheck::policy::{
     ApiGroupResources, ApiResource, ApiVersionResources, CheckEnv, DiscoveryRestMapper, EnvRequest,
-    ExpressionChecker, Gvk, ObjectDecl, OutputType, ParsedExpr, SchemaError, SchemaLookup,
-    SchemaSource, SchemaType,
+    ExpressionChecker, Gvk, Issue, Issues, ObjectDecl, OutputType, ParsedExpr, SchemaError,
+    SchemaLookup, SchemaSource, SchemaType, Severity,
 };
 
 /// `$VAPCHECK_SHARED`, then `<repository>/../shared`, then `/work/shared`.
@@ -43,7 +44,7 @@ struct Checker;
 struct Env(Option<Vec<String>>);
 
 impl ExpressionChecker for Checker {
-    fn parse(&self, expression: &str) -> Result<ParsedExpr, String> {
+    fn parse(&self, expression: &str) -> Result<ParsedExpr, Issues> {
         Ok(ParsedExpr(Arc::new(expression.to_owned())))
     }
     fn environment(&self, request: &EnvRequest<'_>) -> Result<Box<dyn CheckEnv>, String> {
@@ -56,8 +57,12 @@ impl ExpressionChecker for Checker {
 }
 
 impl CheckEnv for Env {
-    fn check(&self, parsed: &ParsedExpr) -> Result<OutputType, String> {
-        let text = parsed.0.downcast_ref::<String>().ok_or("not ours")?;
+    fn check(&self, parsed: &ParsedExpr) -> Result<OutputType, Issues> {
+        let plain = |m: String| Issues::one(Issue::plain(m));
+        let text = parsed
+            .0
+            .downcast_ref::<String>()
+            .ok_or_else(|| plain("not ours".to_owned()))?;
         if text == "true" {
             return Ok(OutputType::Bool);
         }
@@ -70,11 +75,17 @@ impl CheckEnv for Env {
         };
         let field = path
             .strip_prefix("object.")
-            .ok_or_else(|| format!("unsupported: {text}"))?;
+            .ok_or_else(|| plain(format!("unsupported: {text}")))?;
         match &self.0 {
-            Some(fields) if !fields.iter().any(|f| f == field) => Err(format!(
-                "ERROR: <input>:1:7: undefined field '{field}'\n | {text}\n | ......^"
-            )),
+            Some(fields) if !fields.iter().any(|f| f == field) => {
+                let message = format!("undefined field '{field}'");
+                Err(Issues::one(Issue {
+                    severity: Severity::Error,
+                    pos: Some(Pos { line: 1, column: 6 }),
+                    text: format!("ERROR: <input>:1:7: {message}\n | {text}\n | ......^"),
+                    message,
+                }))
+            }
             _ => Ok(output),
         }
     }
