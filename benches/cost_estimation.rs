@@ -121,7 +121,7 @@ impl ExpressionChecker for Switch<'_> {
             self.inner.is_absent_field(object, path)
         })
     }
-    fn patch_literals(&self, parsed: &ParsedExpr) -> Option<vapcheck::mutating::literal::Literals> {
+    fn patch_literals(&self, parsed: &ParsedExpr) -> Option<vapcheck::policy::literal::Literals> {
         timed(self.estimate, Method::PatchLiterals, || {
             self.inner.patch_literals(parsed)
         })
@@ -268,7 +268,7 @@ fn main() {
         openapi: Some(shared.join("openapi/v1.35")),
         ..vapcheck::cli::SchemaOptions::default()
     };
-    let (schemas, checker) = vapcheck::engine::offline_backends(&options).expect("backends");
+    let (schemas, checker) = vapcheck::cli::offline_backends(&options).expect("backends");
     let with = Switch {
         inner: checker.as_ref(),
         estimate: true,

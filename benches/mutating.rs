@@ -181,7 +181,7 @@ impl ExpressionChecker for Timed<'_> {
     fn is_required_field(&self, object: &SchemaType, path: &[String]) -> bool {
         self.inner.is_required_field(object, path)
     }
-    fn patch_literals(&self, parsed: &ParsedExpr) -> Option<vapcheck::mutating::literal::Literals> {
+    fn patch_literals(&self, parsed: &ParsedExpr) -> Option<vapcheck::policy::literal::Literals> {
         let start = Instant::now();
         let out = self.inner.patch_literals(parsed);
         add(&self.split, |s| s.literals += start.elapsed());
@@ -205,7 +205,7 @@ fn main() {
         openapi: Some(dir.clone()),
         ..SchemaOptions::default()
     };
-    let (schemas, checker) = vapcheck::engine::offline_backends(&options).expect("backends");
+    let (schemas, checker) = vapcheck::cli::offline_backends(&options).expect("backends");
     let mapper = DiscoveryRestMapper::new(offline_discovery(Some(&dir), &[]).expect("discovery"));
     let backends = Backends {
         rest_mapper: &mapper,

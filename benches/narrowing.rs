@@ -40,7 +40,7 @@ impl ExpressionChecker for NoNarrowing<'_> {
     fn is_required_field(&self, object: &SchemaType, path: &[String]) -> bool {
         self.0.is_required_field(object, path)
     }
-    fn patch_literals(&self, parsed: &ParsedExpr) -> Option<vapcheck::mutating::literal::Literals> {
+    fn patch_literals(&self, parsed: &ParsedExpr) -> Option<vapcheck::policy::literal::Literals> {
         self.0.patch_literals(parsed)
     }
 }
@@ -62,7 +62,7 @@ fn main() {
         openapi: Some(shared.join("openapi/v1.35")),
         ..vapcheck::cli::SchemaOptions::default()
     };
-    let (schemas, checker) = vapcheck::engine::offline_backends(&options).expect("backends");
+    let (schemas, checker) = vapcheck::cli::offline_backends(&options).expect("backends");
     let plain = NoNarrowing(checker.as_ref());
     let with = Backends {
         rest_mapper: &mapper,

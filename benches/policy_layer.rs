@@ -140,7 +140,7 @@ fn main() {
         ..vapcheck::cli::SchemaOptions::default()
     };
     let t = Instant::now();
-    let (schemas, checker) = vapcheck::engine::offline_backends(&options).expect("backends");
+    let (schemas, checker) = vapcheck::cli::offline_backends(&options).expect("backends");
     println!(
         "{:<40} {:>10.3} ms (once)",
         "load schemas and build the environment",

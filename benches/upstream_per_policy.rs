@@ -85,7 +85,7 @@ fn main() {
 
     let builtin = tempfile::tempdir().expect("temporary folder");
     vapcheck::schema::embedded::write_folder("1.37", builtin.path()).expect("built-in schemas");
-    let factory = |options: &SchemaOptions, _: &[_]| vapcheck::engine::offline_backends(options);
+    let factory = |options: &SchemaOptions, _: &[_]| vapcheck::cli::offline_backends(options);
     let loaded = OfflineProvider { factory: &factory }
         .load(&SchemaOptions {
             openapi: Some(builtin.path().to_path_buf()),

@@ -321,7 +321,7 @@ impl ExpressionChecker for KubeChecker {
         })
     }
 
-    fn patch_literals(&self, parsed: &ParsedExpr) -> Option<crate::mutating::literal::Literals> {
+    fn patch_literals(&self, parsed: &ParsedExpr) -> Option<crate::policy::literal::Literals> {
         downcast(parsed)
             .ok()
             .map(crate::k8s_env::mutation::patch_literals)
@@ -782,37 +782,6 @@ fn from_output_type(t: &OutputType) -> Type {
         OutputType::Map(k, v) => Type::map(from_output_type(k), from_output_type(v)),
         OutputType::Dyn | OutputType::Other(_) => Type::dyn_type(),
     }
-}
-
-/// A schema source and a checker, as [`offline_backends`] returns them.
-pub type OfflineBackends = (Box<dyn policy::SchemaSource>, Box<dyn ExpressionChecker>);
-
-/// The schema source and the checker of an offline `vapcheck check` run: schemas from the
-/// `--openapi` folder and `--crd` manifests, checking in the Kubernetes environment of
-/// `--kubernetes-version` (default: the pinned release) exactly as upstream declares it, so a
-/// function that version does not have is an ordinary `undeclared reference` or
-/// `found no matching overload` error.
-pub fn offline_backends(options: &crate::cli::SchemaOptions) -> Result<OfflineBackends, String> {
-    use crate::schema::{FilesConfig, FilesSource};
-
-    let files = FilesSource::load(&FilesConfig {
-        openapi_dir: options.openapi.clone(),
-        crd_paths: options.crds.clone(),
-        ..FilesConfig::default()
-    })
-    .map_err(|e| e.to_string())?;
-    let version = match options.kubernetes_version {
-        Some(v) if v.major != 1 => {
-            return Err(format!(
-                "unsupported Kubernetes version {}.{}",
-                v.major, v.minor
-            ));
-        }
-        Some(v) => KubeVersion::new(v.minor).map_err(|e| e.to_string())?,
-        None => KubeVersion::PINNED,
-    };
-    let checker = KubeChecker::with_version_notes(version)?;
-    Ok((Box::new(Schemas::new(Arc::new(files))), Box::new(checker)))
 }
 
 #[cfg(test)]

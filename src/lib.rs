@@ -17,6 +17,7 @@ pub mod metrics;
 pub mod mutating;
 pub mod policy;
 pub mod schema;
+pub mod sources;
 
 /// The Kubernetes release vapcheck is pinned to (major.minor.patch), read from
 /// `e2e/cluster/kubernetes.version`, the single place that records it.

@@ -108,7 +108,7 @@ fn main() -> ExitCode {
             // REST mapping, discovery and schemas from --openapi/--crd when given, else from
             // the live cluster; checking in the Kubernetes CEL environment.
             let factory = |options: &vapcheck::cli::SchemaOptions, _: &[_]| {
-                vapcheck::engine::offline_backends(options)
+                vapcheck::cli::offline_backends(options)
             };
             let provider = FilesOrLive {
                 files: OfflineProvider { factory: &factory },

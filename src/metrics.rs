@@ -29,6 +29,15 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
 /// The `controller` label value of every controller-runtime family.
+/// Every verdict label of `vapcheck_bindings{verdict}`, for zero-valued series (the
+/// controller's binding analysis, `controller::bindings`, sets one of them per binding).
+pub const VERDICT_LABELS: &[&str] = &[
+    "denies_all",
+    "inactive",
+    "evaluates",
+    "evaluates_with_warnings",
+];
+
 pub const CONTROLLER_NAME: &str = "vapcheck";
 
 /// The content type of [`Metrics::encode_openmetrics`].
@@ -778,7 +787,7 @@ impl Metrics {
     /// Sets `vapcheck_bindings{verdict}` for every verdict (missing ones: 0) from a snapshot of
     /// all bindings seen.
     pub fn set_binding_verdicts(&self, counts: &std::collections::HashMap<&'static str, u64>) {
-        for &verdict in crate::controller::bindings::VERDICT_LABELS {
+        for &verdict in VERDICT_LABELS {
             self.bindings
                 .get_or_create(&VerdictLabels {
                     verdict: verdict.to_owned(),

@@ -799,7 +799,7 @@ async fn strict_status_of_the_corpus_matches_the_upstream_controller() -> anyhow
         ..SchemaOptions::default()
     };
     let (schemas, file_checker) =
-        vapcheck::engine::offline_backends(&options).map_err(|e| anyhow::anyhow!("{e}"))?;
+        vapcheck::cli::offline_backends(&options).map_err(|e| anyhow::anyhow!("{e}"))?;
     let files_reader = Reader {
         label: "files (vapcheck check --openapi <saved /openapi/v3>)",
         mapper: DiscoveryRestMapper::new(

@@ -21,7 +21,7 @@ fn load() -> LoadedBackends {
         "{} not found (set VAPCHECK_SHARED)",
         openapi.display()
     );
-    let factory = |options: &SchemaOptions, _: &[_]| vapcheck::engine::offline_backends(options);
+    let factory = |options: &SchemaOptions, _: &[_]| vapcheck::cli::offline_backends(options);
     let provider = OfflineProvider { factory: &factory };
     provider
         .load(&SchemaOptions {

@@ -3,11 +3,11 @@
 
 use std::sync::Arc;
 
-use crate::controller::inputs::read_discovery;
 use crate::engine::{KubeChecker, Schemas};
 use crate::k8s_env::KubeVersion;
 use crate::policy::DiscoveryRestMapper;
 use crate::schema::{self, ConvertOptions, Limits, LiveSource};
+use crate::sources::read_discovery;
 
 use super::{BackendProvider, LoadedBackends, SchemaOptions};
 

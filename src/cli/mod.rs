@@ -996,3 +996,41 @@ fn add_mutating_binding_effects(
     );
     Ok(())
 }
+
+/// A schema source and a checker, as [`offline_backends`] returns them.
+pub type OfflineBackends = (
+    Box<dyn crate::policy::SchemaSource>,
+    Box<dyn crate::policy::ExpressionChecker>,
+);
+
+/// The schema source and the checker of an offline `vapcheck check` run (file I/O, so here
+/// and not in the I/O-free `engine`): schemas from the
+/// `--openapi` folder and `--crd` manifests, checking in the Kubernetes environment of
+/// `--kubernetes-version` (default: the pinned release) exactly as upstream declares it, so a
+/// function that version does not have is an ordinary `undeclared reference` or
+/// `found no matching overload` error.
+pub fn offline_backends(options: &SchemaOptions) -> Result<OfflineBackends, String> {
+    use crate::schema::{FilesConfig, FilesSource};
+
+    let files = FilesSource::load(&FilesConfig {
+        openapi_dir: options.openapi.clone(),
+        crd_paths: options.crds.clone(),
+        ..FilesConfig::default()
+    })
+    .map_err(|e| e.to_string())?;
+    let version = match options.kubernetes_version {
+        Some(v) if v.major != 1 => {
+            return Err(format!(
+                "unsupported Kubernetes version {}.{}",
+                v.major, v.minor
+            ));
+        }
+        Some(v) => crate::k8s_env::KubeVersion::new(v.minor).map_err(|e| e.to_string())?,
+        None => crate::k8s_env::KubeVersion::PINNED,
+    };
+    let checker = crate::engine::KubeChecker::with_version_notes(version)?;
+    Ok((
+        Box::new(crate::engine::Schemas::new(std::sync::Arc::new(files))),
+        Box::new(checker),
+    ))
+}

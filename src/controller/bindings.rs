@@ -259,14 +259,6 @@ pub fn verdict_label(v: &Verdict) -> &'static str {
     }
 }
 
-/// Every verdict label, for zero-valued series.
-pub const VERDICT_LABELS: &[&str] = &[
-    "denies_all",
-    "inactive",
-    "evaluates",
-    "evaluates_with_warnings",
-];
-
 /// The analysis of `policy`'s bindings; `Err` when the inputs are not known yet (retry).
 /// The second value says why the params cannot be read, if so.
 pub async fn binding_reports(

@@ -8,24 +8,19 @@ use k8s_openapi::api::admissionregistration::v1::{
     MutatingAdmissionPolicy, ValidatingAdmissionPolicy,
 };
 use k8s_openapi::apimachinery::pkg::version::Info;
-use serde_json::Value;
 
 use crate::config::{self, Config};
 use crate::engine::{KubeChecker, Schemas};
 use crate::k8s_env::KubeVersion;
 use crate::k8s_env::apiserver::Parses;
 use crate::metrics::SchemaFetchResult;
-use crate::policy::discovery::discovery_from_aggregated;
 use crate::policy::status::PolicyCondition;
 use crate::policy::{
     Backends, CheckOptions, DiscoveryRestMapper, Mode, ParsedTexts, PolicyStatus,
     check_policy_parsed,
 };
 use crate::schema::{self, Changes, ConvertOptions, Limits, LiveSource};
-
-/// What the API server is asked for: aggregated discovery v2 (Kubernetes 1.30+).
-const AGGREGATED_DISCOVERY: &str =
-    "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
+use crate::sources::read_discovery;
 
 /// Live checking inputs; [`LiveInputs::refresh`] does the I/O, [`LiveInputs::check`] is pure.
 pub struct LiveInputs {
@@ -244,29 +239,6 @@ fn mutating_accepted_on_create_parsed(
     create_condition(policy.metadata.generation, server_minor, &causes)
 }
 
-async fn aggregated(client: &kube::Client, path: &str) -> Result<Value, String> {
-    let request = http::Request::get(path)
-        .header(http::header::ACCEPT, AGGREGATED_DISCOVERY)
-        .body(Vec::new())
-        .map_err(|e| format!("GET {path}: {e}"))?;
-    let text = client
-        .request_text(request)
-        .await
-        .map_err(|e| format!("aggregated discovery GET {path}: {e}"))?;
-    serde_json::from_str(&text).map_err(|e| format!("aggregated discovery GET {path}: {e}"))
-}
-
-/// The API server's resources, from aggregated discovery of `/api` and `/apis`.
-pub async fn read_discovery(
-    client: &kube::Client,
-) -> Result<Vec<crate::policy::ApiGroupResources>, String> {
-    let core = aggregated(client, "/api").await?;
-    let apis = aggregated(client, "/apis").await?;
-    let mut groups = discovery_from_aggregated(&core)?;
-    groups.extend(discovery_from_aggregated(&apis)?);
-    Ok(groups)
-}
-
 /// A failed [`LiveInputs::refresh`]: the message and how `vapcheck_schema_fetches_total`
 /// counts it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -433,7 +405,7 @@ mod tests {
             openapi: Some(dir.clone()),
             ..crate::cli::SchemaOptions::default()
         };
-        let (schemas, checker) = crate::engine::offline_backends(&options).expect("backends");
+        let (schemas, checker) = crate::cli::offline_backends(&options).expect("backends");
         let mapper = DiscoveryRestMapper::new(
             crate::cli::discovery::offline_discovery(Some(&dir), &[]).expect("discovery"),
         );
@@ -489,7 +461,9 @@ mod tests {
             for_each_object(&source, &text, |_, value| {
                 // Every version read as v1 (their specs differ little); the ones that do
                 // not decode as v1 are left out.
-                if value.get("kind").and_then(Value::as_str) == Some("MutatingAdmissionPolicy") {
+                if value.get("kind").and_then(serde_json::Value::as_str)
+                    == Some("MutatingAdmissionPolicy")
+                {
                     let mut v1 = value.clone();
                     v1["apiVersion"] = "admissionregistration.k8s.io/v1".into();
                     maps.extend(serde_json::from_value(v1).ok());

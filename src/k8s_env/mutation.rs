@@ -15,7 +15,7 @@ use cel::common::ast::{EntryExpr, Expr, IdedExpr, LiteralValue};
 use crate::cel::{
     EnvBuilder, EnvError, FunctionDecl, OverloadDecl, ParsedExpr, Type, TypeProvider,
 };
-use crate::mutating::literal::{At, Field, Literals, Message, Value};
+use crate::policy::literal::{At, Field, Literals, Message, Value};
 
 /// The root apply-configuration type name (typeresolver.go `ObjectTypeName`).
 pub const OBJECT_TYPE: &str = "Object";
@@ -75,7 +75,7 @@ pub fn add_patch_types(b: &mut EnvBuilder) -> Result<(), EnvError> {
 const MAX_LITERAL_DEPTH: usize = 200;
 
 /// The `Object…{}` and `JSONPatch{}` literals of a parsed expression
-/// ([`crate::mutating::literal::Literals`]).
+/// ([`crate::policy::literal::Literals`]).
 pub fn patch_literals(parsed: &ParsedExpr) -> Literals {
     let mut out = Literals::default();
     let mut stack: Vec<&IdedExpr> = vec![parsed.expr()];

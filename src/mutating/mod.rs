@@ -14,7 +14,7 @@
 //! type-checks a MAP against schemas: vapcheck types `object`, `oldObject` and `params` with
 //! the kinds' schemas as kube-controller-manager does for ValidatingAdmissionPolicies.
 
-pub mod literal;
+pub use crate::policy::literal;
 pub mod schema;
 
 use std::sync::Arc;

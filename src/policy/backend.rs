@@ -143,8 +143,8 @@ pub trait ExpressionChecker: Send + Sync {
     }
 
     /// MutatingAdmissionPolicy mutations: the `Object…{}` and `JSONPatch{}` literals of a
-    /// parsed expression ([`crate::mutating::literal`]). `None`: no analysis.
-    fn patch_literals(&self, _parsed: &ParsedExpr) -> Option<crate::mutating::literal::Literals> {
+    /// parsed expression ([`crate::policy::literal`]). `None`: no analysis.
+    fn patch_literals(&self, _parsed: &ParsedExpr) -> Option<crate::policy::literal::Literals> {
         None
     }
 }

@@ -12,6 +12,7 @@ pub mod expressions;
 pub mod gvk;
 pub mod issues;
 pub mod kinds;
+pub mod literal;
 pub mod narrowing;
 pub mod render;
 pub mod restmapper;

@@ -640,7 +640,7 @@ fn bindings_alone_get_the_api_server_verdict() {
 #[test]
 fn mutating_admission_policies_in_every_output_format() {
     let factory = |o: &SchemaOptions, _: &[vapcheck::cli::CustomResourceDefinition]| {
-        vapcheck::engine::offline_backends(o)
+        vapcheck::cli::offline_backends(o)
     };
     let provider = vapcheck::cli::OfflineProvider { factory: &factory };
     let map = r#"apiVersion: admissionregistration.k8s.io/v1beta1

@@ -22,7 +22,7 @@ fn with_backends(f: impl FnOnce(&Backends<'_>)) {
         openapi: Some(dir.clone()),
         ..SchemaOptions::default()
     };
-    let (schemas, checker) = vapcheck::engine::offline_backends(&options).expect("backends");
+    let (schemas, checker) = vapcheck::cli::offline_backends(&options).expect("backends");
     let mapper = DiscoveryRestMapper::new(offline_discovery(Some(&dir), &[]).expect("discovery"));
     f(&Backends {
         rest_mapper: &mapper,

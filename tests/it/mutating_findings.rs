@@ -63,7 +63,7 @@ fn with_backends<T>(f: impl FnOnce(&Backends<'_>) -> T) -> T {
         openapi: Some(dir.clone()),
         ..SchemaOptions::default()
     };
-    let (schemas, checker) = vapcheck::engine::offline_backends(&options).expect("backends");
+    let (schemas, checker) = vapcheck::cli::offline_backends(&options).expect("backends");
     let mapper = DiscoveryRestMapper::new(offline_discovery(Some(&dir), &[]).expect("discovery"));
     let out = f(&Backends {
         rest_mapper: &mapper,

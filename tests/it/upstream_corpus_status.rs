@@ -27,7 +27,7 @@ fn strict_status_of_every_corpus_policy_is_upstreams() {
         openapi: Some(openapi.clone()),
         ..SchemaOptions::default()
     };
-    let (schemas, checker) = vapcheck::engine::offline_backends(&options).expect("backends");
+    let (schemas, checker) = vapcheck::cli::offline_backends(&options).expect("backends");
     let mapper =
         DiscoveryRestMapper::new(offline_discovery(Some(&openapi), &[]).expect("discovery"));
     let backends = Backends {

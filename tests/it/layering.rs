@@ -1,0 +1,332 @@
+//! The layering of `src/` (docs/architecture.md), checked on the sources: which top-level
+//! module may use which, which may do I/O, and no import cycle between top-level modules.
+//!
+//! The production code of each file is read: `//` comment lines and items marked
+//! `#[cfg(test)]` (a `mod x;` line, or a block to its closing brace) are left out, and so are
+//! the files such a `mod x;` declares. A module "uses" another when its code names
+//! `crate::<other>` (every cross-module path in this crate is written so).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+/// The CEL checker: cel-go's parser and checker, no Kubernetes.
+const CHECKER: &[&str] = &["cel"];
+/// The analysis core: no I/O, no front end.
+const CORE: &[&str] = &[
+    "k8s_env",
+    "policy",
+    "mutating",
+    "apiserver",
+    "bindings",
+    "engine",
+];
+/// Schemas: types used by the core, and the files, embedded and live sources of them.
+const SCHEMA: &[&str] = &["schema"];
+/// Reading the API server for the front ends.
+const SOURCES: &[&str] = &["sources"];
+
+/// Files of the schema module that do I/O (the sources still inside it; moving them out
+/// shrinks this list, and a new one fails).
+const SCHEMA_IO_FILES: &[&str] = &["schema/embedded.rs", "schema/files.rs", "schema/live.rs"];
+
+/// Paths that mean I/O or a runtime: forbidden in the core and the checker.
+const IO_PATHS: &[&str] = &[
+    "tokio::",
+    "kube::",
+    "axum::",
+    "hyper::",
+    "tower::",
+    "std::fs",
+    "std::net",
+    "std::process",
+    "use tokio",
+    "use kube",
+];
+
+/// Text with `//` comment lines removed.
+fn without_comments(text: &str) -> String {
+    text.lines()
+        .filter(|l| !l.trim_start().starts_with("//"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// `text` without its `#[cfg(test)]` items; the names of the modules declared `#[cfg(test)]
+/// mod x;` are returned too.
+fn production(text: &str) -> (String, Vec<String>) {
+    let text = without_comments(text);
+    let mut out = String::new();
+    let mut test_mods = Vec::new();
+    let mut rest = text.as_str();
+    while let Some(i) = rest.find("#[cfg(test)]") {
+        out.push_str(&rest[..i]);
+        let after = &rest[i + "#[cfg(test)]".len()..];
+        // The item: up to its `;` when that comes before any `{`, else to the matching `}`.
+        let semi = after.find(';');
+        let brace = after.find('{');
+        let end = match (semi, brace) {
+            (Some(s), Some(b)) if s < b => s + 1,
+            (Some(s), None) => s + 1,
+            (_, Some(b)) => {
+                let mut depth = 0usize;
+                let mut end = after.len();
+                for (k, c) in after[b..].char_indices() {
+                    match c {
+                        '{' => depth += 1,
+                        '}' => {
+                            depth -= 1;
+                            if depth == 0 {
+                                end = b + k + 1;
+                                break;
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+                end
+            }
+            (None, None) => after.len(),
+        };
+        let item = &after[..end];
+        if let Some(name) = item
+            .trim()
+            .trim_start_matches("pub(crate) ")
+            .trim_start_matches("pub ")
+            .strip_prefix("mod ")
+            .and_then(|m| m.strip_suffix(';'))
+        {
+            test_mods.push(name.trim().to_owned());
+        }
+        rest = &after[end..];
+    }
+    out.push_str(rest);
+    (out, test_mods)
+}
+
+/// Every `.rs` file below `dir`.
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let entries = std::fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+    for e in entries {
+        let p = e.expect("entry").path();
+        if p.is_dir() {
+            rust_files(&p, out);
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            out.push(p);
+        }
+    }
+}
+
+/// Production text of every production file, by path relative to `src/`.
+fn sources() -> BTreeMap<String, String> {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let mut texts = BTreeMap::new();
+    let mut test_only = BTreeSet::new();
+    for f in &files {
+        let rel = f
+            .strip_prefix(&src)
+            .expect("below src")
+            .to_string_lossy()
+            .into_owned();
+        let raw = std::fs::read_to_string(f).unwrap_or_else(|e| panic!("{rel}: {e}"));
+        let (prod, test_mods) = production(&raw);
+        // The folder a `mod x;` of this file looks in.
+        let dir = match rel.rsplit_once('/') {
+            Some((d, file)) if file == "mod.rs" || file == "lib.rs" => format!("{d}/"),
+            Some((d, file)) => format!("{d}/{}/", file.trim_end_matches(".rs")),
+            None if rel == "lib.rs" || rel == "main.rs" => String::new(),
+            None => format!("{}/", rel.trim_end_matches(".rs")),
+        };
+        for m in test_mods {
+            test_only.insert(format!("{dir}{m}.rs"));
+            test_only.insert(format!("{dir}{m}/mod.rs"));
+        }
+        texts.insert(rel, prod);
+    }
+    texts.retain(|rel, _| !test_only.contains(rel));
+    texts
+}
+
+/// The top-level module of a file (`policy/check.rs` → `policy`, `engine.rs` → `engine`).
+fn top(rel: &str) -> &str {
+    rel.split('/').next().unwrap_or(rel).trim_end_matches(".rs")
+}
+
+/// The modules a text names as `crate::<m>`.
+fn uses(text: &str) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    let mut rest = text;
+    while let Some(i) = rest.find("crate::") {
+        let after = &rest[i + "crate::".len()..];
+        let name: String = after
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+            .collect();
+        if !name.is_empty() {
+            out.insert(name);
+        }
+        rest = after;
+    }
+    out
+}
+
+/// Top-level module → the modules its production code uses.
+fn graph(texts: &BTreeMap<String, String>) -> BTreeMap<String, BTreeSet<String>> {
+    let mut g: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for (rel, text) in texts {
+        let t = top(rel).to_owned();
+        let deps = uses(text);
+        let entry = g.entry(t.clone()).or_default();
+        entry.extend(deps.into_iter().filter(|d| *d != t));
+    }
+    g
+}
+
+#[test]
+fn top_level_modules_form_no_cycle() {
+    let g = graph(&sources());
+    assert!(g.len() >= 15, "top-level modules found: {:?}", g.keys());
+    // Depth-first search for a back edge; the path to it is the cycle.
+    fn visit(
+        n: &str,
+        g: &BTreeMap<String, BTreeSet<String>>,
+        state: &mut BTreeMap<String, u8>,
+        path: &mut Vec<String>,
+    ) -> Option<Vec<String>> {
+        match state.get(n) {
+            Some(2) => return None,
+            Some(1) => {
+                let start = path.iter().position(|p| p == n).unwrap_or(0);
+                let mut cycle = path[start..].to_vec();
+                cycle.push(n.to_owned());
+                return Some(cycle);
+            }
+            _ => {}
+        }
+        state.insert(n.to_owned(), 1);
+        path.push(n.to_owned());
+        for d in g.get(n).into_iter().flatten() {
+            if let Some(c) = visit(d, g, state, path) {
+                return Some(c);
+            }
+        }
+        path.pop();
+        state.insert(n.to_owned(), 2);
+        None
+    }
+    let mut state = BTreeMap::new();
+    for n in g.keys() {
+        if let Some(cycle) = visit(n, &g, &mut state, &mut Vec::new()) {
+            panic!(
+                "import cycle between top-level modules: {}",
+                cycle.join(" -> ")
+            );
+        }
+    }
+}
+
+#[test]
+fn each_layer_uses_only_the_layers_below_it() {
+    let g = graph(&sources());
+    let allowed = |module: &str| -> Option<BTreeSet<&str>> {
+        let mut below: BTreeSet<&str> = BTreeSet::new();
+        if CHECKER.contains(&module) {
+            return Some(below);
+        }
+        below.extend(CHECKER);
+        if SCHEMA.contains(&module) {
+            return Some(below);
+        }
+        below.extend(SCHEMA);
+        if CORE.contains(&module) {
+            below.extend(CORE);
+            return Some(below);
+        }
+        below.extend(CORE);
+        if SOURCES.contains(&module) {
+            return Some(below);
+        }
+        None
+    };
+    let mut violations = Vec::new();
+    for (module, deps) in &g {
+        let Some(ok) = allowed(module) else {
+            continue;
+        };
+        for d in deps {
+            if !ok.contains(d.as_str()) {
+                violations.push(format!("{module} uses {d}"));
+            }
+        }
+    }
+    // The front ends: `vapcheck check` (cli) never reaches into the controller's runtime.
+    for d in g.get("cli").into_iter().flatten() {
+        if ["controller", "health", "metrics", "config"].contains(&d.as_str()) {
+            violations.push(format!("cli uses {d}"));
+        }
+    }
+    assert!(violations.is_empty(), "layering: {}", violations.join("; "));
+}
+
+#[test]
+fn the_checker_and_the_core_do_no_io() {
+    let texts = sources();
+    let mut io_files = BTreeMap::new();
+    for (rel, text) in &texts {
+        let found: Vec<&str> = IO_PATHS
+            .iter()
+            .copied()
+            .filter(|p| text.contains(p))
+            .collect();
+        if !found.is_empty() {
+            io_files.insert(rel.clone(), found);
+        }
+    }
+    let in_layer = |layer: &[&str]| -> Vec<String> {
+        io_files
+            .iter()
+            .filter(|(rel, _)| layer.contains(&top(rel)))
+            .map(|(rel, p)| format!("{rel} ({})", p.join(", ")))
+            .collect()
+    };
+    assert_eq!(
+        in_layer(CHECKER),
+        Vec::<String>::new(),
+        "the checker does I/O"
+    );
+    assert_eq!(in_layer(CORE), Vec::<String>::new(), "the core does I/O");
+    let schema: Vec<&str> = io_files
+        .keys()
+        .filter(|rel| SCHEMA.contains(&top(rel)))
+        .map(String::as_str)
+        .collect();
+    assert_eq!(schema, SCHEMA_IO_FILES, "schema files that do I/O");
+}
+
+#[test]
+fn the_checker_knows_nothing_of_kubernetes() {
+    // All of src/cel, its tests included: it is to become a crate of its own.
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/cel");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    assert!(files.len() >= 10, "src/cel files: {}", files.len());
+    let mut found = Vec::new();
+    for f in &files {
+        let text = without_comments(&std::fs::read_to_string(f).expect("read"));
+        for p in [
+            "k8s_openapi",
+            "kube::",
+            "use kube",
+            "tokio",
+            "crate::k8s_env",
+            "crate::policy",
+            "crate::schema",
+        ] {
+            if text.contains(p) {
+                found.push(format!("{} ({p})", f.display()));
+            }
+        }
+    }
+    assert!(found.is_empty(), "the checker names Kubernetes: {found:?}");
+}
