@@ -32,6 +32,7 @@ mod pipeline_fixtures;
 mod schema_bad_input;
 mod schema_oracle;
 mod schema_proptest;
+mod stack_2mib;
 mod static_manifests;
 mod support;
 mod upstream_corpus_status;
