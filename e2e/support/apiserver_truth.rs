@@ -839,6 +839,35 @@ fn validation_expressions() -> Vec<(&'static str, String)> {
         ("bytes-compare", "b'a' == b'a'"),
         ("uint", "1u == 1u"),
         ("string-escape-bad", "'\\q' == 'a'"),
+        // cel-go's planner with Kubernetes' OptOptimize (src/k8s_env/plan.rs): constant
+        // conversions are evaluated and constant indexes become qualifiers when the program is
+        // built, after the expression compiled.
+        ("plan-bool-string", "bool('x')"),
+        ("plan-bool-string-ok", "bool('True')"),
+        ("plan-int-string", "int('12a') == 1"),
+        ("plan-int-string-ok", "int('-12') == -12"),
+        ("plan-int-string-range", "int('9223372036854775808') == 1"),
+        ("plan-uint-plus", "uint('+1') == 1u"),
+        ("plan-uint-negative", "uint(-1) == 1u"),
+        ("plan-int-uint-overflow", "int(18446744073709551615u) == 1"),
+        ("plan-double-range", "double('1e400') > 1.0"),
+        ("plan-double-exponent", "double('1e') > 1.0"),
+        ("plan-double-inf", "double('-Infinity') < 1.0"),
+        ("plan-double-hex", "double('0x1p-2') > 0.0"),
+        ("plan-string-bytes", "string(b'\\xff') == 'a'"),
+        ("plan-nested-ok", "int(string(1)) == 1"),
+        ("plan-nested-bool", "bool(string(2))"),
+        ("plan-duration-nested", "duration(string('1d')) > duration('1s')"),
+        ("plan-timestamp-nested", "timestamp(string('yesterday')) > timestamp('2020-01-01T00:00:00Z')"),
+        // Not `{b'a': 1}[b'a']`: kube-apiserver 1.37.1 panics folding a constant map literal
+        // with a bytes key (`hash of unhashable type types.Bytes` in cel-go's evalMap.Exec,
+        // seen in this test's API server log) and closes the connection: no verdict.
+        ("plan-qualifier-bytes", "dyn(object.metadata.labels)[b'a'] == 'x'"),
+        ("plan-qualifier-bytes-conv", "dyn(object.metadata.labels)[bytes('a')] == 'x'"),
+        ("plan-qualifier-null", "dyn({'a': true})[null]"),
+        ("plan-qualifier-string-ok", "dyn(object.metadata.labels)['a'] == 'x'"),
+        ("plan-order", "[int('x'), int('y')].size() == 2"),
+        ("plan-not-constant", "int(object.metadata.name) == 1"),
     ]
     .into_iter()
     .map(|(n, e)| (n, e.to_string()))

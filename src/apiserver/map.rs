@@ -336,7 +336,7 @@ fn validate_mutation_expression(
         has_patch_types: true,
     };
     match compiler.compile(trimmed, decls, kind, returns) {
-        (Err(detail), _) => vec![FieldError::invalid(path, trimmed, detail)],
+        (Err(detail), _) => vec![detail.field_error(path, trimmed)],
         (Ok(()), _) => Vec::new(),
     }
 }

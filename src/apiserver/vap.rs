@@ -295,16 +295,36 @@ pub(super) enum Returns {
     JsonPatches,
 }
 
+/// Why `CompileCELExpression` failed, by its `apiservercel.ErrorType`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum CompileFailure {
+    /// `ErrorTypeInvalid`: the detail of a `field.Invalid` with the expression as value.
+    Invalid(String),
+    /// `ErrorTypeInternal`: the detail of a `field.InternalError` (k8s.io/kubernetes v1.37.1
+    /// `pkg/apis/admissionregistration/validation`, `convertCELErrorToValidationError`).
+    Internal(String),
+}
+
+impl CompileFailure {
+    /// The field error kube-apiserver answers for the expression `value` at `field`.
+    pub(super) fn field_error(self, field: impl Into<String>, value: &str) -> FieldError {
+        match self {
+            CompileFailure::Invalid(detail) => FieldError::invalid(field, value, detail),
+            CompileFailure::Internal(detail) => FieldError::internal(field, detail),
+        }
+    }
+}
+
 impl Compiler {
-    /// `CompileCELExpression`: `Err(detail)` is the `ErrorTypeInvalid` detail; the output
-    /// type (when it compiled) is returned beside for the composition.
+    /// `CompileCELExpression`: the failure by its error type; the output type (when it
+    /// compiled) is returned beside for the composition.
     pub(super) fn compile(
         &self,
         expression: &str,
         decls: Decls,
         kind: EnvKind,
         returns: Returns,
-    ) -> (Result<(), String>, Option<crate::cel::Type>) {
+    ) -> (Result<(), CompileFailure>, Option<crate::cel::Type>) {
         let lib = self.server.lib_minor(kind);
         let compiled = match env::compile(
             lib,
@@ -316,7 +336,10 @@ impl Compiler {
             Ok(r) => r,
             Err(e) => {
                 return (
-                    Err(format!("unexpected error loading CEL environment: {e}")),
+                    // compile.go: `ErrorTypeInternal`.
+                    Err(CompileFailure::Internal(format!(
+                        "unexpected error loading CEL environment: {e}"
+                    ))),
                     None,
                 );
             }
@@ -325,10 +348,10 @@ impl Compiler {
             Ok(c) => c,
             Err(issues) => {
                 return (
-                    Err(format!(
+                    Err(CompileFailure::Invalid(format!(
                         "compilation failed: {}",
                         issues.to_display_string()
-                    )),
+                    ))),
                     None,
                 );
             }
@@ -345,6 +368,20 @@ impl Compiler {
                 K::List(e) if matches!(e.type_kind(), K::Struct(n) if &**n == env::JSONPATCH_TYPE)),
         };
         if ok {
+            // `env.Program`: what cel-go's planner rejects with Kubernetes' `OptOptimize`
+            // (k8s_env::plan).
+            let planned = match self.parses.parse(expression) {
+                Ok(parsed) => crate::k8s_env::plan::plan_error(parsed.expr()),
+                Err(_) => None,
+            };
+            if let Some(e) = planned {
+                return (
+                    Err(CompileFailure::Internal(format!(
+                        "program instantiation failed: {e}"
+                    ))),
+                    Some(out),
+                );
+            }
             return (Ok(()), Some(out));
         }
         let got = env::go_type_string(&out);
@@ -363,7 +400,7 @@ impl Compiler {
             }
             Returns::Any => unreachable!("any type is accepted above"),
         };
-        (Err(reason), Some(out))
+        (Err(CompileFailure::Invalid(reason)), Some(out))
     }
 }
 
@@ -790,11 +827,7 @@ pub(super) fn validate_match_conditions(
                 has_patch_types: false,
             };
             if let (Err(detail), _) = stateless.compile(trimmed, decls, kind, Returns::Bool) {
-                errs.push(FieldError::invalid(
-                    format!("{p}.expression"),
-                    trimmed,
-                    detail,
-                ));
+                errs.push(detail.field_error(format!("{p}.expression"), trimmed));
             }
         }
         if mc.name.is_empty() {
@@ -853,11 +886,7 @@ pub(super) fn validate_variable(
         c.add_field(&v.name, out.as_ref());
     }
     if let Err(detail) = result {
-        errs.push(FieldError::invalid(
-            format!("{p}.expression"),
-            &v.expression,
-            detail,
-        ));
+        errs.push(detail.field_error(format!("{p}.expression"), &v.expression));
     }
     errs
 }
@@ -885,11 +914,7 @@ fn validate_validation(
             has_patch_types: false,
         };
         if let (Err(detail), _) = compiler.compile(&v.expression, decls, kind, Returns::Bool) {
-            errs.push(FieldError::invalid(
-                format!("{p}.expression"),
-                &v.expression,
-                detail,
-            ));
+            errs.push(detail.field_error(format!("{p}.expression"), &v.expression));
         }
     }
     let message_expression = v.message_expression.as_deref().unwrap_or_default();
@@ -908,11 +933,7 @@ fn validate_validation(
         };
         if let (Err(detail), _) = compiler.compile(message_expression, decls, kind, Returns::String)
         {
-            errs.push(FieldError::invalid(
-                format!("{p}.messageExpression"),
-                message_expression,
-                detail,
-            ));
+            errs.push(detail.field_error(format!("{p}.messageExpression"), message_expression));
         }
     }
     let message = v.message.as_deref().unwrap_or_default();
@@ -989,11 +1010,7 @@ fn validate_audit_annotation(
             has_patch_types: false,
         };
         if let (Err(detail), _) = compiler.compile(trimmed, decls, kind, Returns::StringOrNull) {
-            errs.push(FieldError::invalid(
-                format!("{p}.valueExpression"),
-                &a.value_expression,
-                detail,
-            ));
+            errs.push(detail.field_error(format!("{p}.valueExpression"), &a.value_expression));
         }
     }
     errs

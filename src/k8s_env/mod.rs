@@ -34,6 +34,7 @@ pub mod libraries;
 pub mod macros;
 pub mod mutation;
 pub mod narrowing;
+pub mod plan;
 pub mod versions;
 
 use std::fmt;
