@@ -2040,3 +2040,115 @@ pub fn render(object: &Value) -> anyhow::Result<String> {
     }
     Ok(serde_json::to_string_pretty(object)? + "\n")
 }
+
+/// Decodes the body of a text-format protobuf string literal (C escapes: `\a \b \f \n \r \t
+/// \v \\ \' \" \?`, octal `\ooo`, hex `\xHH`); `None` when it is not valid UTF-8 or an escape
+/// is malformed.
+fn textproto_string(body: &str) -> Option<String> {
+    let mut out: Vec<u8> = Vec::new();
+    let b = body.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] != b'\\' {
+            out.push(b[i]);
+            i += 1;
+            continue;
+        }
+        let c = *b.get(i + 1)?;
+        i += 2;
+        match c {
+            b'a' => out.push(7),
+            b'b' => out.push(8),
+            b'f' => out.push(12),
+            b'n' => out.push(b'\n'),
+            b'r' => out.push(b'\r'),
+            b't' => out.push(b'\t'),
+            b'v' => out.push(11),
+            b'\\' | b'\'' | b'"' | b'?' => out.push(c),
+            b'x' => {
+                let n = b[i..]
+                    .iter()
+                    .take(2)
+                    .take_while(|d| d.is_ascii_hexdigit())
+                    .count();
+                if n == 0 {
+                    return None;
+                }
+                out.push(u8::from_str_radix(std::str::from_utf8(&b[i..i + n]).ok()?, 16).ok()?);
+                i += n;
+            }
+            b'0'..=b'7' => {
+                let start = i - 1;
+                let n = b[start..]
+                    .iter()
+                    .take(3)
+                    .take_while(|d| (b'0'..=b'7').contains(d))
+                    .count();
+                let v =
+                    u32::from_str_radix(std::str::from_utf8(&b[start..start + n]).ok()?, 8).ok()?;
+                out.push(u8::try_from(v).ok()?);
+                i = start + n;
+            }
+            _ => return None,
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
+/// Every distinct one-line `expr: "..."` (or `'...'`) of the CEL conformance suite
+/// (`shared/cel-spec/tests/simple/testdata/*.textproto`), decoded, in file order; and how many
+/// `expr` lines were left out (split over several lines, or not valid UTF-8).
+pub fn cel_spec_expressions(shared: &Path) -> anyhow::Result<(Vec<String>, usize)> {
+    let dir = shared.join("cel-spec/tests/simple/testdata");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .with_context(|| format!("reading {}", dir.display()))?
+        .map(|e| e.map(|e| e.path()))
+        .collect::<Result<_, _>>()?;
+    files.retain(|p| p.extension().is_some_and(|x| x == "textproto"));
+    files.sort();
+    let mut seen = std::collections::BTreeSet::new();
+    let (mut out, mut left_out) = (Vec::new(), 0);
+    for f in files {
+        let text = std::fs::read_to_string(&f)?;
+        for line in text.lines() {
+            let Some(rest) = line.trim().strip_prefix("expr:") else {
+                continue;
+            };
+            let rest = rest.trim();
+            let body = rest
+                .strip_prefix('"')
+                .and_then(|r| r.strip_suffix('"'))
+                .or_else(|| rest.strip_prefix('\'').and_then(|r| r.strip_suffix('\'')));
+            match body.and_then(textproto_string) {
+                Some(e) => {
+                    if seen.insert(e.clone()) {
+                        out.push(e);
+                    }
+                }
+                None => left_out += 1,
+            }
+        }
+    }
+    Ok((out, left_out))
+}
+
+/// A ValidatingAdmissionPolicy per expression of [`cel_spec_expressions`], the expression as
+/// its one variable (any result type compiles there) beside a `true` validation.
+pub fn cel_spec_cases(expressions: &[String]) -> Vec<Case> {
+    expressions
+        .iter()
+        .enumerate()
+        .map(|(i, e)| Case {
+            id: format!("cel-spec/{i}"),
+            object: policy(
+                &format!("cel-spec-{i:04}.example.com"),
+                json!({
+                    "failurePolicy": "Fail",
+                    "matchConstraints": {"resourceRules": [rule(&["apps"], &["v1"], &["CREATE"], &["deployments"])]},
+                    "variables": [{"name": "v", "expression": e}],
+                    "validations": [{"expression": "true"}],
+                }),
+            ),
+        })
+        .collect()
+}

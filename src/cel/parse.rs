@@ -476,13 +476,30 @@ fn cel_go_message(source: &Source, loc: Option<Location>, msg: &str) -> String {
     }
     // cel-go parser/macro.go: map and filter say "argument is not an identifier", the
     // quantifiers "argument must be a simple name"; the `cel` parser uses the latter for all.
+    // The error is at the argument, which may be a call or a selection (`cel.iterVar(0, 0)`):
+    // the macro is named before the `(` that opens the argument list, the first bracket left
+    // of the argument that is not closed before it.
     if msg == "argument must be a simple name"
         && let Some(loc) = loc
         && let Some(line) = source.snippet(loc.line)
     {
-        let before: String = line.chars().take(loc.column).collect();
-        let before = before.trim_end();
-        if let Some(head) = before.strip_suffix('(') {
+        let before: Vec<char> = line.chars().take(loc.column).collect();
+        let mut depth = 0usize;
+        let mut open = None;
+        for (i, c) in before.iter().enumerate().rev() {
+            match c {
+                ')' | ']' | '}' => depth += 1,
+                '(' | '[' | '{' if depth > 0 => depth -= 1,
+                '(' => {
+                    open = Some(i);
+                    break;
+                }
+                '[' | '{' => break,
+                _ => {}
+            }
+        }
+        if let Some(i) = open {
+            let head: String = before[..i].iter().collect();
             let head = head.trim_end();
             if head.ends_with(".map") || head.ends_with(".filter") {
                 return "argument is not an identifier".to_string();

@@ -239,7 +239,24 @@ fn convert(f: &str, arg: &Const) -> Result<Planned, String> {
             Some(i) => known(Const::Int(i)),
             None => Err(conversion_error(arg, "int")),
         },
+        // common/types/overflow.go doubleToInt64Checked: NaN, infinities and values at or
+        // beyond the int64 bounds (as float64) overflow; others truncate toward zero.
+        ("int", Const::Double(d)) => {
+            if d.is_nan() || *d <= i64::MIN as f64 || *d >= i64::MAX as f64 {
+                Err("integer overflow".to_owned())
+            } else {
+                known(Const::Int(*d as i64))
+            }
+        }
         ("uint", Const::Uint(u)) => known(Const::Uint(*u)),
+        // doubleToUint64Checked: NaN, negatives and values from 2^64 on overflow.
+        ("uint", Const::Double(d)) => {
+            if d.is_nan() || *d < 0.0 || *d >= 18_446_744_073_709_551_616.0 {
+                Err("unsigned integer overflow".to_owned())
+            } else {
+                known(Const::Uint(*d as u64))
+            }
+        }
         ("uint", Const::Int(i)) => match u64::try_from(*i) {
             Ok(u) => known(Const::Uint(u)),
             Err(_) => Err("unsigned integer overflow".to_owned()),
@@ -511,6 +528,12 @@ mod tests {
                 Some("type conversion error from 'string' to 'uint'"),
             ),
             ("uint(-1)", Some("unsigned integer overflow")),
+            ("int(1e19)", Some("integer overflow")),
+            ("int(-9.3e18)", Some("integer overflow")),
+            ("int(-1.5) == -1", None),
+            ("uint(-0.5)", Some("unsigned integer overflow")),
+            ("uint(1.8e19) > 0u", None),
+            ("uint(1.9e19) > 0u", Some("unsigned integer overflow")),
             ("int(18446744073709551615u)", Some("integer overflow")),
             (
                 "double('1e400')",
