@@ -30,7 +30,10 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use kube::{Client, ResourceExt};
 use serde_json::Value;
-use support::{FIELD_MANAGER, apply_yaml, parse_yaml_documents, shared_cluster, wait_for};
+use support::{
+    Cluster, FIELD_MANAGER, UpOptions, Vapcheck, apply_yaml, parse_yaml_documents, shared_cluster,
+    wait_for,
+};
 use vapcheck::cli::SchemaOptions;
 use vapcheck::cli::discovery::offline_discovery;
 use vapcheck::cli::input::read_policies;
@@ -902,11 +905,86 @@ async fn strict_status_of_the_corpus_matches_the_upstream_controller() -> anyhow
             ));
         }
     }
+    // The controller's own writes: a control plane without kube-controller-manager's status
+    // controller, the same CRDs and policies, `vapcheck controller --mode strict` writing the
+    // statuses; each `typeChecking` must equal the one kube-controller-manager wrote above.
+    let controller_started = Instant::now();
+    let written = controller_statuses(&policies).await?;
+    let mut controller_differences = Vec::new();
+    for a in &applied {
+        let theirs = stored
+            .get(&a.name)
+            .map(|p| upstream_type_checking(p, &kinds));
+        let mine = written
+            .get(&a.name)
+            .map(|p| upstream_type_checking(p, &kinds));
+        if theirs != mine {
+            controller_differences.push(format!(
+                "{} ({}):\n  kube-controller-manager: {}\n  vapcheck controller:     {}",
+                a.origin,
+                a.original_name,
+                theirs.unwrap_or(Value::Null),
+                mine.unwrap_or(Value::Null)
+            ));
+        }
+    }
+    println!(
+        "controller (vapcheck controller --mode strict, its own control plane): {}/{} \
+         typeChecking identical to kube-controller-manager's, after {:.1?}",
+        applied.len() - controller_differences.len(),
+        applied.len(),
+        controller_started.elapsed()
+    );
+    for d in &controller_differences {
+        println!("{d}");
+    }
+    if written.len() != applied.len() || !controller_differences.is_empty() {
+        failures.push(format!(
+            "controller: {} statuses written for {} policies, {} differ from upstream",
+            written.len(),
+            applied.len(),
+            controller_differences.len()
+        ));
+    }
     println!("total {:.1?}", started.elapsed());
     if !failures.is_empty() {
         bail!("{}", failures.join("; "));
     }
     Ok(())
+}
+
+/// Starts a control plane without the upstream status controller, applies the fixture CRDs and
+/// `policies` to it, runs `vapcheck controller --mode strict` on it and returns the policies
+/// once each has a status for its generation (those the API server accepts).
+async fn controller_statuses(
+    policies: &[(Applied, ValidatingAdmissionPolicy)],
+) -> anyhow::Result<BTreeMap<String, ValidatingAdmissionPolicy>> {
+    let cluster = Cluster::start(UpOptions {
+        with_upstream_controller: false,
+        apiserver_extra_args: None,
+    })?;
+    let client = cluster.client().await?;
+    apply_fixture_crds(&client).await?;
+    apply_yaml(&client, OWN_CRD).await?;
+    wait_for("the fixture CRDs in discovery", CRD_DEADLINE, || async {
+        let served = live_discovery(&client)
+            .await?
+            .iter()
+            .filter(|g| g.name == "example.com" || g.name == "conformance.vapcheck.dev")
+            .count()
+            == 2;
+        Ok(served.then_some(()))
+    })
+    .await?;
+    let _vapcheck = Vapcheck::start(cluster.kubeconfig(), "conformance", &["--mode", "strict"])?;
+    let rejected = apply_policies(&client, policies).await?;
+    let rejected: BTreeSet<&str> = rejected.iter().map(|(a, _)| a.name.as_str()).collect();
+    let names: BTreeSet<String> = policies
+        .iter()
+        .map(|(a, _)| a.name.clone())
+        .filter(|n| !rejected.contains(n.as_str()))
+        .collect();
+    wait_for_upstream_statuses(&client, &names).await
 }
 
 #[test]
