@@ -859,6 +859,7 @@ fn validation_expressions() -> Vec<(&'static str, String)> {
         ("plan-nested-bool", "bool(string(2))"),
         ("plan-duration-nested", "duration(string('1d')) > duration('1s')"),
         ("plan-timestamp-nested", "timestamp(string('yesterday')) > timestamp('2020-01-01T00:00:00Z')"),
+        ("plan-timestamp-overflow", "timestamp(string('0000-01-01T00:00:00Z')) > timestamp('2020-01-01T00:00:00Z')"),
         // Not `{b'a': 1}[b'a']`: kube-apiserver 1.37.1 panics folding a constant map literal
         // with a bytes key (`hash of unhashable type types.Bytes` in cel-go's evalMap.Exec,
         // seen in this test's API server log) and closes the connection: no verdict.

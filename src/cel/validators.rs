@@ -179,7 +179,7 @@ fn valid_regex_literal(arg: &IdedExpr) -> bool {
 
 /// cel-go types/timestamp.go: minUnixTime (0001-01-01T00:00:00Z) and maxUnixTime
 /// (9999-12-31T23:59:59Z).
-fn timestamp_in_range(secs: i64) -> bool {
+pub fn timestamp_in_range(secs: i64) -> bool {
     (-62_135_596_800..=253_402_300_799).contains(&secs)
 }
 

@@ -17,11 +17,14 @@
 //!
 //! This module follows the planner's order (operands before the node, left to right) and
 //! reports the first such error. It evaluates only what it can evaluate exactly as cel-go does
-//! (Go's `strconv` and `time.ParseDuration` grammars); where it cannot be sure (hexadecimal or
-//! underscored floats, timestamp layouts), the value is left unknown and nothing is reported,
-//! so that a policy kube-apiserver accepts is never said to be rejected.
+//! (Go's `strconv` grammars here; `time.ParseDuration` and RFC 3339 with the literal
+//! validators' parsers, `cel::validators`); where it cannot be sure (hexadecimal or underscored
+//! floats, a double's text), the value is left unknown and nothing is reported, so that a
+//! policy kube-apiserver accepts is never said to be rejected.
 
 use cel::common::ast::{EntryExpr, Expr, IdedExpr, LiteralValue};
+
+use crate::cel::validators::{parse_go_duration, parse_rfc3339_seconds, timestamp_in_range};
 
 /// A constant of the plan, as far as it is known.
 #[derive(Debug, Clone, PartialEq)]
@@ -288,18 +291,17 @@ fn convert(f: &str, arg: &Const) -> Result<Planned, String> {
         },
         ("bytes", Const::Bytes(b)) => known(Const::Bytes(b.clone())),
         ("bytes", Const::String(s)) => known(Const::Bytes(s.as_bytes().to_vec())),
-        ("duration", Const::String(s)) => match go_parse_duration(s) {
-            Parse::Ok(()) => unknown(),
-            Parse::Err => Err(conversion_error(arg, "google.protobuf.Duration")),
-            Parse::Unsure => unknown(),
+        // The Go parsers of the duration and timestamp literal validators (cel::validators).
+        ("duration", Const::String(s)) => match parse_go_duration(s) {
+            Some(_) => unknown(),
+            None => Err(conversion_error(arg, "google.protobuf.Duration")),
         },
-        ("timestamp", Const::String(s)) => {
-            if loose_rfc3339(s) {
-                unknown()
-            } else {
-                Err(conversion_error(arg, "google.protobuf.Timestamp"))
-            }
-        }
+        ("timestamp", Const::String(s)) => match parse_rfc3339_seconds(s) {
+            Some(secs) if timestamp_in_range(secs) => unknown(),
+            // types/string.go ConvertToType: celErrTimestampOverflow.
+            Some(_) => Err("timestamp overflow".to_owned()),
+            None => Err(conversion_error(arg, "google.protobuf.Timestamp")),
+        },
         // Every other pair either has no overload (the checker rejected it) or is not modelled.
         _ => unknown(),
     }
@@ -395,107 +397,6 @@ fn go_parse_float(s: &str) -> Parse<f64> {
     }
 }
 
-/// Go `time.ParseDuration`: `[-+]?` then `0`, or one or more `<number><unit>` with a number
-/// of digits and an optional fraction (a digit before or after the dot) and a unit among
-/// `ns`, `us`, `µs`, `μs`, `ms`, `s`, `m`, `h`. Totals near the `int64` nanosecond limit are
-/// unsure (Go's overflow arithmetic is not reproduced); clearly larger ones are errors.
-fn go_parse_duration(s: &str) -> Parse<()> {
-    let body = s.strip_prefix(['+', '-']).unwrap_or(s);
-    if body == "0" {
-        return Parse::Ok(());
-    }
-    if body.is_empty() {
-        return Parse::Err;
-    }
-    let mut rest = body;
-    let mut total: f64 = 0.0;
-    while !rest.is_empty() {
-        let int_len = rest.bytes().take_while(u8::is_ascii_digit).count();
-        let (int_part, after) = rest.split_at(int_len);
-        let (frac_part, after) = match after.strip_prefix('.') {
-            Some(a) => {
-                let n = a.bytes().take_while(u8::is_ascii_digit).count();
-                a.split_at(n)
-            }
-            None => ("", after),
-        };
-        if int_part.is_empty() && frac_part.is_empty() {
-            return Parse::Err;
-        }
-        let unit_len = after
-            .char_indices()
-            .find(|(_, c)| *c == '.' || c.is_ascii_digit())
-            .map_or(after.len(), |(i, _)| i);
-        let (unit, next) = after.split_at(unit_len);
-        let nanos: f64 = match unit {
-            "ns" => 1.0,
-            "us" | "\u{b5}s" | "\u{3bc}s" => 1e3,
-            "ms" => 1e6,
-            "s" => 1e9,
-            "m" => 60e9,
-            "h" => 3600e9,
-            _ => return Parse::Err,
-        };
-        let number: f64 = format!(
-            "{}.{}",
-            if int_part.is_empty() { "0" } else { int_part },
-            if frac_part.is_empty() { "0" } else { frac_part }
-        )
-        .parse()
-        .unwrap_or(f64::INFINITY);
-        total += number * nanos;
-        rest = next;
-    }
-    // 2^63 ns is Go's limit; within a margin of it the exact arithmetic decides.
-    let limit = 9.223_372_036_854_776e18;
-    if total > limit * 1.001 {
-        Parse::Err
-    } else if total > limit * 0.999 {
-        Parse::Unsure
-    } else {
-        Parse::Ok(())
-    }
-}
-
-/// A loose superset of what Go's `time.Parse(time.RFC3339, s)` accepts: anything outside it is
-/// rejected by Go for certain; inside it, Go may still reject (a month 13): unsure.
-fn loose_rfc3339(s: &str) -> bool {
-    let b = s.as_bytes();
-    let digits =
-        |r: std::ops::Range<usize>| b.get(r).is_some_and(|d| d.iter().all(u8::is_ascii_digit));
-    if b.len() < 20
-        || !digits(0..4)
-        || b[4] != b'-'
-        || !digits(5..7)
-        || b[7] != b'-'
-        || !digits(8..10)
-        || !matches!(b[10], b'T' | b't')
-        || !digits(11..13)
-        || b[13] != b':'
-        || !digits(14..16)
-        || b[16] != b':'
-        || !digits(17..19)
-    {
-        return false;
-    }
-    let mut i = 19;
-    if b.get(i) == Some(&b'.') {
-        i += 1;
-        let n = b[i..].iter().take_while(|d| d.is_ascii_digit()).count();
-        if n == 0 {
-            return false;
-        }
-        i += n;
-    }
-    match b.get(i) {
-        Some(b'Z' | b'z') => i + 1 == b.len(),
-        Some(b'+' | b'-') => {
-            b.len() == i + 6 && digits(i + 1..i + 3) && b[i + 3] == b':' && digits(i + 4..i + 6)
-        }
-        _ => false,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -561,6 +462,10 @@ mod tests {
                 Some("type conversion error from 'string' to 'google.protobuf.Duration'"),
             ),
             ("timestamp('2024-01-01T00:00:00Z')", None),
+            (
+                "timestamp(string('0000-01-01T00:00:00Z'))",
+                Some("timestamp overflow"),
+            ),
             (
                 "timestamp('yesterday')",
                 Some("type conversion error from 'string' to 'google.protobuf.Timestamp'"),
