@@ -559,6 +559,90 @@ mod tests {
         }
     }
 
+    /// Findings come from the per-kind results as data: one per positioned error (with what
+    /// follows it up to the next), one for a result without any, the kind's name on each.
+    #[test]
+    fn findings_follow_the_structured_results() {
+        use crate::policy::narrowing::Pos;
+        use crate::policy::status::ExpressionResults;
+        use crate::policy::{Gvk, Issues, KindResult, PolicyStatus, Severity};
+        let error = |column: usize, message: &str| Issue {
+            severity: Severity::Error,
+            pos: Some(Pos { line: 1, column }),
+            message: message.to_owned(),
+            text: format!("ERROR: <input>:1:{}: {message}", column + 1),
+        };
+        let warning = Issue {
+            severity: Severity::Warning,
+            pos: Some(Pos { line: 1, column: 0 }),
+            message: "w".to_owned(),
+            text: "WARNING: <input>:1:1: w".to_owned(),
+        };
+        let kinds = vec![
+            KindResult {
+                gvk: Gvk::new("apps", "v1", "Deployment"),
+                outcome: KindOutcome::Issues(Issues(vec![
+                    error(0, "a"),
+                    warning.clone(),
+                    error(4, "b"),
+                ])),
+            },
+            KindResult {
+                gvk: Gvk::new("", "v1", "Pod"),
+                outcome: KindOutcome::Issues(Issues(vec![warning])),
+            },
+            KindResult {
+                gvk: Gvk::new("", "v1", "Pod"),
+                outcome: KindOutcome::Error("fail to build env: boom".to_owned()),
+            },
+        ];
+        let checked = CheckedPolicy {
+            kind: "ValidatingAdmissionPolicy",
+            name: "p".to_owned(),
+            origin: Origin {
+                source: "p.yaml".to_owned(),
+                document: 1,
+                item: None,
+            },
+            api_server: super::super::output::ApiServerVerdict {
+                server_minor: 37,
+                update: false,
+                causes: Vec::new(),
+                static_dir: None,
+            },
+            status: Some(PolicyStatus {
+                expression_results: vec![ExpressionResults {
+                    field_ref: "spec.validations[0].expression".to_owned(),
+                    kinds,
+                }],
+                ..PolicyStatus::default()
+            }),
+            bound_by: None,
+            effect: None,
+        };
+        let got: Vec<(Option<String>, String)> = findings(&[checked], &BTreeMap::new())
+            .into_iter()
+            .map(|f| (f.matched_kind, f.message))
+            .collect();
+        let deployment = Some("apps/v1, Kind=Deployment".to_owned());
+        let pod = Some("/v1, Kind=Pod".to_owned());
+        assert_eq!(
+            got,
+            [
+                (
+                    deployment.clone(),
+                    "ERROR: <input>:1:1: a\nWARNING: <input>:1:1: w".to_owned()
+                ),
+                (deployment, "ERROR: <input>:1:5: b".to_owned()),
+                (pod.clone(), "WARNING: <input>:1:1: w".to_owned()),
+                (
+                    pod,
+                    "type checking error: fail to build env: boom".to_owned()
+                ),
+            ]
+        );
+    }
+
     #[test]
     fn cel_error_positions() {
         let t =
