@@ -1,16 +1,13 @@
 //! Parse / check / parse+check timings of the CEL expressions of the policy corpus
 //! (`shared/corpus/policies`). Run with `cargo bench --bench cel`.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use vapcheck::cel::{Env, EnvBuilder, EnvOptions, StructTypes, Type, check, parse};
-
-/// `$VAPCHECK_SHARED`, then `<repository>/../shared`, then `/work/shared`.
-fn shared_dir() -> PathBuf {
-    vapcheck::schema::shared_dir()
-}
 
 fn collect_files(dir: &Path, out: &mut Vec<PathBuf>) {
     let Ok(entries) = std::fs::read_dir(dir) else {
@@ -80,7 +77,7 @@ fn time<F: FnMut()>(iterations: usize, mut f: F) -> Duration {
 
 fn main() {
     let mut files = Vec::new();
-    collect_files(&shared_dir().join("corpus/policies"), &mut files);
+    collect_files(&common::shared_dir().join("corpus/policies"), &mut files);
     files.sort();
     let mut exprs = Vec::new();
     for f in &files {

@@ -256,7 +256,7 @@ fn loadavg() -> String {
 }
 
 fn main() {
-    let shared = vapcheck::schema::shared_dir();
+    let shared = common::shared_dir();
     let files = common::policy_corpus_files();
     let policies = read_inputs(&files, &mut std::io::empty()).expect("corpus reads");
     let rounds = common::rounds(7);

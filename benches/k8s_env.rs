@@ -3,6 +3,8 @@
 //! (`shared/corpus/policies`) with `object`, `oldObject` and `params` as `dyn`.
 //! Run with `cargo bench --bench k8s_env`.
 
+mod common;
+
 use std::hint::black_box;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -10,11 +12,6 @@ use std::time::{Duration, Instant};
 use vapcheck::k8s_env::{
     KindDecls, KubeVersion, Mode, Params, PolicyEnv, Target, base_env, build_base_env, compile,
 };
-
-/// `$VAPCHECK_SHARED`, then `<repository>/../shared`, then `/work/shared`.
-fn shared_dir() -> PathBuf {
-    vapcheck::schema::shared_dir()
-}
 
 fn collect_files(dir: &Path, out: &mut Vec<PathBuf>) {
     let Ok(entries) = std::fs::read_dir(dir) else {
@@ -39,7 +36,7 @@ struct Policy {
 
 fn load_corpus() -> Vec<Policy> {
     let mut files = Vec::new();
-    collect_files(&shared_dir().join("corpus/policies"), &mut files);
+    collect_files(&common::shared_dir().join("corpus/policies"), &mut files);
     files.sort();
     let mut out = Vec::new();
     for f in files {

@@ -190,7 +190,7 @@ impl ExpressionChecker for Timed<'_> {
 }
 
 fn main() {
-    let shared = vapcheck::schema::shared_dir();
+    let shared = common::shared_dir();
     let maps = read_maps(&shared.join("corpus/mutating"));
     let vap_files = common::files_under(&shared.join("corpus/policies"), |_| true);
     let vaps: Vec<ValidatingAdmissionPolicy> = read_inputs(&vap_files, &mut std::io::empty())

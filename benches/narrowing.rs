@@ -52,7 +52,7 @@ fn median(mut v: Vec<Duration>) -> Duration {
 
 fn main() {
     let rounds = common::rounds(ROUNDS);
-    let shared = vapcheck::schema::shared_dir();
+    let shared = common::shared_dir();
     let files = common::policy_corpus_files();
     let policies = read_inputs(&files, &mut std::io::empty()).expect("corpus reads");
     let groups =

@@ -9,7 +9,6 @@
 
 mod common;
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -21,11 +20,6 @@ use vapcheck::policy::{
     Mode, OutputType, ParsedExpr, SchemaError, SchemaLookup, SchemaSource, check_policy,
     types_to_check,
 };
-
-/// `$VAPCHECK_SHARED`, then `<repository>/../shared`, then `/work/shared`.
-fn shared_dir() -> PathBuf {
-    vapcheck::schema::shared_dir()
-}
 
 struct AllUntyped;
 
@@ -72,7 +66,7 @@ fn time<T>(label: &str, per: usize, iterations: u32, mut f: impl FnMut() -> T) {
 }
 
 fn main() {
-    let shared = shared_dir();
+    let shared = common::shared_dir();
     let files = common::policy_corpus_files();
     let policies = read_inputs(&files, &mut std::io::empty()).expect("corpus reads");
     let n = policies.len();

@@ -3,12 +3,14 @@
 //! `cargo bench --bench schema`. Memory is measured with a counting global allocator
 //! (allocations, bytes, peak live bytes) and the process peak RSS (`VmHWM`).
 
+mod common;
+
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::hint::black_box;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use vapcheck::schema::{FilesConfig, FilesSource, SchemaSource, shared_dir};
+use vapcheck::schema::{FilesConfig, FilesSource, SchemaSource};
 
 struct Counting;
 
@@ -53,7 +55,7 @@ fn median(mut v: Vec<Duration>) -> Duration {
 }
 
 fn main() {
-    let dir = shared_dir().join("openapi/v1.35");
+    let dir = common::shared_dir().join("openapi/v1.35");
     let config = FilesConfig {
         openapi_dir: Some(dir.clone()),
         ..FilesConfig::default()

@@ -4,6 +4,19 @@
 
 use std::path::{Path, PathBuf};
 
+/// The read-only `shared/` folder beside the repository: `$VAPCHECK_SHARED`, else
+/// `<repository>/../shared`, else `/work/shared`.
+pub fn shared_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("VAPCHECK_SHARED") {
+        return dir.into();
+    }
+    let beside = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared");
+    if beside.is_dir() {
+        return beside;
+    }
+    PathBuf::from("/work/shared")
+}
+
 /// Every file under `dir` (any depth) that `keep` accepts, sorted; panics when the folder is
 /// missing or holds none (a bench without its corpus measures nothing).
 pub fn files_under(dir: &Path, keep: impl Fn(&Path) -> bool) -> Vec<PathBuf> {
@@ -28,10 +41,7 @@ pub fn files_under(dir: &Path, keep: impl Fn(&Path) -> bool) -> Vec<PathBuf> {
 
 /// Every file of `shared/corpus/policies`.
 pub fn policy_corpus_files() -> Vec<PathBuf> {
-    files_under(
-        &vapcheck::schema::shared_dir().join("corpus/policies"),
-        |_| true,
-    )
+    files_under(&shared_dir().join("corpus/policies"), |_| true)
 }
 
 /// How many rounds to run: under `cargo bench` (which passes `--bench`) the first number among

@@ -215,7 +215,7 @@ fn files_under(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
 
 /// The corpus policies (read as v1, whatever version they were written for) and ours.
 fn policies_to_apply() -> anyhow::Result<Vec<(Applied, ValidatingAdmissionPolicy)>> {
-    let corpus = vapcheck::schema::shared_dir().join("corpus/policies");
+    let corpus = support::shared_dir().join("corpus/policies");
     let mut out = Vec::new();
     for path in files_under(&corpus)? {
         let relative = path

@@ -15,7 +15,12 @@ use vapcheck::mutating::check_mutating_policy;
 use vapcheck::policy::{Backends, CheckOptions, Mode, check_policy, extended_keeps_strict};
 
 fn load() -> LoadedBackends {
-    let openapi = vapcheck::schema::shared_dir().join("openapi/v1.35");
+    // `$VAPCHECK_SHARED`, else the `shared/` folder beside the repository.
+    let shared = std::env::var_os("VAPCHECK_SHARED").map_or_else(
+        || std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared"),
+        std::path::PathBuf::from,
+    );
+    let openapi = shared.join("openapi/v1.35");
     assert!(
         openapi.is_dir(),
         "{} not found (set VAPCHECK_SHARED)",

@@ -31,19 +31,6 @@ pub use mapper::{GroupVersionResources, ResourceInfo, RestMapper, SubresourceInf
 pub use source::{Catalog, SchemaError, SchemaErrorKind, SchemaSource};
 pub use types::{DeclType, ObjectType, RootType, Scalar};
 
-/// The shared reading folder (`shared/` next to the repository): `$VAPCHECK_SHARED`, else
-/// `<manifest>/../shared`, else `/work/shared`. Used by tests and benchmarks.
-pub fn shared_dir() -> std::path::PathBuf {
-    if let Some(p) = std::env::var_os("VAPCHECK_SHARED") {
-        return p.into();
-    }
-    let sibling = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared");
-    if sibling.is_dir() {
-        return sibling;
-    }
-    std::path::PathBuf::from("/work/shared")
-}
-
 /// The YAML files below `dir` of the shared folder (e.g. `corpus/policies`), sorted. Tests.
 #[cfg(test)]
 pub(crate) fn shared_yaml_files(dir: &str) -> Vec<std::path::PathBuf> {
@@ -58,7 +45,9 @@ pub(crate) fn shared_yaml_files(dir: &str) -> Vec<std::path::PathBuf> {
         }
     }
     let mut files = Vec::new();
-    walk(&shared_dir().join(dir), &mut files);
+    // The read-only `shared/` folder beside the repository (tests only).
+    let shared = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared");
+    walk(&shared.join(dir), &mut files);
     files.sort();
     files
 }

@@ -3,15 +3,11 @@
 //! library must parse and type-check against its `type_env`, and where a `deduced_type` is
 //! given it must equal the checker's result type.
 
+use crate::support::shared_dir;
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use vapcheck::cel::{Env, EnvBuilder, EnvOptions, FunctionDecl, OverloadDecl, Type, compile};
-
-/// `$VAPCHECK_SHARED`, then `<repository>/../shared`, then `/work/shared`.
-fn shared_dir() -> PathBuf {
-    vapcheck::schema::shared_dir()
-}
 
 // ---------- a small textproto reader ----------
 

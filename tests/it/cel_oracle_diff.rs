@@ -599,7 +599,7 @@ fn corpus_expressions() -> Vec<String> {
             _ => {}
         }
     }
-    let dir = vapcheck::schema::shared_dir().join("corpus/policies");
+    let dir = crate::support::shared_dir().join("corpus/policies");
     let mut files = Vec::new();
     walk(&dir, &mut files);
     files.sort();

@@ -14,7 +14,7 @@ use serde_json::Value;
 /// `$VAPCHECK_SHARED`, then `<repository>/../shared`, then `/work/shared`; `None` (skip)
 /// when it is missing outside CI; a panic under CI.
 fn shared() -> Option<PathBuf> {
-    let dir = vapcheck::schema::shared_dir();
+    let dir = crate::support::shared_dir();
     if dir.join("openapi/v1.35").is_dir() && dir.join("corpus/bindings").is_dir() {
         return Some(dir);
     }

@@ -1,6 +1,7 @@
 //! `vapcheck check` end to end: the library entry point with test backends, and the binary
 //! for the paths that need no backend.
 
+use crate::support::shared_dir;
 use std::io::Cursor;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -16,11 +17,6 @@ use vapcheck::policy::{
     ExpressionChecker, Gvk, Issue, Issues, ObjectDecl, OutputType, ParsedExpr, SchemaError,
     SchemaLookup, SchemaSource, SchemaType, Severity,
 };
-
-/// `$VAPCHECK_SHARED`, then `<repository>/../shared`, then `/work/shared`.
-fn shared_dir() -> PathBuf {
-    vapcheck::schema::shared_dir()
-}
 
 /// Schemas: Deployment has `spec` only; Pod has no schema.
 struct Schemas;

@@ -40,7 +40,7 @@ spec:
 "#;
 
 fn run(dir: &std::path::Path, file: &str, format: &str) -> String {
-    let openapi = vapcheck::schema::shared_dir().join("openapi/v1.35");
+    let openapi = crate::support::shared_dir().join("openapi/v1.35");
     assert!(openapi.is_dir(), "{} is missing", openapi.display());
     let out = Command::new(env!("CARGO_BIN_EXE_vapcheck"))
         .current_dir(dir)

@@ -15,7 +15,7 @@ use vapcheck::schema::{FilesConfig, FilesSource};
 
 #[test]
 fn reused_estimates_equal_fresh_ones_over_the_corpus() {
-    let shared = vapcheck::schema::shared_dir();
+    let shared = crate::support::shared_dir();
     let dir = shared.join("corpus/policies");
     let mut files = Vec::new();
     let mut stack = vec![dir.clone()];

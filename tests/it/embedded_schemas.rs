@@ -40,7 +40,7 @@ fn samples_need_no_flags_and_match_the_v1_35_documents() {
     let files = samples();
     let files: Vec<&str> = files.iter().map(String::as_str).collect();
     let (code, built_in) = vapcheck(&[&["check"], &files[..]].concat());
-    let openapi = vapcheck::schema::shared_dir().join("openapi/v1.35");
+    let openapi = crate::support::shared_dir().join("openapi/v1.35");
     assert!(openapi.is_dir(), "{} is missing", openapi.display());
     let openapi = openapi.to_string_lossy().into_owned();
     let (code2, from_files) = vapcheck(&[&["check", "--openapi", &openapi], &files[..]].concat());
@@ -68,7 +68,7 @@ fn every_embedded_version_checks_the_samples() {
 
 #[test]
 fn strict_corpus_statuses_equal_those_from_the_v1_35_documents() {
-    let root = vapcheck::schema::shared_dir().join("corpus/policies");
+    let root = crate::support::shared_dir().join("corpus/policies");
     let mut files = Vec::new();
     let mut stack = vec![root.clone()];
     while let Some(d) = stack.pop() {
@@ -84,7 +84,7 @@ fn strict_corpus_statuses_equal_those_from_the_v1_35_documents() {
     files.sort();
     assert_eq!(files.len(), 263, "corpus files under {}", root.display());
     let files: Vec<&str> = files.iter().map(String::as_str).collect();
-    let openapi = vapcheck::schema::shared_dir().join("openapi/v1.35");
+    let openapi = crate::support::shared_dir().join("openapi/v1.35");
     let openapi = openapi.to_string_lossy().into_owned();
     let (_, built_in) =
         vapcheck(&[&["check", "--mode", "strict", "-o", "json"], &files[..]].concat());

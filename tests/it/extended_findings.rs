@@ -46,7 +46,7 @@ fn clean(s: &str) -> String {
 
 /// Runs `f` with the offline backends of `shared/openapi/v1.35`.
 fn with_backends<T>(f: impl FnOnce(&Backends<'_>) -> T) -> T {
-    let openapi = vapcheck::schema::shared_dir().join("openapi/v1.35");
+    let openapi = crate::support::shared_dir().join("openapi/v1.35");
     let options = SchemaOptions {
         openapi: Some(openapi.clone()),
         ..SchemaOptions::default()
@@ -68,7 +68,7 @@ fn compute() -> String {
 }
 
 fn compute_with(backends: &Backends<'_>) -> String {
-    let corpus = vapcheck::schema::shared_dir().join("corpus/policies");
+    let corpus = crate::support::shared_dir().join("corpus/policies");
     let mut out = String::from("policy\tfieldRef\tkind\tstrict\tclass\twhy\tfinding\n");
     for path in corpus_files(&corpus) {
         let rel = path
@@ -259,7 +259,7 @@ fn narrowing_and_classes_on_a_two_kind_policy() {
 /// prefix of the extended warning of the same fieldRef.
 #[test]
 fn strict_text_stays_a_prefix_of_extended_text_on_the_corpus() {
-    let corpus = vapcheck::schema::shared_dir().join("corpus/policies");
+    let corpus = crate::support::shared_dir().join("corpus/policies");
     with_backends(|b| {
         let strict = CheckOptions {
             mode: Mode::Strict,

@@ -5,6 +5,7 @@
 //! reviewed ones listed in [`KNOWN`] (genuine bugs in those policies, see docs/k8s-env.md).
 //! Run with `--nocapture` to see every failure, of any kind.
 
+use crate::support::shared_dir;
 use std::path::{Path, PathBuf};
 
 use vapcheck::k8s_env::{KindDecls, Params, PolicyEnv, Target};
@@ -26,11 +27,6 @@ const KNOWN: &[(&str, &str, &str)] = &[
         "found no matching overload for '_?_:_' applied to '(bool, map(string, list(string)), null)'",
     ),
 ];
-
-/// `$VAPCHECK_SHARED`, then `<repository>/../shared`, then `/work/shared`.
-fn shared_dir() -> PathBuf {
-    vapcheck::schema::shared_dir()
-}
 
 fn collect_files(dir: &Path, out: &mut Vec<PathBuf>) {
     let Ok(entries) = std::fs::read_dir(dir) else {

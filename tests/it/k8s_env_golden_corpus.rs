@@ -20,7 +20,7 @@ fn gvk_of(s: &str) -> Option<GroupVersionKind> {
 
 #[test]
 fn corpus_per_gvk_warnings_match_kcm() {
-    let shared = vapcheck::schema::shared_dir();
+    let shared = crate::support::shared_dir();
     let source = FilesSource::load(&FilesConfig {
         openapi_dir: Some(shared.join("openapi/v1.35")),
         ..FilesConfig::default()

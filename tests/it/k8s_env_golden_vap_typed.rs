@@ -47,7 +47,7 @@ fn crds_paths(dir: &tempfile::TempDir, crds: &serde_json::Value) -> Vec<std::pat
 
 #[test]
 fn typed_vap_cases_match_kcm() {
-    let shared = vapcheck::schema::shared_dir();
+    let shared = crate::support::shared_dir();
     let source = FilesSource::load(&FilesConfig {
         openapi_dir: Some(shared.join("openapi/v1.35")),
         ..FilesConfig::default()

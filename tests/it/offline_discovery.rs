@@ -1,7 +1,7 @@
 //! The offline discovery built from `../shared/openapi/v1.35`, and kind selection over the
 //! whole policy corpus with it.
 
-use std::path::PathBuf;
+use crate::support::shared_dir;
 
 use vapcheck::cli::discovery::offline_discovery;
 use vapcheck::cli::read_inputs;
@@ -9,11 +9,6 @@ use vapcheck::policy::{
     DEFAULT_EXTENDED_KIND_LIMIT, DiscoveryRestMapper, Gvr, RestMapper, types_to_check,
     types_to_check_extended,
 };
-
-/// `$VAPCHECK_SHARED`, then `<repository>/../shared`, then `/work/shared`.
-fn shared_dir() -> PathBuf {
-    vapcheck::schema::shared_dir()
-}
 
 fn mapper() -> DiscoveryRestMapper {
     let groups = offline_discovery(Some(&shared_dir().join("openapi/v1.35")), &[])

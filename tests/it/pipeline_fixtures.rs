@@ -24,7 +24,7 @@ use serde_json::{Value, json};
 
 /// The shared folder; a missing one fails (these fixtures are the refactoring's safety net).
 fn shared() -> PathBuf {
-    let dir = vapcheck::schema::shared_dir();
+    let dir = crate::support::shared_dir();
     assert!(
         dir.join("openapi/v1.35").is_dir() && dir.join("corpus").is_dir(),
         "{} (../shared) is missing or incomplete",

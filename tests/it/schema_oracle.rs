@@ -7,9 +7,10 @@
 
 use std::path::PathBuf;
 
+use crate::support::shared_dir;
 use vapcheck::schema::{
     ConvertOptions, DeclType, FilesConfig, FilesSource, GroupVersionKind, GroupVersionResource,
-    Limits, RootType, SchemaSource, files::fnv1a64, shared_dir,
+    Limits, RootType, SchemaSource, files::fnv1a64,
 };
 
 fn fixtures() -> PathBuf {

@@ -86,7 +86,7 @@ fn deep_policy(name: &str, expression: &str) -> Value {
 
 #[test]
 fn every_check_fits_a_2_mib_thread() {
-    let shared = vapcheck::schema::shared_dir();
+    let shared = crate::support::shared_dir();
     let openapi = shared.join("openapi/v1.35");
     assert!(openapi.is_dir(), "{} is missing", openapi.display());
     let (mut vaps, _) = policies(&shared, "corpus/policies");

@@ -17,7 +17,7 @@ fn root() -> PathBuf {
 }
 
 fn run(case: &str) -> (i32, serde_json::Value, String) {
-    let openapi = vapcheck::schema::shared_dir().join("openapi/v1.35");
+    let openapi = crate::support::shared_dir().join("openapi/v1.35");
     assert!(openapi.is_dir(), "{} is missing", openapi.display());
     let out = Command::new(env!("CARGO_BIN_EXE_vapcheck"))
         .current_dir(root())

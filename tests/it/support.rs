@@ -12,3 +12,17 @@ pub fn bless() -> bool {
     );
     wanted
 }
+
+/// The read-only `shared/` folder beside the repository (corpora, OpenAPI documents, cel-spec):
+/// `$VAPCHECK_SHARED`, else `<repository>/../shared`, else `/work/shared` (a worktree that is
+/// not beside it).
+pub fn shared_dir() -> std::path::PathBuf {
+    if let Some(dir) = std::env::var_os("VAPCHECK_SHARED") {
+        return dir.into();
+    }
+    let beside = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared");
+    if beside.is_dir() {
+        return beside;
+    }
+    std::path::PathBuf::from("/work/shared")
+}

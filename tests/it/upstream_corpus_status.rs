@@ -17,7 +17,7 @@ use vapcheck::policy::{Backends, CheckOptions, DiscoveryRestMapper, Mode, check_
 
 #[test]
 fn strict_status_of_every_corpus_policy_is_upstreams() {
-    let shared = vapcheck::schema::shared_dir();
+    let shared = crate::support::shared_dir();
     let openapi = shared.join("openapi/v1.35");
     let golden = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/golden/upstream-corpus-status-1.37.jsonl");

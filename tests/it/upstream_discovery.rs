@@ -6,6 +6,7 @@
 //! them the tests fail under CI (`CI=true`) with the reason, and elsewhere say that they
 //! skipped.
 
+use crate::support::shared_dir;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
@@ -65,11 +66,6 @@ fn discovery_dir() -> Option<PathBuf> {
             None
         }
     }
-}
-
-/// `$VAPCHECK_SHARED`, then `<repository>/../shared`, then `/work/shared`.
-fn shared_dir() -> PathBuf {
-    vapcheck::schema::shared_dir()
 }
 
 fn json(path: &Path) -> Value {
