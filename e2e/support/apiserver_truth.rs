@@ -23,6 +23,11 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
+
+/// The text-format protobuf reader of the integration tests.
+#[allow(dead_code)]
+#[path = "../../tests/it/textproto.rs"]
+mod textproto;
 use http_body_util::BodyExt;
 use kube::Client;
 use serde::Serialize;
@@ -2042,62 +2047,9 @@ pub fn render(object: &Value) -> anyhow::Result<String> {
     Ok(serde_json::to_string_pretty(object)? + "\n")
 }
 
-/// Decodes the body of a text-format protobuf string literal (C escapes: `\a \b \f \n \r \t
-/// \v \\ \' \" \?`, octal `\ooo`, hex `\xHH`); `None` when it is not valid UTF-8 or an escape
-/// is malformed.
-fn textproto_string(body: &str) -> Option<String> {
-    let mut out: Vec<u8> = Vec::new();
-    let b = body.as_bytes();
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] != b'\\' {
-            out.push(b[i]);
-            i += 1;
-            continue;
-        }
-        let c = *b.get(i + 1)?;
-        i += 2;
-        match c {
-            b'a' => out.push(7),
-            b'b' => out.push(8),
-            b'f' => out.push(12),
-            b'n' => out.push(b'\n'),
-            b'r' => out.push(b'\r'),
-            b't' => out.push(b'\t'),
-            b'v' => out.push(11),
-            b'\\' | b'\'' | b'"' | b'?' => out.push(c),
-            b'x' => {
-                let n = b[i..]
-                    .iter()
-                    .take(2)
-                    .take_while(|d| d.is_ascii_hexdigit())
-                    .count();
-                if n == 0 {
-                    return None;
-                }
-                out.push(u8::from_str_radix(std::str::from_utf8(&b[i..i + n]).ok()?, 16).ok()?);
-                i += n;
-            }
-            b'0'..=b'7' => {
-                let start = i - 1;
-                let n = b[start..]
-                    .iter()
-                    .take(3)
-                    .take_while(|d| (b'0'..=b'7').contains(d))
-                    .count();
-                let v =
-                    u32::from_str_radix(std::str::from_utf8(&b[start..start + n]).ok()?, 8).ok()?;
-                out.push(u8::try_from(v).ok()?);
-                i = start + n;
-            }
-            _ => return None,
-        }
-    }
-    String::from_utf8(out).ok()
-}
-
 /// Every distinct one-line `expr: "..."` (or `'...'`) of the CEL conformance suite
-/// (`shared/cel-spec/tests/simple/testdata/*.textproto`), decoded, in file order; and how many
+/// (`shared/cel-spec/tests/simple/testdata/*.textproto`), decoded by the integration tests'
+/// textproto reader, in file order; and how many
 /// `expr` lines were left out (split over several lines, or not valid UTF-8).
 pub fn cel_spec_expressions(shared: &Path) -> anyhow::Result<(Vec<String>, usize)> {
     let dir = shared.join("cel-spec/tests/simple/testdata");
@@ -2115,12 +2067,9 @@ pub fn cel_spec_expressions(shared: &Path) -> anyhow::Result<(Vec<String>, usize
             let Some(rest) = line.trim().strip_prefix("expr:") else {
                 continue;
             };
-            let rest = rest.trim();
-            let body = rest
-                .strip_prefix('"')
-                .and_then(|r| r.strip_suffix('"'))
-                .or_else(|| rest.strip_prefix('\'').and_then(|r| r.strip_suffix('\'')));
-            match body.and_then(textproto_string) {
+            let decoded = textproto::string_literal(rest.trim())
+                .and_then(|bytes| String::from_utf8(bytes).ok());
+            match decoded {
                 Some(e) => {
                     if seen.insert(e.clone()) {
                         out.push(e);

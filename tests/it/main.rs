@@ -35,5 +35,6 @@ mod schema_proptest;
 mod stack_2mib;
 mod static_manifests;
 mod support;
+mod textproto;
 mod upstream_corpus_status;
 mod upstream_discovery;
