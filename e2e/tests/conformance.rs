@@ -377,6 +377,16 @@ async fn wait_for_upstream_statuses(
     })
 }
 
+/// Whether discovery serves both API groups of the fixture CRDs.
+async fn fixture_groups_served(client: &Client) -> anyhow::Result<bool> {
+    Ok(live_discovery(client)
+        .await?
+        .iter()
+        .filter(|g| g.name == "example.com" || g.name == "conformance.vapcheck.dev")
+        .count()
+        == 2)
+}
+
 /// Aggregated discovery of the server (`/api` then `/apis`), as the REST mapper's input.
 async fn live_discovery(
     client: &Client,
@@ -745,12 +755,7 @@ async fn strict_status_of_the_corpus_matches_the_upstream_controller() -> anyhow
             let published = CRD_GROUP_VERSIONS
                 .iter()
                 .all(|gv| index["paths"].get(gv).is_some());
-            let served = live_discovery(&client)
-                .await?
-                .iter()
-                .filter(|g| g.name == "example.com" || g.name == "conformance.vapcheck.dev")
-                .count()
-                == 2;
+            let served = fixture_groups_served(&client).await?;
             Ok((published && served).then_some(()))
         },
     )
@@ -967,13 +972,7 @@ async fn controller_statuses(
     apply_fixture_crds(&client).await?;
     apply_yaml(&client, OWN_CRD).await?;
     wait_for("the fixture CRDs in discovery", CRD_DEADLINE, || async {
-        let served = live_discovery(&client)
-            .await?
-            .iter()
-            .filter(|g| g.name == "example.com" || g.name == "conformance.vapcheck.dev")
-            .count()
-            == 2;
-        Ok(served.then_some(()))
+        Ok(fixture_groups_served(&client).await?.then_some(()))
     })
     .await?;
     let _vapcheck = Vapcheck::start(cluster.kubeconfig(), "conformance", &["--mode", "strict"])?;

@@ -452,10 +452,12 @@ fn narrow_site(
     checked: &[Gvk],
     findings: &mut Vec<Finding>,
 ) -> Vec<KindResult> {
-    let issues_of = |r: &KindResult| match &r.outcome {
-        KindOutcome::Issues(issues) => issues.0.clone(),
-        KindOutcome::Error(_) => Vec::new(),
-    };
+    fn issues_of(r: &KindResult) -> &[Issue] {
+        match &r.outcome {
+            KindOutcome::Issues(issues) => &issues.0,
+            KindOutcome::Error(_) => &[],
+        }
+    }
     let mut errors: HashMap<Gvk, Vec<Pos>> = HashMap::new();
     for r in res.upstream.iter().chain(&res.extra) {
         errors
@@ -484,10 +486,10 @@ fn narrow_site(
                 out.push(r);
                 continue;
             }
-            KindOutcome::Issues(issues) => issues.0.clone(),
+            KindOutcome::Issues(issues) => issues.0.as_slice(),
         };
-        let mut kept = Vec::with_capacity(issues.len());
-        for issue in &issues {
+        let mut kept: Vec<&Issue> = Vec::with_capacity(issues.len());
+        for issue in issues {
             let (class, why) = if skip_kind(&r.gvk) {
                 (
                     FindingClass::Unreachable,
@@ -528,15 +530,16 @@ fn narrow_site(
                 upstream || class != FindingClass::Unreachable
             };
             if keep {
-                kept.push(issue.clone());
+                kept.push(issue);
             }
         }
         if kept.len() == issues.len() {
             out.push(r);
         } else if !kept.is_empty() {
+            let kept = Issues(kept.into_iter().cloned().collect());
             out.push(KindResult {
                 gvk: r.gvk,
-                outcome: KindOutcome::Issues(Issues(kept)),
+                outcome: KindOutcome::Issues(kept),
             });
         }
     }
