@@ -321,6 +321,64 @@ impl ExpressionChecker for KubeChecker {
         })
     }
 
+    fn access_chains(
+        &self,
+        site: &ParsedExpr,
+        conditions: &[&ParsedExpr],
+        variables: &[(&str, &ParsedExpr)],
+    ) -> Option<Vec<crate::policy::runtime::Chain>> {
+        let site = downcast(site).ok()?;
+        let conditions: Vec<&cel::ParsedExpr> =
+            conditions.iter().filter_map(|c| downcast(c).ok()).collect();
+        let variables: Vec<(&str, &cel::ParsedExpr)> = variables
+            .iter()
+            .filter_map(|(n, p)| Some((*n, downcast(p).ok()?)))
+            .collect();
+        Some(crate::k8s_env::presence::access_chains(
+            site,
+            &conditions,
+            &variables,
+        ))
+    }
+
+    fn witnesses(&self, gvk: &crate::policy::Gvk) -> Option<crate::policy::runtime::KindWitnesses> {
+        // The objects were recorded from the pinned release's API server; other target
+        // versions get none.
+        if self.target.version != crate::k8s_env::KubeVersion::PINNED {
+            return None;
+        }
+        crate::k8s_env::witnesses::of(gvk)
+    }
+
+    fn zero_value(
+        &self,
+        object: &SchemaType,
+        path: &[crate::policy::runtime::Seg],
+    ) -> Option<&'static str> {
+        use crate::policy::runtime::Seg;
+        use schema::types::Scalar;
+        let root = root_of(object).ok()?;
+        let mut t = root.root().clone();
+        for seg in path {
+            t = match (seg, &t) {
+                (Seg::Field(f) | Seg::Key(f), DeclType::Object(o)) => o.field(f)?.clone(),
+                (Seg::Field(_) | Seg::Key(_) | Seg::IterKey, DeclType::Map(v)) => (**v).clone(),
+                (Seg::Item(_), DeclType::List(e)) => (**e).clone(),
+                _ => return None,
+            };
+        }
+        Some(match t {
+            DeclType::Scalar(Scalar::Bool) => "false",
+            DeclType::Scalar(Scalar::Int) => "0",
+            DeclType::Scalar(Scalar::Double) => "0.0",
+            DeclType::Scalar(Scalar::String) => "''",
+            DeclType::Scalar(Scalar::Bytes) => "b''",
+            DeclType::List(_) => "[]",
+            DeclType::Map(_) => "{}",
+            _ => return None,
+        })
+    }
+
     fn patch_literals(&self, parsed: &ParsedExpr) -> Option<crate::policy::literal::Literals> {
         downcast(parsed)
             .ok()

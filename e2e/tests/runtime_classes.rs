@@ -40,7 +40,8 @@ const CASES: &[(&str, &str, &str)] = &[
     (
         "list-concat",
         "StaticTypingOnly",
-        "object.kind != 'Pod' || (object.spec.containers + object.spec.initContainers).size() == 2",
+        // (`initContainers` guarded: a Pod may omit it, a runtime-safety finding otherwise.)
+        "object.kind != 'Pod' || !has(object.spec.initContainers) || (object.spec.containers + object.spec.initContainers).size() == 2",
     ),
     // A conditional of an object and a map.
     (

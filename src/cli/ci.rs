@@ -23,6 +23,9 @@ pub enum Rule {
     /// Something the policy matches was not type-checked (wildcard, subresource, kind limit,
     /// no mapping, no schema): nothing is known about its expressions for it.
     KindNotChecked,
+    /// An expression errors at admission on valid objects of a matched kind (an absent
+    /// field or map key, a null `object` or `oldObject`; docs/runtime-safety.md).
+    RuntimeError,
 }
 
 impl Rule {
@@ -33,6 +36,7 @@ impl Rule {
             Rule::StaticManifests => "VAP002",
             Rule::TypeWarning => "VAP100",
             Rule::KindNotChecked => "VAP101",
+            Rule::RuntimeError => "VAP110",
         }
     }
     fn name(self) -> &'static str {
@@ -41,6 +45,7 @@ impl Rule {
             Rule::StaticManifests => "StaticManifestsNotLoaded",
             Rule::TypeWarning => "ExpressionTypeWarning",
             Rule::KindNotChecked => "KindNotChecked",
+            Rule::RuntimeError => "ErrorsOnValidObjects",
         }
     }
     fn description(self) -> &'static str {
@@ -57,20 +62,24 @@ impl Rule {
             Rule::KindNotChecked => {
                 "Something the policy matches could not be type-checked, so nothing is known about its expressions for it."
             }
+            Rule::RuntimeError => {
+                "An expression type-checks but errors at admission on valid objects of a matched kind (a field or map key they may omit, a null object): the failure policy then denies or skips those requests."
+            }
         }
     }
     fn level(self) -> &'static str {
         match self {
-            Rule::Rejected | Rule::StaticManifests => "error",
+            Rule::Rejected | Rule::StaticManifests | Rule::RuntimeError => "error",
             Rule::TypeWarning => "warning",
             Rule::KindNotChecked => "note",
         }
     }
-    const ALL: [Rule; 4] = [
+    const ALL: [Rule; 5] = [
         Rule::Rejected,
         Rule::StaticManifests,
         Rule::TypeWarning,
         Rule::KindNotChecked,
+        Rule::RuntimeError,
     ];
 }
 
@@ -93,6 +102,20 @@ pub struct Finding {
     pub matched_kind: Option<String>,
     /// The message, as in the text output.
     pub message: String,
+    /// A replacement in the file that fixes it (runtime-safety findings whose rewrite maps
+    /// back to the file's text).
+    pub fix: Option<FileFix>,
+}
+
+/// A replacement of a region of one line of the file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileFix {
+    /// The first character replaced.
+    pub start: Position,
+    /// The position just after the last character replaced.
+    pub end: Position,
+    /// The new text, as it is written in the file (escaped for the scalar's style).
+    pub text: String,
 }
 
 /// `ERROR: <input>:L:C: ...` positions in a CEL error text.
@@ -183,6 +206,7 @@ pub fn findings(checked: &[CheckedPolicy], sources: &BTreeMap<String, String>) -
                 field_ref: field,
                 matched_kind: None,
                 message: cause.clone(),
+                fix: None,
             });
         }
         for skipped in c.status.iter().flat_map(|s| s.skipped.iter()) {
@@ -203,6 +227,7 @@ pub fn findings(checked: &[CheckedPolicy], sources: &BTreeMap<String, String>) -
                 field_ref: field,
                 matched_kind: None,
                 message: format!("not checked: {skipped}"),
+                fix: None,
             });
         }
         for w in c.status.iter().flat_map(|s| s.expression_results.iter()) {
@@ -220,6 +245,7 @@ pub fn findings(checked: &[CheckedPolicy], sources: &BTreeMap<String, String>) -
                     field_ref: w.field_ref.clone(),
                     matched_kind: Some(r.gvk.to_string()),
                     message,
+                    fix: None,
                 };
                 let issues = match &r.outcome {
                     KindOutcome::Issues(issues) => issues,
@@ -262,8 +288,92 @@ pub fn findings(checked: &[CheckedPolicy], sources: &BTreeMap<String, String>) -
                 }
             }
         }
+        for f in c.status.iter().flat_map(|s| s.runtime.iter()) {
+            let (start, scalar) = place(doc.as_ref(), &f.field_ref);
+            let position = match (&scalar, f.pos) {
+                (Some((s, value)), Some(p)) => Some(s.at_cel(value, p.line, p.column + 1)),
+                _ => start,
+            };
+            let fix = match (&scalar, &f.fix, &text) {
+                (Some((s, value)), Some(edit), Some((doc_text, prefix))) => {
+                    let mut path = prefix.clone();
+                    path.extend(parse_path(&f.field_ref));
+                    file_fix(doc_text, &path, s, value, edit)
+                }
+                _ => None,
+            };
+            let mut message = f.text_without_field();
+            if let Some(fixed) = &f.fixed_expression {
+                message.push_str(&format!("; fix: {fixed}"));
+            }
+            out.push(Finding {
+                rule: Rule::RuntimeError,
+                file: c.origin.source.clone(),
+                position,
+                kind: c.kind,
+                name: c.name.clone(),
+                field_ref: f.field_ref.clone(),
+                matched_kind: f.kinds.first().cloned(),
+                message,
+                fix,
+            });
+        }
     }
     out
+}
+
+/// The replacement in the file that applies `edit` to the expression `value` of the scalar
+/// `s` at `path` in `doc`: on one line, escaped as the scalar's style needs (plain or block,
+/// single-quoted, double-quoted), and kept only when the edited document reads back as the
+/// edited expression.
+fn file_fix(
+    doc: &str,
+    path: &[Step],
+    s: &ScalarPositions,
+    value: &str,
+    edit: &crate::policy::runtime::Edit,
+) -> Option<FileFix> {
+    let want = crate::policy::runtime::apply(value, edit)?;
+    let (ci_start, ci_end) = (
+        value.get(..edit.start)?.chars().count(),
+        value.get(..edit.end)?.chars().count(),
+    );
+    let (start, end) = (s.at(ci_start), s.at(ci_end));
+    if start.line != end.line || end.column < start.column {
+        return None;
+    }
+    // Byte offsets of the two positions in `doc` (whose lines are the file's).
+    let line_start = doc
+        .split_inclusive('\n')
+        .take(start.line - 1)
+        .map(str::len)
+        .sum::<usize>();
+    let line = doc.get(line_start..)?.split('\n').next()?;
+    let byte = |column: usize| {
+        line.char_indices()
+            .map(|(i, _)| i)
+            .chain([line.len()])
+            .nth(column - 1)
+    };
+    let (b0, b1) = (
+        line_start + byte(start.column)?,
+        line_start + byte(end.column)?,
+    );
+    let candidates = [
+        edit.replacement.clone(),
+        edit.replacement.replace('\'', "''"),
+        edit.replacement.replace('\\', "\\\\").replace('"', "\\\""),
+    ];
+    for text in candidates {
+        let edited = format!("{}{}{}", doc.get(..b0)?, text, doc.get(b1..)?);
+        let reads_back = SpannedDocument::parse(&edited)
+            .and_then(|d| d.locate(path))
+            .is_some_and(|(_, v)| v == want);
+        if reads_back {
+            return Some(FileFix { start, end, text });
+        }
+    }
+    None
 }
 
 /// The title line of a finding.
@@ -273,6 +383,7 @@ fn title(f: &Finding) -> String {
         Rule::StaticManifests => "static manifests not loaded",
         Rule::TypeWarning => "type-checking warning",
         Rule::KindNotChecked => "not type-checked",
+        Rule::RuntimeError => "errors on valid objects",
     };
     match &f.matched_kind {
         Some(k) if !k.is_empty() => format!("{} {}: {what} ({k})", f.kind, f.name),
@@ -382,7 +493,7 @@ pub fn render_sarif(findings: &[Finding]) -> Result<String, String> {
             if let Some(k) = &f.matched_kind {
                 properties["matchedKind"] = json!(k);
             }
-            json!({
+            let mut result = json!({
                 "ruleId": f.rule.id(),
                 "ruleIndex": Rule::ALL.iter().position(|r| *r == f.rule).unwrap_or(0),
                 "level": f.rule.level(),
@@ -390,7 +501,25 @@ pub fn render_sarif(findings: &[Finding]) -> Result<String, String> {
                 "locations": [location],
                 "partialFingerprints": {"vapcheckFinding/v1": fingerprint(f)},
                 "properties": properties
-            })
+            });
+            if let Some(fix) = &f.fix {
+                result["fixes"] = json!([{
+                    "description": {"text": "read the field only where it is present (an optional selection with the zero value, or a guard on the operation)"},
+                    "artifactChanges": [{
+                        "artifactLocation": {"uri": uri(&f.file)},
+                        "replacements": [{
+                            "deletedRegion": {
+                                "startLine": fix.start.line,
+                                "startColumn": fix.start.column,
+                                "endLine": fix.end.line,
+                                "endColumn": fix.end.column
+                            },
+                            "insertedContent": {"text": fix.text}
+                        }]
+                    }]
+                }]);
+            }
+            result
         })
         .collect();
     let log = json!({

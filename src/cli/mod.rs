@@ -779,10 +779,11 @@ pub fn run_check(
     }
     if checked.iter().any(|c| !c.api_server.accepted()) {
         EXIT_REJECTED
-    } else if checked
-        .iter()
-        .any(|c| c.status.as_ref().is_some_and(|s| s.has_warnings()))
-    {
+    } else if checked.iter().any(|c| {
+        c.status
+            .as_ref()
+            .is_some_and(|s| s.has_warnings() || !s.runtime.is_empty())
+    }) {
         EXIT_WARNINGS
     } else {
         EXIT_OK

@@ -165,6 +165,10 @@ pub struct OutputStatus<'a> {
     /// strict mode and when nothing was estimated.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cost: Option<&'a crate::policy::PolicyCost>,
+    /// Extended mode: expressions that error at admission on valid objects, each with a
+    /// witness object and a rewrite (docs/runtime-safety.md). Absent when there are none.
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    pub runtime: &'a [crate::policy::runtime::RuntimeFinding],
 }
 
 /// The entries for `-o json` and `-o yaml`, in input order.
@@ -179,6 +183,7 @@ pub fn entries(policies: &[CheckedPolicy]) -> Vec<OutputEntry<'_>> {
                 type_checking: s.type_checking(),
                 conditions: &s.conditions,
                 cost: (!s.cost.is_empty()).then_some(&s.cost),
+                runtime: &s.runtime,
             }),
             bound_by: p.bound_by.as_deref(),
             verdict: p.effect.as_ref().map(|e| e.verdict.to_string()),
@@ -300,6 +305,10 @@ pub fn render_text_at(policies: &[CheckedPolicy], colour: bool, locate: &Locator
         if n > 0 {
             verdicts.push(st.red(&plural(n, "warning")));
         }
+        let runtime = p.status.as_ref().map_or(&[][..], |s| s.runtime.as_slice());
+        if !runtime.is_empty() {
+            verdicts.push(st.red(&plural(runtime.len(), "runtime error")));
+        }
         if verdicts.is_empty() {
             verdicts.push(st.green("ok"));
         }
@@ -368,6 +377,22 @@ pub fn render_text_at(policies: &[CheckedPolicy], colour: bool, locate: &Locator
                 .unwrap_or_default();
             out.push_str(&format!("  {at}{}\n", st.yellow(&w.field_ref)));
             push_indented(&mut out, w.warning.trim_end_matches('\n'), "    ", "    ");
+        }
+        // Extended mode: errors on valid objects (docs/runtime-safety.md).
+        for f in runtime {
+            let at = locate(p, &f.field_ref)
+                .map(|a| format!("{a}: "))
+                .unwrap_or_default();
+            out.push_str(&format!("  {at}{}\n", st.red(&f.field_ref)));
+            push_indented(&mut out, &f.text_without_field(), "    ", "      ");
+            if let Some(fixed) = &f.fixed_expression {
+                push_indented(
+                    &mut out,
+                    &st.dim(&format!("fix: {fixed}")),
+                    "    ",
+                    "      ",
+                );
+            }
         }
         // Extended mode: maxima that can exceed a runtime cost limit (docs/cost.md).
         for f in p.status.iter().flat_map(|s| s.cost.findings.iter()) {
@@ -475,6 +500,7 @@ mod tests {
             checked_kinds: kinds.to_vec(),
             skipped: skipped.to_vec(),
             findings: Vec::new(),
+            runtime: Vec::new(),
             cost: Default::default(),
         };
         let good = PolicyStatus {

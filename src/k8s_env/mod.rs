@@ -35,7 +35,9 @@ pub mod macros;
 pub mod mutation;
 pub mod narrowing;
 pub mod plan;
+pub mod presence;
 pub mod versions;
+pub mod witnesses;
 
 use std::fmt;
 use std::sync::{Arc, OnceLock};

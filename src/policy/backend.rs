@@ -142,6 +142,36 @@ pub trait ExpressionChecker: Send + Sync {
         false
     }
 
+    /// Extended mode only: the access chains of `site` for runtime safety
+    /// ([`crate::policy::runtime`]), with `conditions` (parsed matchConditions that must be
+    /// true for `site` to be evaluated) and the policy's parsed `variables`. `None`: no
+    /// analysis.
+    fn access_chains(
+        &self,
+        _site: &ParsedExpr,
+        _conditions: &[&ParsedExpr],
+        _variables: &[(&str, &ParsedExpr)],
+    ) -> Option<Vec<crate::policy::runtime::Chain>> {
+        None
+    }
+
+    /// Extended mode only: the witness objects of a kind ([`crate::policy::runtime`]) and its
+    /// resource name; `None` when there are none.
+    fn witnesses(&self, _gvk: &super::gvk::Gvk) -> Option<crate::policy::runtime::KindWitnesses> {
+        None
+    }
+
+    /// Extended mode only: the CEL literal of the zero value of the field at `path` (from the
+    /// root of `object`), for a rewrite `….orValue(<zero>)`: `''`, `0`, `false`, `[]`, `{}`
+    /// for a map. `None` when unknown or an object type (whose literal is not a map).
+    fn zero_value(
+        &self,
+        _object: &SchemaType,
+        _path: &[crate::policy::runtime::Seg],
+    ) -> Option<&'static str> {
+        None
+    }
+
     /// MutatingAdmissionPolicy mutations: the `Object…{}` and `JSONPatch{}` literals of a
     /// parsed expression ([`crate::policy::literal`]). `None`: no analysis.
     fn patch_literals(&self, _parsed: &ParsedExpr) -> Option<crate::policy::literal::Literals> {

@@ -25,6 +25,7 @@ use super::narrowing::{
 };
 use super::render::{KindOutcome, KindResult, render_warning};
 use super::restmapper::{Discovery, RestMapper};
+use super::runtime_check::{KindView, PolicyView, findings as runtime_findings};
 use super::status::{
     ExpressionResults, PolicyStatus, expressions_valid_condition,
     expressions_valid_condition_classified, type_checked_condition,
@@ -128,6 +129,8 @@ pub struct PolicyInput<'p> {
     pub variables: Vec<(&'p str, &'p str)>,
     /// A MutatingAdmissionPolicy ([`EnvRequest::mutating`]).
     pub mutating: bool,
+    /// `spec.failurePolicy` (`Fail` when absent).
+    pub failure_policy: Option<&'p str>,
 }
 
 /// `spec.variables` as `(name, expression)` pairs, in order (both policy kinds use the same
@@ -190,6 +193,7 @@ pub fn check_policy_parsed<'p>(
         sites: expression_sites(policy, options.mode),
         variables: variable_pairs(spec.and_then(|s| s.variables.as_deref())),
         mutating: false,
+        failure_policy: spec.and_then(|s| s.failure_policy.as_deref()),
     };
     check_input_parsed(&input, options, backends, None, parsed)
 }
@@ -351,6 +355,31 @@ pub fn check_input_parsed<'p>(
             Presence::Unknown
         }
     };
+    // 5c. extended mode: runtime safety (issue 31), for validating policies without params
+    // (a policy with params is evaluated only with a params object, which the witnesses
+    // do not include yet).
+    let runtime = if mode == Mode::Extended && !input.mutating && input.param_kind.is_none() {
+        let kinds: Vec<KindView<'_>> = resolved
+            .iter()
+            .map(|k| KindView {
+                gvk: &k.gvk,
+                object: k.object.as_ref(),
+                errors: results
+                    .iter()
+                    .map(|r| finding_positions(r, &k.gvk))
+                    .collect(),
+            })
+            .collect();
+        let view = PolicyView {
+            constraints: input.constraints,
+            failure_policy: input.failure_policy,
+            sites,
+            variables,
+        };
+        runtime_findings(&view, &kinds, backends.checker, parsed, &guards, &presence)
+    } else {
+        Vec::new()
+    };
     let excluded = if mode == Mode::Extended && !input.mutating {
         excluded_by_match_conditions(sites, &results, &guards, &resolved, &presence)
     } else {
@@ -417,6 +446,7 @@ pub fn check_input_parsed<'p>(
                 generation,
                 &expression_warnings,
                 &findings,
+                &runtime,
                 sites.len(),
                 !all_schemas_failed,
             ),
@@ -430,6 +460,7 @@ pub fn check_input_parsed<'p>(
         checked_kinds,
         skipped,
         findings,
+        runtime,
         cost,
     }
 }

@@ -16,6 +16,8 @@ pub mod literal;
 pub mod narrowing;
 pub mod render;
 pub mod restmapper;
+pub mod runtime;
+pub mod runtime_check;
 pub mod status;
 pub mod types;
 

@@ -430,6 +430,28 @@ pub const WHY_OPTIONAL_ABSENT: &str =
 pub const WHY_NO_KIND_HAS_FIELD: &str =
     "no checked kind has this field: the presence test never finds it (wrong result)";
 
+/// Whether the nodes at `pos` are never evaluated for objects of `gvk` (every node there has
+/// a guard that is false for the kind). `errors` and `presence` as in [`classify`].
+pub fn unreachable_at(
+    guards: &Guards,
+    pos: Pos,
+    gvk: &Gvk,
+    errors: &[Pos],
+    presence: &dyn Fn(&[String]) -> Presence,
+) -> bool {
+    let mut nodes = guards.at(pos).peekable();
+    nodes.peek().is_some()
+        && nodes.all(|n| {
+            n.guard.eval_in(&Facts {
+                kind: &gvk.kind,
+                group_version: Some((&gvk.group, &gvk.version)),
+                errors,
+                presence,
+                node_operand: n.operand_path.as_deref(),
+            }) == Truth::False
+        })
+}
+
 /// Classifies one finding of `kind` (its `Kind`), given the expression's guards and the
 /// positions of all findings of the expression for that kind.
 ///
@@ -446,16 +468,8 @@ pub fn classify(
         (Some(g), Some(p)) => g.at(p).collect(),
         _ => Vec::new(),
     };
-    if !nodes.is_empty()
-        && nodes.iter().all(|n| {
-            n.guard.eval_in(&Facts {
-                kind: &gvk.kind,
-                group_version: Some((&gvk.group, &gvk.version)),
-                errors,
-                presence,
-                node_operand: n.operand_path.as_deref(),
-            }) == Truth::False
-        })
+    if let (Some(g), Some(p)) = (guards, issue.pos)
+        && unreachable_at(g, p, gvk, errors, presence)
     {
         return (
             FindingClass::Unreachable,

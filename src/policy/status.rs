@@ -10,6 +10,7 @@ use serde::Serialize;
 use super::gvk::Gvk;
 use super::kinds::Skipped;
 use super::narrowing::{Finding, FindingClass};
+use super::runtime::RuntimeFinding;
 
 /// Condition type: whether checking of this generation ran.
 pub const TYPE_CHECKED: &str = "TypeChecked";
@@ -29,6 +30,9 @@ pub const REASON_EXPRESSION_WARNINGS: &str = "ExpressionWarnings";
 /// `ExpressionsValid=True` in extended mode: every warning is static typing only (the
 /// expressions work at admission time).
 pub const REASON_STATIC_TYPING_ONLY: &str = "StaticTypingOnly";
+/// `ExpressionsValid` reason (extended mode): no warning fails at admission, but an
+/// expression errors on valid objects ([`super::runtime`]).
+pub const REASON_ERRORS_ON_VALID_OBJECTS: &str = "ErrorsOnValidObjects";
 /// `ExpressionsValid=Unknown`: checking could not run.
 pub const REASON_NOT_CHECKED: &str = "NotChecked";
 
@@ -82,6 +86,9 @@ pub struct PolicyStatus {
     pub skipped: Vec<Skipped>,
     /// Extended mode: every finding with its runtime class (empty in strict mode).
     pub findings: Vec<Finding>,
+    /// Extended mode: expressions that error at admission on valid objects
+    /// ([`super::runtime`]; empty in strict mode).
+    pub runtime: Vec<super::runtime::RuntimeFinding>,
     /// Extended mode: the worst-case cost estimates and the limits they can exceed (empty in
     /// strict mode).
     pub cost: super::cost::PolicyCost,
@@ -307,7 +314,64 @@ pub fn expressions_valid_condition(
 /// admission. With every warning failing the message is the strict one; otherwise each
 /// fieldRef is followed by its class (`fails at admission` or `static typing only`, the
 /// latter also for upstream findings in branches not evaluated for their kind).
+///
+/// Runtime-safety findings (`runtime`) make it `False` too: with reason `ExpressionWarnings`
+/// when some warning fails at admission, otherwise `ErrorsOnValidObjects`; the message then
+/// goes on with `<n> failing on valid objects: <fieldRef> (<error>)`.
 pub fn expressions_valid_condition_classified(
+    generation: Option<i64>,
+    warnings: &[ExpressionWarning],
+    findings: &[Finding],
+    runtime: &[RuntimeFinding],
+    expressions_checked: usize,
+    ran: bool,
+) -> PolicyCondition {
+    let base = expressions_valid_typing(generation, warnings, findings, expressions_checked, ran);
+    if !ran || runtime.is_empty() {
+        return base;
+    }
+    // One item per expression: `<fieldRef> (<error>, <error>)`.
+    let mut grouped: Vec<(&str, Vec<&str>)> = Vec::new();
+    for f in runtime {
+        match grouped.iter_mut().find(|(r, _)| *r == f.field_ref) {
+            Some((_, errors)) => {
+                if !errors.contains(&f.error.as_str()) {
+                    errors.push(&f.error);
+                }
+            }
+            None => grouped.push((&f.field_ref, vec![&f.error])),
+        }
+    }
+    let items: Vec<String> = grouped
+        .iter()
+        .map(|(r, errors)| format!("{r} ({})", errors.join(", ")))
+        .collect();
+    let reason = if base.reason == REASON_EXPRESSION_WARNINGS {
+        REASON_EXPRESSION_WARNINGS
+    } else {
+        REASON_ERRORS_ON_VALID_OBJECTS
+    };
+    let failing = format!(
+        "{} failing on valid objects: ",
+        plural(items.len(), "expression")
+    );
+    let prefix = if warnings.is_empty() {
+        failing
+    } else {
+        // The typing part is bounded on its own; the runtime part follows it.
+        format!("{}. {failing}", base.message)
+    };
+    PolicyCondition {
+        type_: EXPRESSIONS_VALID.into(),
+        status: "False".into(),
+        observed_generation: generation,
+        reason: reason.into(),
+        message: bounded_message(&prefix, &items),
+    }
+}
+
+/// The typing part of [`expressions_valid_condition_classified`].
+fn expressions_valid_typing(
     generation: Option<i64>,
     warnings: &[ExpressionWarning],
     findings: &[Finding],

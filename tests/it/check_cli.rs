@@ -736,13 +736,24 @@ spec:
         .arg(&file)
         .output()
         .unwrap();
+    // Exit 1: `spec.nodeName` is absent from valid Pods (a runtime-safety finding).
     assert_eq!(
         o.status.code(),
-        Some(0),
+        Some(1),
         "{}",
         String::from_utf8_lossy(&o.stderr)
     );
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let runtime = v[0]["status"]["runtime"]
+        .as_array()
+        .expect("runtime findings");
+    assert_eq!(runtime.len(), 1, "{runtime:?}");
+    assert_eq!(runtime[0]["access"], "object.spec.nodeName");
+    assert_eq!(runtime[0]["error"], "no such key: nodeName");
+    assert_eq!(
+        runtime[0]["fixedExpression"],
+        "object.spec.?nodeName.orValue('') == 'a'"
+    );
     let cost = &v[0]["status"]["cost"];
     assert_eq!(
         cost["expressions"][0],
@@ -795,7 +806,7 @@ spec:
         .arg(&file)
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(0));
+    assert_eq!(o.status.code(), Some(1));
     let without: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert!(without[0]["status"].get("cost").is_none(), "{without}");
     let mut with = v;

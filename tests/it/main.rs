@@ -29,6 +29,7 @@ mod mutating_bad_input;
 mod mutating_findings;
 mod offline_discovery;
 mod pipeline_fixtures;
+mod runtime_safety;
 mod schema_bad_input;
 mod schema_oracle;
 mod schema_proptest;

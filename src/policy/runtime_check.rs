@@ -1,0 +1,481 @@
+//! Runtime safety over one policy ([`super::runtime`]): the chains of its validations and
+//! matchConditions (and of the variables they use), tested against each checked kind's
+//! witness objects. Called by [`super::check_input_parsed`] in extended mode.
+
+use std::collections::{HashMap, HashSet};
+
+use k8s_openapi::api::admissionregistration::v1::MatchResources;
+
+use super::backend::{ExpressionChecker, ParsedExpr, SchemaType};
+use super::expressions::{ExpressionField, ExpressionSite};
+use super::gvk::Gvk;
+use super::issues::Issues;
+use super::narrowing::{Guards, Pos, Presence, unreachable_at};
+use super::runtime::{
+    Chain, Edit, Ops, Origin, Request, Root, RuntimeClass, RuntimeFinding, Seg, Witness,
+    always_present, apply, optional_rewrite, witness_for,
+};
+
+/// One checked kind, as the runtime analysis needs it.
+pub struct KindView<'a> {
+    /// The kind.
+    pub gvk: &'a Gvk,
+    /// Its schema, when typed.
+    pub object: Option<&'a SchemaType>,
+    /// The positions of the checker's findings per site (same order as the sites), for the
+    /// kind.
+    pub errors: Vec<Vec<Pos>>,
+}
+
+/// The policy, as the runtime analysis needs it.
+pub struct PolicyView<'a, 'p> {
+    /// `spec.matchConstraints`.
+    pub constraints: Option<&'p MatchResources>,
+    /// `spec.failurePolicy` (`Fail` when absent).
+    pub failure_policy: Option<&'p str>,
+    /// The checked expressions.
+    pub sites: &'a [ExpressionSite<'p>],
+    /// `spec.variables` as `(name, expression)`.
+    pub variables: &'a [(&'p str, &'p str)],
+}
+
+/// The operations the policy's rules match for `resource` of `gvk`'s group.
+fn matched_ops(constraints: Option<&MatchResources>, gvk: &Gvk, resource: &str) -> Ops {
+    let rules = constraints
+        .and_then(|c| c.resource_rules.as_deref())
+        .unwrap_or_default();
+    let mut ops = Ops(0);
+    for r in rules {
+        let groups = r.api_groups.as_deref().unwrap_or_default();
+        let resources = r.resources.as_deref().unwrap_or_default();
+        let group_ok = groups.iter().any(|g| g == "*" || *g == gvk.group);
+        let resource_ok = resources
+            .iter()
+            .any(|x| x == "*" || x == "*/*" || x == resource);
+        if group_ok && resource_ok {
+            for o in r.operations.as_deref().unwrap_or_default() {
+                ops = ops.or(Ops::named(o).unwrap_or_default());
+            }
+        }
+    }
+    ops
+}
+
+/// Labels that satisfy `spec.matchConstraints.objectSelector`: its `matchLabels`, and for
+/// `In` and `Exists` requirements the key with the first value (`true` for `Exists`).
+/// `NotIn` and `DoesNotExist` hold for objects without the label.
+fn selector_labels(constraints: Option<&MatchResources>) -> Vec<(String, String)> {
+    let Some(sel) = constraints.and_then(|c| c.object_selector.as_ref()) else {
+        return Vec::new();
+    };
+    let mut out: Vec<(String, String)> = sel
+        .match_labels
+        .iter()
+        .flatten()
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    for r in sel.match_expressions.iter().flatten() {
+        let value = match r.operator.as_str() {
+            "In" => r.values.iter().flatten().next().cloned(),
+            "Exists" => Some("true".to_owned()),
+            _ => None,
+        };
+        if let Some(v) = value {
+            out.push((r.key.clone(), v));
+        }
+    }
+    out
+}
+
+/// Adds `labels` to `metadata.labels` of `object`.
+fn add_labels(object: &mut serde_json::Value, labels: &[(String, String)]) {
+    let Some(meta) = object.get_mut("metadata").and_then(|m| m.as_object_mut()) else {
+        return;
+    };
+    let map = meta
+        .entry("labels")
+        .or_insert_with(|| serde_json::Value::Object(Default::default()));
+    if let Some(map) = map.as_object_mut() {
+        for (k, v) in labels {
+            map.insert(k.clone(), serde_json::Value::from(v.as_str()));
+        }
+    }
+}
+
+/// The name a failing step reports (`no such key: <name>`).
+fn seg_name(seg: &Seg) -> Option<&str> {
+    match seg {
+        Seg::Field(f) | Seg::Key(f) => Some(f),
+        _ => None,
+    }
+}
+
+/// What happens at admission when the expression at `entry` errors.
+fn consequence(entry: &ExpressionField, fail: bool) -> String {
+    // k8s.io/apiserver v0.37.1 pkg/admission/plugin/policy/validating/validator.go
+    // (`Validate`: an evaluation error gives `policyDecisionActionForError(failPolicy)`, Deny
+    // for Fail, Admit for Ignore) and pkg/admission/plugin/policy/generic/policy_dispatcher.go
+    // (a matchCondition error follows the failure policy; Ignore skips the policy).
+    match (entry, fail) {
+        (ExpressionField::MatchCondition(_), true) => {
+            "kube-apiserver denies such requests (a matchCondition error, failurePolicy Fail)"
+                .into()
+        }
+        (ExpressionField::MatchCondition(_), false) => {
+            "the policy is skipped for such requests (failurePolicy Ignore)".into()
+        }
+        (_, true) => "kube-apiserver denies such requests (failurePolicy Fail)".into(),
+        (_, false) => "the validation admits such requests unchecked (failurePolicy Ignore)".into(),
+    }
+}
+
+/// The rewrite of a whole expression that keeps a null root out: `<guard> || (<e>)` for a
+/// validation, `<guard> && (<e>)` for a matchCondition (not evaluated for that operation).
+fn null_root_fix(entry: &ExpressionField, root: Root, text: &str) -> Option<Edit> {
+    let op = match root {
+        Root::Object => "DELETE",
+        Root::OldObject => "CREATE",
+    };
+    let replacement = match entry {
+        ExpressionField::ValidationExpression(_) => {
+            format!("request.operation == '{op}' || ({text})")
+        }
+        ExpressionField::MatchCondition(_) => format!("request.operation != '{op}' && ({text})"),
+        _ => return None,
+    };
+    Some(Edit {
+        start: 0,
+        end: text.len(),
+        replacement,
+    })
+}
+
+/// Every runtime-safety finding of a validating policy (see the module docs). `parsed` gives
+/// the parse of an expression text, `guards` its kind-narrowing analysis.
+pub fn findings(
+    policy: &PolicyView<'_, '_>,
+    kinds: &[KindView<'_>],
+    checker: &dyn ExpressionChecker,
+    parsed_texts: &HashMap<&str, Result<ParsedExpr, Issues>>,
+    guard_texts: &HashMap<&str, Guards>,
+    presence: &dyn Fn(&Gvk, &[String]) -> Presence,
+) -> Vec<RuntimeFinding> {
+    let parsed = |t: &str| parsed_texts.get(t).and_then(|r| r.as_ref().ok());
+    let guards = |t: &str| guard_texts.get(t);
+    let sites = policy.sites;
+    let Some(variables) = policy
+        .variables
+        .iter()
+        .map(|(n, e)| Some((*n, parsed(e)?)))
+        .collect::<Option<Vec<_>>>()
+    else {
+        // A variable that does not parse: the policy is rejected on create; nothing to add.
+        return Vec::new();
+    };
+    let conditions: Vec<(usize, &ParsedExpr)> = sites
+        .iter()
+        .filter_map(|s| match s.field {
+            ExpressionField::MatchCondition(i) => Some((i, parsed(s.expression)?)),
+            _ => None,
+        })
+        .collect();
+    let mut entries: Vec<(usize, Vec<Chain>)> = Vec::new();
+    for (si, s) in sites.iter().enumerate() {
+        let own = match s.field {
+            ExpressionField::ValidationExpression(_) => None,
+            ExpressionField::MatchCondition(i) => Some(i),
+            _ => continue,
+        };
+        let Some(p) = parsed(s.expression) else {
+            continue;
+        };
+        let others: Vec<&ParsedExpr> = conditions
+            .iter()
+            .filter(|(i, _)| Some(*i) != own)
+            .map(|(_, p)| *p)
+            .collect();
+        match checker.access_chains(p, &others, &variables) {
+            Some(chains) => entries.push((si, chains)),
+            None => return Vec::new(),
+        }
+    }
+    let fail = policy.failure_policy != Some("Ignore");
+    let mut out: Vec<RuntimeFinding> = Vec::new();
+    for kind in kinds {
+        let Some(mut w) = checker.witnesses(kind.gvk) else {
+            continue;
+        };
+        // A witness must be one the policy matches: it carries the labels the policy's
+        // objectSelector requires.
+        let labels = selector_labels(policy.constraints);
+        if !labels.is_empty() {
+            for o in &mut w.objects {
+                for v in [&mut o.input, &mut o.admitted] {
+                    add_labels(v, &labels);
+                }
+            }
+        }
+        let ops = matched_ops(policy.constraints, kind.gvk, &w.resource);
+        let kind_name = kind.gvk.to_string();
+        for (si, chains) in &entries {
+            let entry = &sites[*si].field;
+            let mut null_done: HashSet<(Origin, Root)> = HashSet::new();
+            for chain in chains {
+                let (field, text) = match chain.origin {
+                    Origin::Site => (*entry, sites[*si].expression),
+                    Origin::Variable(i) => match policy.variables.get(i) {
+                        Some((_, e)) => (ExpressionField::Variable(i), *e),
+                        None => continue,
+                    },
+                };
+                let errors: &[Pos] = sites
+                    .iter()
+                    .position(|s| s.field == field)
+                    .and_then(|i| kind.errors.get(i))
+                    .map_or(&[], |e| e.as_slice());
+                // A chain with a type error is reported as one.
+                if chain
+                    .steps
+                    .iter()
+                    .any(|s| s.pos.is_some_and(|p| errors.contains(&p)))
+                {
+                    continue;
+                }
+                let reachable = |pos: Option<Pos>| match (guards(text), pos) {
+                    (Some(g), Some(p)) => {
+                        !unreachable_at(g, p, kind.gvk, errors, &|path| presence(kind.gvk, path))
+                    }
+                    _ => true,
+                };
+                let effective = ops.and(chain.ops);
+                // Whether the chain is evaluated, and its error decides, on a witness request.
+                let evaluated = |admitted: &serde_json::Value, op: &str| {
+                    let meta = &admitted["metadata"];
+                    let (object, old_object) = match op {
+                        "CREATE" => (Some(admitted), None),
+                        "DELETE" => (None, Some(admitted)),
+                        _ => (Some(admitted), Some(admitted)),
+                    };
+                    let request = Request {
+                        object,
+                        old_object,
+                        operation: op,
+                        kind: (&kind.gvk.group, &kind.gvk.version, &kind.gvk.kind),
+                        namespace: meta["namespace"].as_str().unwrap_or_default(),
+                        name: meta["name"].as_str().unwrap_or_default(),
+                    };
+                    chain.conds.iter().all(|c| request.eval(c) == Some(true))
+                };
+                let push = |out: &mut Vec<RuntimeFinding>,
+                            class,
+                            i: usize,
+                            error: String,
+                            operation,
+                            object: serde_json::Value,
+                            fix: Option<Edit>| {
+                    let step = &chain.steps[i];
+                    let access = text
+                        .get(chain.start..step.end)
+                        .unwrap_or_default()
+                        .to_owned();
+                    let field_ref = field.to_string();
+                    if let Some(f) = out
+                        .iter_mut()
+                        .find(|f| f.field_ref == field_ref && f.pos == step.pos && f.class == class)
+                    {
+                        if !f.kinds.contains(&kind_name) {
+                            f.kinds.push(kind_name.clone());
+                        }
+                        return;
+                    }
+                    out.push(RuntimeFinding {
+                        field_ref,
+                        kinds: vec![kind_name.clone()],
+                        class,
+                        pos: step.pos,
+                        access,
+                        error,
+                        consequence: consequence(entry, fail),
+                        witness: Witness { operation, object },
+                        fix,
+                        fixed_expression: None,
+                    });
+                };
+                // `object` in DELETE requests, `oldObject` in CREATE requests.
+                if let Some(first) = chain.steps.first()
+                    && chain.direct()
+                    && !first.optional
+                    && !first.guarded
+                    && reachable(first.pos)
+                {
+                    let op = match chain.root {
+                        Root::Object if effective.has(Ops::DELETE) => Some("DELETE"),
+                        Root::OldObject if effective.has(Ops::CREATE) => Some("CREATE"),
+                        _ => None,
+                    };
+                    let witness =
+                        op.and_then(|op| w.objects.iter().find(|o| evaluated(&o.admitted, op)));
+                    if let (Some(op), Some(name), Some(witness)) =
+                        (op, seg_name(&first.seg), witness)
+                        && null_done.insert((chain.origin, chain.root))
+                    {
+                        let fix = match chain.origin {
+                            Origin::Site => null_root_fix(entry, chain.root, text),
+                            Origin::Variable(_) => None,
+                        };
+                        push(
+                            &mut out,
+                            RuntimeClass::NullRoot,
+                            0,
+                            format!("no such key: {name}"),
+                            op,
+                            witness.input.clone(),
+                            fix,
+                        );
+                    }
+                }
+                // Fields and keys the object may omit.
+                let present = match chain.root {
+                    Root::Object => effective.and(Ops::CREATE.or(Ops::UPDATE)),
+                    Root::OldObject => effective.and(Ops::UPDATE.or(Ops::DELETE)),
+                };
+                let op = match chain.root {
+                    Root::Object if present.has(Ops::CREATE) => "CREATE",
+                    Root::Object if present.has(Ops::UPDATE) => "UPDATE",
+                    Root::OldObject if present.has(Ops::UPDATE) => "UPDATE",
+                    Root::OldObject if present.has(Ops::DELETE) => "DELETE",
+                    _ => continue,
+                };
+                for (i, step) in chain.steps.iter().enumerate() {
+                    if step.optional || step.guarded || !reachable(step.pos) {
+                        continue;
+                    }
+                    let path = chain.path_to(i);
+                    let Some(object) = witness_for(&w.objects, &path, &|a| evaluated(a, op)) else {
+                        continue;
+                    };
+                    let Some(name) = seg_name(&step.seg) else {
+                        continue;
+                    };
+                    let class = match step.seg {
+                        Seg::Key(_) => RuntimeClass::AbsentKey,
+                        _ => RuntimeClass::AbsentField,
+                    };
+                    // The rewrite starts at the first step that may be absent.
+                    let first = (0..=i)
+                        .find(|&j| {
+                            let s = &chain.steps[j];
+                            !s.optional
+                                && !s.guarded
+                                && !always_present(&w.objects, &chain.path_to(j))
+                        })
+                        .unwrap_or(i);
+                    let zero = kind
+                        .object
+                        .and_then(|o| checker.zero_value(o, &chain.path_to(chain.steps.len() - 1)));
+                    let fix = zero.and_then(|z| optional_rewrite(text, chain, first, z));
+                    push(
+                        &mut out,
+                        class,
+                        i,
+                        format!("no such key: {name}"),
+                        op,
+                        object,
+                        fix,
+                    );
+                }
+            }
+        }
+    }
+    // Each finding's fixed expression has the fixes of every finding of the same
+    // expression, so that it errors on none of the witnesses.
+    let texts: Vec<(String, &str)> = sites
+        .iter()
+        .map(|s| (s.field.to_string(), s.expression))
+        .chain(
+            policy
+                .variables
+                .iter()
+                .enumerate()
+                .map(|(i, (_, e))| (ExpressionField::Variable(i).to_string(), *e)),
+        )
+        .collect();
+    let combined: Vec<Option<String>> = out
+        .iter()
+        .map(|f| {
+            let text = texts.iter().find(|(r, _)| *r == f.field_ref)?.1;
+            let edits: Vec<&Edit> = out
+                .iter()
+                .filter(|g| g.field_ref == f.field_ref)
+                .filter_map(|g| g.fix.as_ref())
+                .collect();
+            f.fix.as_ref()?;
+            combine(text, &edits)
+        })
+        .collect();
+    for (f, c) in out.iter_mut().zip(combined) {
+        f.fixed_expression = c;
+    }
+    out
+}
+
+/// `text` with `edits` applied: the edits of chains (disjoint; an edit overlapping an
+/// earlier one is left out), then the wraps of the whole expression ([`null_root_fix`]),
+/// which keep the rewritten text inside them.
+fn combine(text: &str, edits: &[&Edit]) -> Option<String> {
+    let whole = |e: &Edit| e.start == 0 && e.end == text.len();
+    let mut inner: Vec<&Edit> = edits.iter().copied().filter(|e| !whole(e)).collect();
+    inner.sort_by_key(|e| (e.start, e.end));
+    inner.dedup();
+    let mut kept: Vec<&Edit> = Vec::new();
+    for e in inner {
+        if kept.last().is_none_or(|k| k.end <= e.start) {
+            kept.push(e);
+        }
+    }
+    let mut result = text.to_owned();
+    for e in kept.iter().rev() {
+        result = apply(&result, e)?;
+    }
+    let mut wraps: Vec<&Edit> = edits.iter().copied().filter(|e| whole(e)).collect();
+    wraps.dedup();
+    for w in wraps {
+        let (prefix, suffix) = w.replacement.split_once(text)?;
+        result = format!("{prefix}{result}{suffix}");
+    }
+    Some(result)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::admissionregistration::v1::NamedRuleWithOperations;
+
+    #[test]
+    fn operations_by_resource() {
+        let rule = |groups: &[&str], resources: &[&str], ops: &[&str]| NamedRuleWithOperations {
+            api_groups: Some(groups.iter().map(|s| s.to_string()).collect()),
+            resources: Some(resources.iter().map(|s| s.to_string()).collect()),
+            operations: Some(ops.iter().map(|s| s.to_string()).collect()),
+            ..Default::default()
+        };
+        let m = MatchResources {
+            resource_rules: Some(vec![
+                rule(&[""], &["pods"], &["CREATE"]),
+                rule(&["apps"], &["deployments"], &["DELETE"]),
+                rule(&["*"], &["*"], &["UPDATE"]),
+            ]),
+            ..Default::default()
+        };
+        let pod = Gvk::new("", "v1", "Pod");
+        assert_eq!(
+            matched_ops(Some(&m), &pod, "pods"),
+            Ops::CREATE.or(Ops::UPDATE)
+        );
+        let dep = Gvk::new("apps", "v1", "Deployment");
+        assert_eq!(
+            matched_ops(Some(&m), &dep, "deployments"),
+            Ops::DELETE.or(Ops::UPDATE)
+        );
+    }
+}
