@@ -79,6 +79,137 @@ pub fn is_expired(error: &watcher::Error) -> bool {
     }
 }
 
+/// What [`watch_with_refusals`] hands its caller.
+pub enum Watched<K> {
+    /// A watcher event, in order (apply it to the caller's store).
+    Event(watcher::Event<K>),
+    /// The API server started refusing (403) the list (`list`: nothing can be known) or only
+    /// the watch (the lists still work: the objects are re-listed after each refusal).
+    Refused { list: bool },
+    /// The list (`list`), or the watch, is allowed again.
+    Allowed { list: bool },
+}
+
+/// How long a watch must run without a refusal after a list before the watch counts as
+/// allowed again (a refused watch is refused within milliseconds of the list).
+pub const WATCH_ALLOWED_AFTER: Duration = Duration::from_secs(3);
+
+/// Whether a list/watch error is the API server's refusal (403 Forbidden).
+pub fn refused(e: &watcher::Error) -> bool {
+    matches!(
+        e,
+        watcher::Error::InitialListFailed(kube::Error::Api(s))
+            | watcher::Error::WatchStartFailed(kube::Error::Api(s))
+            | watcher::Error::WatchFailed(kube::Error::Api(s))
+            if s.code == 403
+    )
+}
+
+/// Lists and watches `api` forever, handing every event to `on`, and survives refusals
+/// (403, e.g. an RBAC rule removed or revoked while vapcheck runs): the first refusal of the
+/// list or of the watch is logged (naming `resource` and the API server's reason) and handed
+/// to `on` once, `vapcheck_watch_forbidden{resource}` says 1 while either is refused, and the
+/// watcher starts afresh with a list after [`WatchBackoff`]'s pause. A list that completes
+/// after a refused list is `Allowed { list: true }`; a watch that runs
+/// [`WATCH_ALLOWED_AFTER`] without a refusal after a refused watch is `Allowed { list: false }`
+/// (an allowed watch shows nothing when nothing changes, and a fresh list would not tell).
+///
+/// An established watch is not ended by an RBAC change: kube-apiserver authorizes a request
+/// when it starts (k8s.io/apiserver v0.37.1 `pkg/endpoints/filters/authorization.go`,
+/// `withAuthorization`), so a revoked permission shows at the next list or watch (the
+/// watch's timeout, an API server restart).
+pub async fn watch_with_refusals<K>(
+    api: kube::Api<K>,
+    resource: &str,
+    metrics: &crate::metrics::Metrics,
+    slim: fn(&mut K),
+    mut on: impl FnMut(Watched<K>),
+) where
+    K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + 'static,
+{
+    use futures::StreamExt;
+    use kube::runtime::WatchStreamExt;
+    use tracing::{debug, info, warn};
+
+    let config = watcher::Config {
+        page_size: None,
+        ..watcher::Config::default()
+    };
+    let (mut list_refused, mut watch_refused) = (false, false);
+    let mut pause = WatchBackoff::default();
+    metrics.set_watch_forbidden(resource, false);
+    loop {
+        let mut stream = std::pin::pin!(
+            watcher(api.clone(), config.clone())
+                .backoff(WatchBackoff::default())
+                .modify(slim)
+        );
+        // When the last list completed while the watch was refused.
+        let mut listed_at: Option<tokio::time::Instant> = None;
+        loop {
+            let confirm = listed_at.map(|t| t + WATCH_ALLOWED_AFTER);
+            let next = tokio::select! {
+                next = stream.next() => next,
+                () = tokio::time::sleep_until(confirm.unwrap_or_else(tokio::time::Instant::now)),
+                    if watch_refused && confirm.is_some() => {
+                    watch_refused = false;
+                    listed_at = None;
+                    info!(resource = %resource, "vapcheck may watch again");
+                    metrics.set_watch_forbidden(resource, list_refused);
+                    pause = WatchBackoff::default();
+                    on(Watched::Allowed { list: false });
+                    continue;
+                }
+            };
+            let Some(next) = next else { break };
+            match next {
+                Ok(event) => {
+                    let done = matches!(event, watcher::Event::InitDone);
+                    on(Watched::Event(event));
+                    if done {
+                        if watch_refused {
+                            listed_at = Some(tokio::time::Instant::now());
+                        } else {
+                            pause = WatchBackoff::default();
+                        }
+                        if list_refused {
+                            list_refused = false;
+                            info!(resource = %resource, "vapcheck may list again");
+                            metrics.set_watch_forbidden(resource, watch_refused);
+                            on(Watched::Allowed { list: true });
+                        }
+                    }
+                }
+                Err(e) if refused(&e) => {
+                    let list = matches!(e, watcher::Error::InitialListFailed(_));
+                    let flag = if list {
+                        &mut list_refused
+                    } else {
+                        &mut watch_refused
+                    };
+                    if std::mem::replace(flag, true) {
+                        debug!(resource = %resource, error = %e, "still refused");
+                    } else {
+                        warn!(
+                            resource = %resource,
+                            error = %e,
+                            "the API server refuses vapcheck's {} (403); retrying",
+                            if list { "list" } else { "watch" }
+                        );
+                        metrics.set_watch_forbidden(resource, true);
+                        on(Watched::Refused { list });
+                    }
+                    break;
+                }
+                Err(e) => {
+                    warn!(resource = %resource, error = %e, "the list/watch failed; retrying")
+                }
+            }
+        }
+        tokio::time::sleep(pause.next().unwrap_or(WATCH_BACKOFF_MAX)).await;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
