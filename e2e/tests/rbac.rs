@@ -1304,9 +1304,11 @@ async fn a_refused_bindings_or_params_watch_degrades_and_recovers() -> anyhow::R
         ),
         "{after}"
     );
-    wait_for("vapcheck_watch_forbidden of the param kind at 0", CHECK, || async {
-        Ok((c.forbidden("configmaps")? == Some(0.0)).then_some(()))
-    })
+    wait_for(
+        "vapcheck_watch_forbidden of the param kind at 0",
+        CHECK,
+        || async { Ok((c.forbidden("configmaps")? == Some(0.0)).then_some(())) },
+    )
     .await?;
     c.assert_alive()?;
     c.stop();

@@ -213,6 +213,9 @@ pub async fn watch_with_refusals<K>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
 
     #[test]
     fn backoff_grows_to_the_cap_and_resets() {
@@ -249,5 +252,139 @@ mod tests {
             kube::Error::Api(Box::new(status(410)))
         )));
         assert!(!is_expired(&watcher::Error::NoResourceVersion));
+    }
+
+    /// A fake API server for ConfigMaps: a list answers 200 (no items) or 403, a watch 403
+    /// or never answers (an allowed watch with nothing to say).
+    fn fake_api(list_allowed: Arc<AtomicBool>, watch_allowed: Arc<AtomicBool>) -> kube::Client {
+        let service = tower::service_fn(move |req: http::Request<kube::client::Body>| {
+            let watch = req.uri().query().is_some_and(|q| q.contains("watch=true"));
+            let allowed = if watch { &watch_allowed } else { &list_allowed }.load(Ordering::SeqCst);
+            async move {
+                if allowed && watch {
+                    std::future::pending::<()>().await;
+                }
+                let (code, body) = if allowed {
+                    (
+                        200,
+                        r#"{"apiVersion":"v1","kind":"ConfigMapList","metadata":{"resourceVersion":"7"},"items":[]}"#,
+                    )
+                } else {
+                    (
+                        403,
+                        r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"configmaps is forbidden: User \"u\" cannot list resource \"configmaps\"","reason":"Forbidden","code":403}"#,
+                    )
+                };
+                http::Response::builder()
+                    .status(code)
+                    .header("content-type", "application/json")
+                    .body(kube::client::Body::from(body.as_bytes().to_vec()))
+                    .map_err(|e| std::io::Error::other(e.to_string()))
+            }
+        });
+        kube::Client::new(service, "default")
+    }
+
+    fn what(w: &Watched<ConfigMap>) -> &'static str {
+        match w {
+            Watched::Event(watcher::Event::Init) => "init",
+            Watched::Event(watcher::Event::InitDone) => "init-done",
+            Watched::Event(_) => "object",
+            Watched::Refused { list: true } => "list refused",
+            Watched::Refused { list: false } => "watch refused",
+            Watched::Allowed { list: true } => "list allowed",
+            Watched::Allowed { list: false } => "watch allowed",
+        }
+    }
+
+    fn forbidden_gauge(metrics: &crate::metrics::Metrics) -> Option<String> {
+        metrics
+            .encode_prometheus_text()
+            .lines()
+            .find_map(|l| l.strip_prefix("vapcheck_watch_forbidden{resource=\"configmaps\"} "))
+            .map(str::to_owned)
+    }
+
+    async fn next(
+        rx: &mut tokio::sync::mpsc::UnboundedReceiver<&'static str>,
+    ) -> Option<&'static str> {
+        tokio::time::timeout(Duration::from_secs(60), rx.recv())
+            .await
+            .ok()
+            .flatten()
+    }
+
+    #[tokio::test]
+    async fn a_refusal_is_reported_once_and_its_end_too() {
+        let list = Arc::new(AtomicBool::new(false));
+        let watch = Arc::new(AtomicBool::new(false));
+        let metrics = crate::metrics::Metrics::new();
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let task = tokio::spawn({
+            let api: kube::Api<ConfigMap> =
+                kube::Api::all(fake_api(Arc::clone(&list), Arc::clone(&watch)));
+            let metrics = metrics.clone();
+            async move {
+                watch_with_refusals(
+                    api,
+                    "configmaps",
+                    &metrics,
+                    |_| {},
+                    |w| {
+                        let _ = tx.send(what(&w));
+                    },
+                )
+                .await;
+            }
+        });
+        // Refused from the start: said once, however often the list is retried (about 4
+        // times in 3 s: 250 ms doubling; each attempt starts with the watcher's Init).
+        assert_eq!(next(&mut rx).await, Some("init"));
+        assert_eq!(next(&mut rx).await, Some("list refused"));
+        assert_eq!(forbidden_gauge(&metrics).as_deref(), Some("1"));
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        let mut retries = 0;
+        while let Ok(w) = rx.try_recv() {
+            assert_eq!(w, "init", "the refusal was reported again");
+            retries += 1;
+        }
+        assert!((2..=6).contains(&retries), "{retries} retries in 3 s");
+        // The list allowed, the watch still refused: the list's events, then the list's end
+        // of refusal, then the watch's refusal; the gauge stays 1.
+        list.store(true, Ordering::SeqCst);
+        let mut seen = Vec::new();
+        while seen.last() != Some(&"watch refused") {
+            let w = next(&mut rx).await;
+            seen.push(w.unwrap_or_else(|| panic!("nothing reported within 60 s after {seen:?}")));
+        }
+        assert_eq!(
+            seen[seen.len() - 4..],
+            ["init", "init-done", "list allowed", "watch refused"]
+        );
+        assert!(
+            seen[..seen.len() - 4].iter().all(|w| *w == "init"),
+            "{seen:?}"
+        );
+        assert_eq!(forbidden_gauge(&metrics).as_deref(), Some("1"));
+        // The watch allowed: re-listed (every 2 s at most meanwhile), and once a watch has run
+        // WATCH_ALLOWED_AFTER without a refusal, allowed; the gauge is 0.
+        watch.store(true, Ordering::SeqCst);
+        let mut seen = Vec::new();
+        while seen.last() != Some(&"watch allowed") {
+            let w = next(&mut rx).await;
+            seen.push(w.unwrap_or_else(|| panic!("nothing reported within 60 s after {seen:?}")));
+        }
+        assert_eq!(
+            seen[seen.len() - 3..],
+            ["init", "init-done", "watch allowed"]
+        );
+        assert!(
+            seen[..seen.len() - 3]
+                .chunks(2)
+                .all(|c| c == ["init", "init-done"]),
+            "{seen:?}"
+        );
+        assert_eq!(forbidden_gauge(&metrics).as_deref(), Some("0"));
+        task.abort();
     }
 }
