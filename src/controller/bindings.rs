@@ -5,7 +5,7 @@
 //! - [`BindingState::param_access`] starts, on first need, a metadata-only watch of a param
 //!   kind some bound policy names (resolved through the discovery snapshot; namespaced or
 //!   cluster-scoped) and re-checks the policies of that kind on every change of its objects.
-//!   Only kinds that bindings need are watched, so vapcheck needs get/list/watch only on those
+//!   Only kinds that bindings need are watched, so vapcheck needs list/watch only on those
 //!   (docs/bindings.md, "In the cluster");
 //! - [`binding_reports`] gathers the analysis' inputs for one policy; the reconcile turns the
 //!   reports into the `BindingsEffective` condition, Events on the bindings and metrics.
