@@ -231,6 +231,15 @@ struct VerdictLabels {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct ResourceLabels {
+    resource: String,
+}
+
+/// The `resource` label of the bindings in `vapcheck_watch_forbidden`.
+pub const BINDINGS_RESOURCE: &str =
+    "validatingadmissionpolicybindings.admissionregistration.k8s.io";
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct PolicyLabels {
     kind: PolicyKind,
     policy: String,
@@ -409,6 +418,7 @@ pub struct Metrics {
     schema_cache_kinds: Gauge,
     status_writes: Family<WriteLabels, Counter>,
     watch_restarts: Family<WatchRestartLabels, Counter>,
+    watch_forbidden: Family<ResourceLabels, Gauge>,
     watch: WatchStatus,
 }
 
@@ -461,6 +471,7 @@ impl Metrics {
             schema_cache_kinds: Gauge::default(),
             status_writes: Family::default(),
             watch_restarts: Family::default(),
+            watch_forbidden: Family::default(),
             watch: WatchStatus::default(),
         };
 
@@ -584,6 +595,13 @@ impl Metrics {
             "Number of times the ValidatingAdmissionPolicy list/watch failed and was restarted, by reason",
             m.watch_restarts.clone(),
         );
+        r.register(
+            "vapcheck_watch_forbidden",
+            "1 while the API server refuses (403) vapcheck's list/watch of the resource (the bindings, a param kind), else 0",
+            m.watch_forbidden.clone(),
+        );
+        // The bindings are always watched: their series exists from start-up.
+        m.set_watch_forbidden(BINDINGS_RESOURCE, false);
         r.register_collector(Box::new(WatchCollector {
             status: m.watch.clone(),
         }));
@@ -873,6 +891,16 @@ impl Metrics {
             .get_or_create(&WatchRestartLabels { reason })
             .inc();
         self.watch.failed(error);
+    }
+
+    /// Sets `vapcheck_watch_forbidden{resource}`: whether the API server refuses (403) the
+    /// list/watch of `resource` (plural.group, or the plural for the core group).
+    pub fn set_watch_forbidden(&self, resource: &str, forbidden: bool) {
+        self.watch_forbidden
+            .get_or_create(&ResourceLabels {
+                resource: resource.to_owned(),
+            })
+            .set(i64::from(forbidden));
     }
 
     /// Counts one status write (or a skipped one, [`StatusWriteResult::Unchanged`]).
@@ -1704,6 +1732,7 @@ mod tests {
         ("vapcheck_schema_cache_kinds", "gauge"),
         ("vapcheck_status_writes_total", "counter"),
         ("vapcheck_watch_restarts_total", "counter"),
+        ("vapcheck_watch_forbidden", "gauge"),
         ("vapcheck_watch_seconds_since_last_success", "gauge"),
         ("vapcheck_watch_last_success_timestamp_seconds", "gauge"),
         ("vapcheck_build_info", "gauge"),

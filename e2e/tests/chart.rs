@@ -257,8 +257,9 @@ async fn chart_renderings_pass_server_side_dry_run_and_helm_installs_upgrades_un
                 let role = find(objects, "ClusterRole", "vapcheck").context("ClusterRole")?;
                 let grants = serde_json::to_string(&role["rules"])?;
                 ensure!(
-                    grants.contains(r#"{"apiGroups":[""],"resources":["configmaps"],"verbs":["get","list","watch"]}"#)
-                        && grants.contains(r#""resources":["replicalimits","namespacequotas"]"#),
+                    grants.contains(
+                        r#"{"apiGroups":[""],"resources":["configmaps"],"verbs":["list","watch"]}"#
+                    ) && grants.contains(r#""resources":["replicalimits","namespacequotas"]"#),
                     "{f}: {grants}"
                 );
                 ensure!(monitoring && replicas == 2, "{f}");

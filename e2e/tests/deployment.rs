@@ -665,7 +665,9 @@ spec:
 
     // 3. Not too broad: what the ServiceAccount must not do.
     let sa_policies: Api<ValidatingAdmissionPolicy> = Api::all(sa.clone());
-    let mut edited = sa_policies.get(POLICY).await?;
+    // No `get` either: vapcheck lists and watches, it never reads one policy by name.
+    forbidden("get a policy", sa_policies.get(POLICY).await)?;
+    let mut edited = policies.get(POLICY).await?;
     if let Some(spec) = edited.spec.as_mut() {
         spec.failure_policy = Some("Ignore".into());
     }

@@ -5,7 +5,7 @@
 //! - [`BindingState::param_access`] starts, on first need, a metadata-only watch of a param
 //!   kind some bound policy names (resolved through the discovery snapshot; namespaced or
 //!   cluster-scoped) and re-checks the policies of that kind on every change of its objects.
-//!   Only kinds that bindings need are watched, so vapcheck needs get/list/watch only on those
+//!   Only kinds that bindings need are watched, so vapcheck needs list/watch only on those
 //!   (docs/bindings.md, "In the cluster");
 //! - [`binding_reports`] gathers the analysis' inputs for one policy; the reconcile turns the
 //!   reports into the `BindingsEffective` condition, Events on the bindings and metrics.
@@ -14,24 +14,24 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures::StreamExt;
 use k8s_openapi::api::admissionregistration::v1::{
     ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
 };
 use kube::api::DynamicObject;
 use kube::core::PartialObjectMeta;
 use kube::runtime::reflector::{self, Store};
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::watcher;
 use kube::{Api, ResourceExt};
-use tracing::{debug, info, warn};
+use tracing::{debug, info};
 
 use crate::bindings::{
     BindingInput, BindingReport, ParamObject, ParamScope, PolicyInput, Verdict, analyse,
     param_kind_gvk, param_resource,
 };
+use crate::metrics::BINDINGS_RESOURCE;
 use crate::policy::{Gvk, PolicyStatus};
 
-use super::watch::WatchBackoff;
+use super::watch::{Watched, watch_with_refusals};
 use super::{AbortOnDrop, Context, lock};
 
 /// How long a reconcile waits for the first list of the bindings or of a param kind. Past
@@ -294,44 +294,63 @@ pub async fn binding_reports(
 
 /// Watches every binding into the state's store until the controller stops; each change
 /// re-checks the policy the binding names and, when it was re-pointed, the one it named.
+///
+/// A refusal (403: the ClusterRole lacks list or watch on the bindings, e.g. revoked while
+/// vapcheck runs) does not stop the controller ([`watch_with_refusals`]: logged once with the
+/// resource and the API server's reason, `vapcheck_watch_forbidden` 1). A refused list makes
+/// every policy's `BindingsEffective` `Unknown`/`NotEvaluated`, naming the grant to add, until
+/// a list works again; then every policy is checked again. A refused watch alone leaves the
+/// analysis to the lists, repeated after each refusal (at most 2 s apart).
 pub async fn watch_bindings(ctx: Arc<Context>) {
     let api: Api<ValidatingAdmissionPolicyBinding> = Api::all(ctx.client.clone());
-    let (reader, writer) = reflector::store();
+    let mut writer = reflector::store::Writer::<ValidatingAdmissionPolicyBinding>::default();
+    let reader = writer.as_reader();
     *lock(&ctx.bindings.bindings) = Some(reader.clone());
-    let mut targets: HashMap<String, String> = HashMap::new();
-    let config = watcher::Config {
-        page_size: None,
-        ..watcher::Config::default()
-    };
-    let mut stream = std::pin::pin!(
-        watcher(api, config)
-            .backoff(WatchBackoff::default())
-            .modify(|b: &mut ValidatingAdmissionPolicyBinding| {
-                super::slim::slim_meta(&mut b.metadata)
-            })
-            .reflect(writer)
-    );
-    while let Some(event) = stream.next().await {
-        if event.is_ok() {
-            *lock(&ctx.bindings.bindings_refused) = None;
-        }
+    // Each binding's policy and resourceVersion, as last seen.
+    let mut targets: HashMap<String, (String, Option<String>)> = HashMap::new();
+    let metrics = ctx.metrics.clone();
+    let slim: fn(&mut ValidatingAdmissionPolicyBinding) =
+        |b| super::slim::slim_meta(&mut b.metadata);
+    watch_with_refusals(api, BINDINGS_RESOURCE, &metrics, slim, |watched| {
         let trigger = |policy: String| ctx.trigger(policy);
+        let event = match watched {
+            Watched::Event(event) => event,
+            Watched::Refused { list: true } => {
+                *lock(&ctx.bindings.bindings_refused) = Some(BINDINGS_REFUSED.to_owned());
+                trigger_all_policies(&ctx);
+                return;
+            }
+            Watched::Allowed { list: true } => {
+                *lock(&ctx.bindings.bindings_refused) = None;
+                trigger_all_policies(&ctx);
+                return;
+            }
+            Watched::Refused { list: false } | Watched::Allowed { list: false } => return,
+        };
+        writer.apply_watcher_event(&event);
         match event {
-            Ok(watcher::Event::Apply(b) | watcher::Event::InitApply(b)) => {
+            watcher::Event::Apply(b) | watcher::Event::InitApply(b) => {
                 let policy = Some(b.spec.policy_name.clone()).filter(|p| !p.is_empty());
+                let version = b.metadata.resource_version.clone();
                 let before = match &policy {
-                    Some(p) => targets.insert(b.name_any(), p.clone()),
+                    Some(p) => targets.insert(b.name_any(), (p.clone(), version.clone())),
                     None => targets.remove(&b.name_any()),
                 };
-                if let Some(old) = before.filter(|old| Some(old) != policy.as_ref()) {
+                // A relist hands out every binding again: only a changed one re-checks.
+                if before.as_ref().is_some_and(|(p, v)| {
+                    Some(p) == policy.as_ref() && v.is_some() && *v == version
+                }) {
+                    return;
+                }
+                if let Some((old, _)) = before.filter(|(old, _)| Some(old) != policy.as_ref()) {
                     trigger(old);
                 }
                 if let Some(p) = policy {
                     trigger(p);
                 }
             }
-            Ok(watcher::Event::Delete(b)) => {
-                if let Some(p) = targets.remove(&b.name_any()) {
+            watcher::Event::Delete(b) => {
+                if let Some((p, _)) = targets.remove(&b.name_any()) {
                     trigger(p);
                 }
                 let present: std::collections::HashSet<String> =
@@ -339,12 +358,21 @@ pub async fn watch_bindings(ctx: Arc<Context>) {
                 let counts = ctx.bindings.forget_bindings(&|n| present.contains(n));
                 ctx.metrics.set_binding_verdicts(&counts);
             }
-            Ok(watcher::Event::Init) => {}
-            Ok(watcher::Event::InitDone) => {
-                // A relist may have missed deletions: forget what is gone, re-check the rest.
+            watcher::Event::Init => {}
+            watcher::Event::InitDone => {
+                // A relist may have missed deletions: forget what is gone, re-check its policy.
                 let present: std::collections::HashSet<String> =
                     reader.state().iter().map(|b| b.name_any()).collect();
-                targets.retain(|b, _| present.contains(b));
+                let gone: Vec<String> = targets
+                    .iter()
+                    .filter(|(b, _)| !present.contains(*b))
+                    .map(|(b, _)| b.clone())
+                    .collect();
+                for b in gone {
+                    if let Some((p, _)) = targets.remove(&b) {
+                        trigger(p);
+                    }
+                }
                 let counts = ctx.bindings.forget_bindings(&|n| present.contains(n));
                 ctx.metrics.set_binding_verdicts(&counts);
                 let waited = ctx.bindings.take_waiting();
@@ -357,15 +385,21 @@ pub async fn watch_bindings(ctx: Arc<Context>) {
                     trigger(policy);
                 }
             }
-            Err(e) => {
-                warn!(error = %e, "the binding list/watch failed; retrying");
-                if refused(&e) {
-                    *lock(&ctx.bindings.bindings_refused) = Some(
-                        "vapcheck may not list validatingadmissionpolicybindings.admissionregistration.k8s.io: grant its service account get, list and watch on them (manifests/clusterrole.yaml)".to_owned(),
-                    );
-                }
-            }
         }
+    })
+    .await;
+}
+
+/// What `BindingsEffective` says while the bindings' list/watch is refused.
+const BINDINGS_REFUSED: &str = "vapcheck may not list validatingadmissionpolicybindings.admissionregistration.k8s.io: grant its service account list and watch on them (docs/rbac.md)";
+
+/// Asks for a new check of every policy in the controller's store.
+fn trigger_all_policies(ctx: &Arc<Context>) {
+    let Some(store) = lock(&ctx.store).clone() else {
+        return;
+    };
+    for p in store.state() {
+        ctx.trigger(p.name_any());
     }
 }
 
@@ -427,7 +461,7 @@ fn start_param_watch(ctx: Arc<Context>, gvk: &Gvk, resource: &str, namespaced: b
     };
     let api: Api<PartialObjectMeta<DynamicObject>> =
         Api::all_with(ctx.client.clone(), &api_resource);
-    let writer = reflector::store::Writer::new(api_resource.clone());
+    let mut writer = reflector::store::Writer::new(api_resource.clone());
     let store = writer.as_reader();
     let failing: Arc<Mutex<Option<String>>> = Arc::default();
     let plural = if gvk.group.is_empty() {
@@ -441,44 +475,40 @@ fn start_param_watch(ctx: Arc<Context>, gvk: &Gvk, resource: &str, namespaced: b
         let gvk = gvk.clone();
         let client_ctx = Arc::clone(&ctx);
         tokio::spawn(async move {
-            let config = watcher::Config {
-                page_size: None,
-                ..watcher::Config::default()
-            };
-            let mut stream = std::pin::pin!(
-                watcher(api, config)
-                    .backoff(WatchBackoff::default())
-                    .modify(|o: &mut PartialObjectMeta<DynamicObject>| {
-                        super::slim::slim_meta(&mut o.metadata)
-                    })
-                    .reflect(writer)
-            );
-            while let Some(event) = stream.next().await {
-                match event {
-                    Ok(watcher::Event::Init | watcher::Event::InitApply(_)) => {}
-                    Ok(watcher::Event::Apply(o) | watcher::Event::Delete(o)) => {
-                        *lock(&failing) = None;
-                        trigger_param_object(&client_ctx, &gvk, &o.metadata);
+            let metrics = client_ctx.metrics.clone();
+            let slim: fn(&mut PartialObjectMeta<DynamicObject>) =
+                |o| super::slim::slim_meta(&mut o.metadata);
+            // As the bindings' watch: a refused list makes the policies of the kind say
+            // ParamsUnavailable; a refused watch alone leaves them to the repeated lists.
+            let resource = plural.clone();
+            watch_with_refusals(api, &resource, &metrics, slim, |watched| {
+                let event = match watched {
+                    Watched::Event(event) => event,
+                    Watched::Refused { list: true } => {
+                        *lock(&failing) = Some(format!(
+                            "vapcheck may not list {plural}, the objects of the policy's paramKind {gvk}: grant its service account list and watch on {plural} (docs/rbac.md)"
+                        ));
+                        trigger_param_kind(&client_ctx, &gvk);
+                        return;
                     }
-                    Ok(watcher::Event::InitDone) => {
+                    Watched::Allowed { list: true } => {
+                        // Again after the list's InitDone, now that they can read the params.
                         *lock(&failing) = None;
                         trigger_param_kind(&client_ctx, &gvk);
+                        return;
                     }
-                    Err(e) => {
-                        // Only a refusal says something lasting about the params; other
-                        // errors (an API server restart) are retried with the last objects.
-                        warn!(error = %e, kind = %gvk, "the param list/watch failed; retrying");
-                        if refused(&e) {
-                            let why = format!(
-                                "vapcheck may not list {plural}, the objects of the policy's paramKind {gvk}: grant its service account get, list and watch on {plural} (docs/bindings.md)"
-                            );
-                            if lock(&failing).replace(why).is_none() {
-                                trigger_param_kind(&client_ctx, &gvk);
-                            }
-                        }
+                    Watched::Refused { list: false } | Watched::Allowed { list: false } => return,
+                };
+                writer.apply_watcher_event(&event);
+                match event {
+                    watcher::Event::Init | watcher::Event::InitApply(_) => {}
+                    watcher::Event::Apply(o) | watcher::Event::Delete(o) => {
+                        trigger_param_object(&client_ctx, &gvk, &o.metadata);
                     }
+                    watcher::Event::InitDone => trigger_param_kind(&client_ctx, &gvk),
                 }
-            }
+            })
+            .await;
         })
     };
     ParamWatch {
@@ -487,17 +517,6 @@ fn start_param_watch(ctx: Arc<Context>, gvk: &Gvk, resource: &str, namespaced: b
         failing,
         _task: AbortOnDrop(task),
     }
-}
-
-/// Whether a list/watch error is the API server's refusal (403 Forbidden).
-fn refused(e: &watcher::Error) -> bool {
-    matches!(
-        e,
-        watcher::Error::InitialListFailed(kube::Error::Api(s))
-            | watcher::Error::WatchStartFailed(kube::Error::Api(s))
-            | watcher::Error::WatchFailed(kube::Error::Api(s))
-            if s.code == 403
-    )
 }
 
 /// Whether `binding`'s paramRef can resolve to the object `meta` (of its policy's param

@@ -494,8 +494,12 @@ pub(crate) fn no_answer_in_time() -> String {
 /// types set `forceAllowCreate`), so the API server tries to create the policy from the status
 /// body, which has no name, and refuses with 400 "the name of the object (<name> based on URL)
 /// was undeterminable: name must be provided" (`rest.go`, `checkName`; a body with the name
-/// would be refused as an invalid policy, 422). So after a 400 or 422, one GET tells whether
-/// the policy is gone; otherwise the refusal is returned as it came.
+/// would be refused as an invalid policy, 422). So after a 400 or 422, one list of the policy
+/// by name tells whether it is gone; otherwise the refusal is returned as it came. A list with
+/// the field selector `metadata.name`, not a GET, so that the ClusterRole needs no `get` on
+/// policies (the watch needs `list` anyway): every kind supports that selector
+/// (k8s.io/apimachinery v0.37.1 `pkg/runtime/scheme.go`, `ConvertFieldLabel` falls back to
+/// `DefaultMetaV1FieldSelectorConversion`).
 #[doc(hidden)]
 pub async fn apply_status(
     api: &Api<ValidatingAdmissionPolicy>,
@@ -510,8 +514,9 @@ pub async fn apply_status(
         Ok(stored) => Ok(Some(stored)),
         Err(kube::Error::Api(s)) if s.is_not_found() => Ok(None),
         Err(kube::Error::Api(s)) if s.code == 400 || s.code == 422 => {
-            match api.get_opt(name).await {
-                Ok(None) => Ok(None),
+            let by_name = kube::api::ListParams::default().fields(&format!("metadata.name={name}"));
+            match api.list_metadata(&by_name).await {
+                Ok(list) if list.items.is_empty() => Ok(None),
                 _ => Err(kube::Error::Api(s)),
             }
         }

@@ -79,9 +79,143 @@ pub fn is_expired(error: &watcher::Error) -> bool {
     }
 }
 
+/// What [`watch_with_refusals`] hands its caller.
+pub enum Watched<K> {
+    /// A watcher event, in order (apply it to the caller's store).
+    Event(watcher::Event<K>),
+    /// The API server started refusing (403) the list (`list`: nothing can be known) or only
+    /// the watch (the lists still work: the objects are re-listed after each refusal).
+    Refused { list: bool },
+    /// The list (`list`), or the watch, is allowed again.
+    Allowed { list: bool },
+}
+
+/// How long a watch must run without a refusal after a list before the watch counts as
+/// allowed again (a refused watch is refused within milliseconds of the list).
+pub const WATCH_ALLOWED_AFTER: Duration = Duration::from_secs(3);
+
+/// Whether a list/watch error is the API server's refusal (403 Forbidden).
+pub fn refused(e: &watcher::Error) -> bool {
+    matches!(
+        e,
+        watcher::Error::InitialListFailed(kube::Error::Api(s))
+            | watcher::Error::WatchStartFailed(kube::Error::Api(s))
+            | watcher::Error::WatchFailed(kube::Error::Api(s))
+            if s.code == 403
+    )
+}
+
+/// Lists and watches `api` forever, handing every event to `on`, and survives refusals
+/// (403, e.g. an RBAC rule removed or revoked while vapcheck runs): the first refusal of the
+/// list or of the watch is logged (naming `resource` and the API server's reason) and handed
+/// to `on` once, `vapcheck_watch_forbidden{resource}` says 1 while either is refused, and the
+/// watcher starts afresh with a list after [`WatchBackoff`]'s pause. A list that completes
+/// after a refused list is `Allowed { list: true }`; a watch that runs
+/// [`WATCH_ALLOWED_AFTER`] without a refusal after a refused watch is `Allowed { list: false }`
+/// (an allowed watch shows nothing when nothing changes, and a fresh list would not tell).
+///
+/// An established watch is not ended by an RBAC change: kube-apiserver authorizes a request
+/// when it starts (k8s.io/apiserver v0.37.1 `pkg/endpoints/filters/authorization.go`,
+/// `withAuthorization`), so a revoked permission shows at the next list or watch (the
+/// watch's timeout, an API server restart).
+pub async fn watch_with_refusals<K>(
+    api: kube::Api<K>,
+    resource: &str,
+    metrics: &crate::metrics::Metrics,
+    slim: fn(&mut K),
+    mut on: impl FnMut(Watched<K>),
+) where
+    K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + 'static,
+{
+    use futures::StreamExt;
+    use kube::runtime::WatchStreamExt;
+    use tracing::{debug, info, warn};
+
+    let config = watcher::Config {
+        page_size: None,
+        ..watcher::Config::default()
+    };
+    let (mut list_refused, mut watch_refused) = (false, false);
+    let mut pause = WatchBackoff::default();
+    metrics.set_watch_forbidden(resource, false);
+    loop {
+        let mut stream = std::pin::pin!(
+            watcher(api.clone(), config.clone())
+                .backoff(WatchBackoff::default())
+                .modify(slim)
+        );
+        // When the last list completed while the watch was refused.
+        let mut listed_at: Option<tokio::time::Instant> = None;
+        loop {
+            let confirm = listed_at.map(|t| t + WATCH_ALLOWED_AFTER);
+            let next = tokio::select! {
+                next = stream.next() => next,
+                () = tokio::time::sleep_until(confirm.unwrap_or_else(tokio::time::Instant::now)),
+                    if watch_refused && confirm.is_some() => {
+                    watch_refused = false;
+                    listed_at = None;
+                    info!(resource = %resource, "vapcheck may watch again");
+                    metrics.set_watch_forbidden(resource, list_refused);
+                    pause = WatchBackoff::default();
+                    on(Watched::Allowed { list: false });
+                    continue;
+                }
+            };
+            let Some(next) = next else { break };
+            match next {
+                Ok(event) => {
+                    let done = matches!(event, watcher::Event::InitDone);
+                    on(Watched::Event(event));
+                    if done {
+                        if watch_refused {
+                            listed_at = Some(tokio::time::Instant::now());
+                        } else {
+                            pause = WatchBackoff::default();
+                        }
+                        if list_refused {
+                            list_refused = false;
+                            info!(resource = %resource, "vapcheck may list again");
+                            metrics.set_watch_forbidden(resource, watch_refused);
+                            on(Watched::Allowed { list: true });
+                        }
+                    }
+                }
+                Err(e) if refused(&e) => {
+                    let list = matches!(e, watcher::Error::InitialListFailed(_));
+                    let flag = if list {
+                        &mut list_refused
+                    } else {
+                        &mut watch_refused
+                    };
+                    if std::mem::replace(flag, true) {
+                        debug!(resource = %resource, error = %e, "still refused");
+                    } else {
+                        warn!(
+                            resource = %resource,
+                            error = %e,
+                            "the API server refuses vapcheck's {} (403); retrying",
+                            if list { "list" } else { "watch" }
+                        );
+                        metrics.set_watch_forbidden(resource, true);
+                        on(Watched::Refused { list });
+                    }
+                    break;
+                }
+                Err(e) => {
+                    warn!(resource = %resource, error = %e, "the list/watch failed; retrying")
+                }
+            }
+        }
+        tokio::time::sleep(pause.next().unwrap_or(WATCH_BACKOFF_MAX)).await;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
 
     #[test]
     fn backoff_grows_to_the_cap_and_resets() {
@@ -118,5 +252,139 @@ mod tests {
             kube::Error::Api(Box::new(status(410)))
         )));
         assert!(!is_expired(&watcher::Error::NoResourceVersion));
+    }
+
+    /// A fake API server for ConfigMaps: a list answers 200 (no items) or 403, a watch 403
+    /// or never answers (an allowed watch with nothing to say).
+    fn fake_api(list_allowed: Arc<AtomicBool>, watch_allowed: Arc<AtomicBool>) -> kube::Client {
+        let service = tower::service_fn(move |req: http::Request<kube::client::Body>| {
+            let watch = req.uri().query().is_some_and(|q| q.contains("watch=true"));
+            let allowed = if watch { &watch_allowed } else { &list_allowed }.load(Ordering::SeqCst);
+            async move {
+                if allowed && watch {
+                    std::future::pending::<()>().await;
+                }
+                let (code, body) = if allowed {
+                    (
+                        200,
+                        r#"{"apiVersion":"v1","kind":"ConfigMapList","metadata":{"resourceVersion":"7"},"items":[]}"#,
+                    )
+                } else {
+                    (
+                        403,
+                        r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"configmaps is forbidden: User \"u\" cannot list resource \"configmaps\"","reason":"Forbidden","code":403}"#,
+                    )
+                };
+                http::Response::builder()
+                    .status(code)
+                    .header("content-type", "application/json")
+                    .body(kube::client::Body::from(body.as_bytes().to_vec()))
+                    .map_err(|e| std::io::Error::other(e.to_string()))
+            }
+        });
+        kube::Client::new(service, "default")
+    }
+
+    fn what(w: &Watched<ConfigMap>) -> &'static str {
+        match w {
+            Watched::Event(watcher::Event::Init) => "init",
+            Watched::Event(watcher::Event::InitDone) => "init-done",
+            Watched::Event(_) => "object",
+            Watched::Refused { list: true } => "list refused",
+            Watched::Refused { list: false } => "watch refused",
+            Watched::Allowed { list: true } => "list allowed",
+            Watched::Allowed { list: false } => "watch allowed",
+        }
+    }
+
+    fn forbidden_gauge(metrics: &crate::metrics::Metrics) -> Option<String> {
+        metrics
+            .encode_prometheus_text()
+            .lines()
+            .find_map(|l| l.strip_prefix("vapcheck_watch_forbidden{resource=\"configmaps\"} "))
+            .map(str::to_owned)
+    }
+
+    async fn next(
+        rx: &mut tokio::sync::mpsc::UnboundedReceiver<&'static str>,
+    ) -> Option<&'static str> {
+        tokio::time::timeout(Duration::from_secs(60), rx.recv())
+            .await
+            .ok()
+            .flatten()
+    }
+
+    #[tokio::test]
+    async fn a_refusal_is_reported_once_and_its_end_too() {
+        let list = Arc::new(AtomicBool::new(false));
+        let watch = Arc::new(AtomicBool::new(false));
+        let metrics = crate::metrics::Metrics::new();
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let task = tokio::spawn({
+            let api: kube::Api<ConfigMap> =
+                kube::Api::all(fake_api(Arc::clone(&list), Arc::clone(&watch)));
+            let metrics = metrics.clone();
+            async move {
+                watch_with_refusals(
+                    api,
+                    "configmaps",
+                    &metrics,
+                    |_| {},
+                    |w| {
+                        let _ = tx.send(what(&w));
+                    },
+                )
+                .await;
+            }
+        });
+        // Refused from the start: said once, however often the list is retried (about 4
+        // times in 3 s: 250 ms doubling; each attempt starts with the watcher's Init).
+        assert_eq!(next(&mut rx).await, Some("init"));
+        assert_eq!(next(&mut rx).await, Some("list refused"));
+        assert_eq!(forbidden_gauge(&metrics).as_deref(), Some("1"));
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        let mut retries = 0;
+        while let Ok(w) = rx.try_recv() {
+            assert_eq!(w, "init", "the refusal was reported again");
+            retries += 1;
+        }
+        assert!((2..=6).contains(&retries), "{retries} retries in 3 s");
+        // The list allowed, the watch still refused: the list's events, then the list's end
+        // of refusal, then the watch's refusal; the gauge stays 1.
+        list.store(true, Ordering::SeqCst);
+        let mut seen = Vec::new();
+        while seen.last() != Some(&"watch refused") {
+            let w = next(&mut rx).await;
+            seen.push(w.unwrap_or_else(|| panic!("nothing reported within 60 s after {seen:?}")));
+        }
+        assert_eq!(
+            seen[seen.len() - 4..],
+            ["init", "init-done", "list allowed", "watch refused"]
+        );
+        assert!(
+            seen[..seen.len() - 4].iter().all(|w| *w == "init"),
+            "{seen:?}"
+        );
+        assert_eq!(forbidden_gauge(&metrics).as_deref(), Some("1"));
+        // The watch allowed: re-listed (every 2 s at most meanwhile), and once a watch has run
+        // WATCH_ALLOWED_AFTER without a refusal, allowed; the gauge is 0.
+        watch.store(true, Ordering::SeqCst);
+        let mut seen = Vec::new();
+        while seen.last() != Some(&"watch allowed") {
+            let w = next(&mut rx).await;
+            seen.push(w.unwrap_or_else(|| panic!("nothing reported within 60 s after {seen:?}")));
+        }
+        assert_eq!(
+            seen[seen.len() - 3..],
+            ["init", "init-done", "watch allowed"]
+        );
+        assert!(
+            seen[..seen.len() - 3]
+                .chunks(2)
+                .all(|c| c == ["init", "init-done"]),
+            "{seen:?}"
+        );
+        assert_eq!(forbidden_gauge(&metrics).as_deref(), Some("0"));
+        task.abort();
     }
 }

@@ -111,9 +111,12 @@ const fn review(group: &'static str, resource: &'static str) -> Permission {
 const VAP: &str = "validatingadmissionpolicies";
 const ADM: &str = "admissionregistration.k8s.io";
 
-/// Every permission `vapcheck controller` uses.
+/// Every permission `vapcheck controller` needs to start: each one is a request the code makes
+/// (docs/rbac.md names the request and the e2e check, `e2e/tests/rbac.rs`, that fails without
+/// it). The bindings, param kinds and MutatingAdmissionPolicies are not here: without them the
+/// controller runs degraded and says so (conditions, `vapcheck_watch_forbidden`, log).
 pub const REQUIRED_PERMISSIONS: &[Permission] = &[
-    res("get", ADM, VAP, "to read policies"),
+    // The policy watch (kube-runtime `watcher`: list, then watch).
     res("list", ADM, VAP, "to read policies"),
     res("watch", ADM, VAP, "to follow policy changes"),
     res(
@@ -122,44 +125,26 @@ pub const REQUIRED_PERMISSIONS: &[Permission] = &[
         "validatingadmissionpolicies/status",
         "to write policy status",
     ),
-    res(
-        "list",
-        "apiextensions.k8s.io",
-        "customresourcedefinitions",
-        "to re-check policies when CRDs change",
-    ),
-    res(
-        "watch",
-        "apiextensions.k8s.io",
-        "customresourcedefinitions",
-        "to re-check policies when CRDs change",
-    ),
-    res(
-        "list",
-        "apiregistration.k8s.io",
-        "apiservices",
-        "to re-check policies when aggregated APIs change",
-    ),
-    res(
-        "watch",
-        "apiregistration.k8s.io",
-        "apiservices",
-        "to re-check policies when aggregated APIs change",
-    ),
+    // kube-runtime `Recorder::publish` creates an Event (and patches the series of a repeated
+    // one: `patch` is not checked here, a refusal only loses the repeat count, logged).
     res(
         "create",
         "events.k8s.io",
         "events",
         "to record events on policies",
     ),
+    // Granted to every authenticated user by the bootstrap ClusterRole `system:discovery`
+    // (kubernetes v1.37.1 plugin/pkg/auth/authorizer/rbac/bootstrappolicy/policy.go,
+    // `ClusterRoles` and `ClusterRoleBindings`); checked in case a cluster removed that binding.
     url("/openapi/v3"),
     url("/openapi/v3/apis/apps/v1"),
     url("/api"),
     url("/apis"),
     url("/apis/admissionregistration.k8s.io/v1"),
+    // `lease::Elector`: get_opt, create, replace (an update).
     lease("get"),
     lease("create"),
-    lease("patch"),
+    lease("update"),
     review("authentication.k8s.io", "tokenreviews"),
     review("authorization.k8s.io", "subjectaccessreviews"),
 ];
