@@ -410,6 +410,7 @@ pub struct Metrics {
     policies: Family<StateLabels, Gauge>,
     bindings: Family<VerdictLabels, Gauge>,
     policy_warnings: Family<PolicyLabels, Gauge>,
+    policy_runtime_errors: Family<PolicyLabels, Gauge>,
     policy_rejected_on_create: Family<PolicyLabels, Gauge>,
     typecheck_duration: Histogram,
     estimated_cost: Histogram,
@@ -460,6 +461,7 @@ impl Metrics {
             policies: Family::default(),
             bindings: Family::default(),
             policy_warnings: Family::default(),
+            policy_runtime_errors: Family::default(),
             policy_rejected_on_create: Family::default(),
             // 100 µs … 3.3 s, doubling.
             typecheck_duration: Histogram::new(exponential_buckets(0.0001, 2.0, 16)),
@@ -554,6 +556,11 @@ impl Metrics {
             "vapcheck_policy_expression_warnings",
             "Number of expression warnings of each admission policy, by kind",
             m.policy_warnings.clone(),
+        );
+        r.register(
+            "vapcheck_policy_runtime_errors",
+            "Number of expression accesses of each admission policy that error at admission on valid objects (extended mode; docs/runtime-safety.md), by kind",
+            m.policy_runtime_errors.clone(),
         );
         r.register(
             "vapcheck_policy_rejected_on_create",
@@ -824,6 +831,16 @@ impl Metrics {
             .set(i64::try_from(warnings).unwrap_or(i64::MAX));
     }
 
+    /// Sets `vapcheck_policy_runtime_errors{kind, policy}`.
+    pub fn set_policy_runtime_errors(&self, kind: PolicyKind, policy: &str, errors: usize) {
+        self.policy_runtime_errors
+            .get_or_create(&PolicyLabels {
+                kind,
+                policy: policy.to_owned(),
+            })
+            .set(i64::try_from(errors).unwrap_or(i64::MAX));
+    }
+
     /// Sets `vapcheck_policy_rejected_on_create{kind, policy}`.
     pub fn set_policy_rejected_on_create(&self, kind: PolicyKind, policy: &str, rejected: bool) {
         self.policy_rejected_on_create
@@ -841,6 +858,7 @@ impl Metrics {
             policy: policy.to_owned(),
         };
         self.policy_warnings.remove(&labels);
+        self.policy_runtime_errors.remove(&labels);
         self.policy_rejected_on_create.remove(&labels);
     }
 
@@ -1684,6 +1702,7 @@ mod tests {
             },
         );
         m.set_policy_warnings(PolicyKind::Validating, "demo-policy", 2);
+        m.set_policy_runtime_errors(PolicyKind::Validating, "demo-policy", 1);
         m.set_policy_rejected_on_create(PolicyKind::Validating, "demo-policy", true);
         m.set_policy_states(
             PolicyKind::Mutating,
@@ -1724,6 +1743,7 @@ mod tests {
         ("vapcheck_policies", "gauge"),
         ("vapcheck_bindings", "gauge"),
         ("vapcheck_policy_expression_warnings", "gauge"),
+        ("vapcheck_policy_runtime_errors", "gauge"),
         ("vapcheck_policy_rejected_on_create", "gauge"),
         ("vapcheck_typecheck_duration_seconds", "histogram"),
         ("vapcheck_cel_estimated_cost", "histogram"),

@@ -169,6 +169,11 @@ impl Context {
             name,
             computed.expression_warnings.len(),
         );
+        self.metrics.set_policy_runtime_errors(
+            PolicyKind::Validating,
+            name,
+            computed.runtime.len(),
+        );
         self.metrics.set_policy_rejected_on_create(
             PolicyKind::Validating,
             name,
@@ -228,7 +233,7 @@ fn state_of(computed: &PolicyStatus) -> PolicyState {
         .any(|c| c.type_ == crate::policy::status::TYPE_CHECKED && c.status != "True");
     if failed {
         PolicyState::Failed
-    } else if computed.has_warnings() {
+    } else if computed.has_warnings() || !computed.runtime.is_empty() {
         PolicyState::Warnings
     } else if !computed.skipped.is_empty() {
         PolicyState::Partial

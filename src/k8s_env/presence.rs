@@ -88,9 +88,16 @@ struct Text<'a> {
 
 struct Walker<'a> {
     variables: &'a [(&'a str, &'a ParsedExpr)],
+    /// Variables being walked inside one another.
+    nesting: usize,
     budget: usize,
     out: Vec<Chain>,
 }
+
+/// Expressions (and matchConditions, variables) nested deeper than this are not analysed: no
+/// chains, so no findings, rather than a deep recursion on the controller's 2 MiB check
+/// threads (cel-go's parser allows 250 levels).
+pub const MAX_ANALYSED_DEPTH: usize = 48;
 
 /// Every chain of `site` (and of the variables it uses, [`Origin::Variable`]), given the
 /// matchConditions that must be true for it to be evaluated (`conditions`; for a
@@ -100,8 +107,13 @@ pub fn access_chains(
     conditions: &[&ParsedExpr],
     variables: &[(&str, &ParsedExpr)],
 ) -> Vec<Chain> {
+    let too_deep = |p: &ParsedExpr| p.depth() > MAX_ANALYSED_DEPTH;
+    if too_deep(site) || conditions.iter().any(|c| too_deep(c)) {
+        return Vec::new();
+    }
     let mut w = Walker {
         variables,
+        nesting: 0,
         budget: VARIABLE_WALKS,
         out: Vec::new(),
     };
@@ -173,6 +185,9 @@ impl<'a> Walker<'a> {
             return None;
         }
         let (_, p) = self.variable(name)?;
+        if p.depth() > MAX_ANALYSED_DEPTH {
+            return None;
+        }
         self.resolve(p.expr(), &Vec::new(), false, depth + 1)
     }
 
@@ -717,13 +732,20 @@ impl<'a> Walker<'a> {
         let Some((i, p)) = self.variable(name) else {
             return;
         };
+        // A variable too deep, or used inside more than 4 others being walked: not followed
+        // (fewer findings, and a bounded stack).
+        if p.depth() > MAX_ANALYSED_DEPTH || self.nesting >= 4 {
+            return;
+        }
         self.budget -= 1;
+        self.nesting += 1;
         let t = Text {
             parsed: p,
             origin: Origin::Variable(i),
             tag: 2_000 + i as u64,
         };
         self.walk(&t, p.expr(), known, conds, &Vec::new());
+        self.nesting -= 1;
     }
 }
 
