@@ -2,7 +2,7 @@
 # e2e/cluster/ so that it can also be run by hand.
 SHELL := /bin/bash
 
-.PHONY: test demo build cluster-binaries lint fuzz-smoke fuzz bench-smoke bench
+.PHONY: test demo build cluster-binaries image lint fuzz-smoke fuzz bench-smoke bench
 
 ## make test: lint, the oracle (its Go tests, golden files regenerated and compared), unit,
 ## integration and cluster (e2e) tests; the e2e tests start their own control plane (built from
@@ -103,6 +103,11 @@ demo:
 
 build:
 	cargo build
+
+## make image: the Dockerfile's `scratch` target built with buildah from a static musl release
+## binary, without pulling anything (scripts/build-image; docs/image.md); prints the OCI layout.
+image:
+	@scripts/build-image
 
 ## Only the Kubernetes binaries (kube-apiserver, kube-controller-manager, etcd).
 cluster-binaries:
