@@ -2,7 +2,7 @@
 # e2e/cluster/ so that it can also be run by hand.
 SHELL := /bin/bash
 
-.PHONY: test demo build cluster-binaries lint fuzz-smoke fuzz bench-smoke bench
+.PHONY: test demo build cluster-binaries image lint fuzz-smoke fuzz bench-smoke bench
 
 ## make test: lint, the oracle (its Go tests, golden files regenerated and compared), unit,
 ## integration and cluster (e2e) tests; the e2e tests start their own control plane (built from
@@ -12,7 +12,9 @@ SHELL := /bin/bash
 ## oracle built by the golden stage. The Helm chart (charts/vapcheck): helm lint of its test
 ## matrix (scripts/check-chart), its alerts checked and unit-tested by promtool
 ## (scripts/promtool-rules); helm and Prometheus are pinned in scripts/tools.version and cached
-## under $VAPCHECK_CACHE by scripts/helm-path and scripts/prometheus-path.
+## under $VAPCHECK_CACHE by scripts/helm-path and scripts/prometheus-path. The container image
+## (`make image`, the Dockerfile's scratch target) is built before the cargo tests, whose
+## e2e_image unpacks and runs it (VAPCHECK_IMAGE_OCI).
 test: export CELCHECK = $(CURDIR)/e2e/oracle/bin/celcheck
 # The comparisons with the oracle run in their own stage with --nocapture, so that the log shows
 # their exact counts ("oracle diff: 12054 comparisons ...", "compared 571 cases ...",
@@ -39,9 +41,11 @@ test:
 	@kubectl="$$(scripts/stage kubectl scripts/kubectl-path)" && \
 		helm="$$(scripts/helm-path)" && \
 		scripts/stage cluster-binaries e2e/cluster/build && \
+		image="$$(scripts/stage image scripts/build-image)" && \
 		VAPCHECK_KUBECTL="$$kubectl" scripts/stage oracle-replays \
 			cargo test --test it -- --exact --nocapture $(ORACLE_REPLAY_TESTS) && \
-		VAPCHECK_KUBECTL="$$kubectl" VAPCHECK_HELM="$$helm" scripts/stage cargo-test \
+		VAPCHECK_KUBECTL="$$kubectl" VAPCHECK_HELM="$$helm" VAPCHECK_IMAGE_OCI="$$image" \
+			scripts/stage cargo-test \
 			cargo test --all-targets --no-fail-fast -- --exact $(addprefix --skip ,$(ORACLE_REPLAY_TESTS))
 	@scripts/stage doc-test cargo test --doc
 	@scripts/stage bench-smoke $(MAKE) --no-print-directory bench-smoke
@@ -103,6 +107,11 @@ demo:
 
 build:
 	cargo build
+
+## make image: the Dockerfile's `scratch` target built with buildah from a static musl release
+## binary, without pulling anything (scripts/build-image; docs/image.md); prints the OCI layout.
+image:
+	@scripts/build-image
 
 ## Only the Kubernetes binaries (kube-apiserver, kube-controller-manager, etcd).
 cluster-binaries:

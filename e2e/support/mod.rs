@@ -28,6 +28,8 @@ use kube::core::GroupVersionKind;
 use kube::discovery::Scope;
 use kube::{Client, Config};
 
+pub mod scrape;
+
 /// The environment variable that points the tests at an existing cluster's kubeconfig.
 pub const KUBECONFIG_ENV: &str = "VAPCHECK_E2E_KUBECONFIG";
 

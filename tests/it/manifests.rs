@@ -499,7 +499,7 @@ fn kubectl_kustomize_builds_the_manifests() {
 }
 
 #[test]
-fn dockerfile_builds_the_tested_binary_on_a_nonroot_base() {
+fn dockerfile_builds_the_tested_binary_on_a_nonroot_base_and_offers_a_scratch_target() {
     let df = read("Dockerfile");
     assert!(
         df.contains("cargo build --release --locked"),
@@ -522,14 +522,20 @@ fn dockerfile_builds_the_tested_binary_on_a_nonroot_base() {
             .any(|l| l.starts_with("USER ") && !l.contains("root:")),
         "non-root USER"
     );
-    let entry = df
-        .lines()
-        .find(|l| l.starts_with("ENTRYPOINT"))
-        .unwrap_or("");
-    assert!(
-        entry.starts_with("ENTRYPOINT [\""),
-        "exec form, no shell: {entry}"
+    // Both runtime stages (scratch, distroless) run as 65532 with an exec-form entry point.
+    let users: Vec<&str> = df.lines().filter(|l| l.starts_with("USER ")).collect();
+    assert_eq!(users, ["USER 65532:65532", "USER 65532:65532"]);
+    let entries: Vec<&str> = df.lines().filter(|l| l.starts_with("ENTRYPOINT")).collect();
+    assert_eq!(
+        entries, [r#"ENTRYPOINT ["/usr/local/bin/vapcheck"]"#; 2],
+        "exec form, no shell"
     );
+    // The target that pulls nothing (scripts/build-image builds it, e2e/tests/image.rs runs it).
+    let froms: Vec<&str> = df.lines().filter(|l| l.starts_with("FROM ")).collect();
+    assert!(froms.contains(&"FROM scratch AS scratch"), "{froms:?}");
+    assert!(df.lines().any(|l| l == "COPY --from=static / /"));
+    let script = read("scripts/build-image");
+    assert!(script.contains("--target scratch --build-context static="));
 }
 
 /// The shared reading directory: `$VAPCHECK_SHARED`, `<repo>/../shared`, `/work/shared`.
