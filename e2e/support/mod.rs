@@ -653,3 +653,93 @@ pub fn assert_equal_to_fresh_check(
     }
     Ok(())
 }
+
+/// Runs one of the project's tool scripts (`scripts/helm-path`, ...) and returns the path it
+/// prints; its stderr is in the error when it fails.
+pub fn script_output(script: &str) -> anyhow::Result<PathBuf> {
+    let out = Command::new(repo_root().join(script))
+        .output()
+        .with_context(|| format!("running {script}"))?;
+    if !out.status.success() {
+        bail!(
+            "{script} failed ({}): {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    Ok(PathBuf::from(String::from_utf8(out.stdout)?.trim()))
+}
+
+/// The pinned helm: `$VAPCHECK_HELM` (make test), else built and cached by scripts/helm-path.
+pub fn helm() -> anyhow::Result<PathBuf> {
+    match std::env::var_os("VAPCHECK_HELM") {
+        Some(path) => Ok(PathBuf::from(path)),
+        None => script_output("scripts/helm-path"),
+    }
+}
+
+/// `helm template <release> charts/vapcheck --namespace <namespace> <args>`: the rendered
+/// objects.
+pub fn helm_template(
+    release: &str,
+    namespace: &str,
+    args: &[&str],
+) -> anyhow::Result<Vec<serde_json::Value>> {
+    let out = Command::new(helm()?)
+        .args(["template", release])
+        .arg(repo_root().join("charts/vapcheck"))
+        .args(["--namespace", namespace])
+        .args(args)
+        .output()
+        .context("running helm template")?;
+    if !out.status.success() {
+        bail!(
+            "helm template {args:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    parse_yaml_documents(&String::from_utf8(out.stdout)?)
+}
+
+/// The cluster entry of a kubeconfig's current context.
+pub fn current_cluster(kubeconfig: &Path) -> anyhow::Result<kube::config::Cluster> {
+    let kubeconfig = Kubeconfig::read_from(kubeconfig)?;
+    let current = kubeconfig
+        .current_context
+        .clone()
+        .context("the kubeconfig has no current context")?;
+    let context = kubeconfig
+        .contexts
+        .iter()
+        .find(|c| c.name == current)
+        .and_then(|c| c.context.clone())
+        .context("current context not found")?;
+    kubeconfig
+        .clusters
+        .iter()
+        .find(|c| c.name == context.cluster)
+        .and_then(|c| c.cluster.clone())
+        .context("cluster of the current context not found")
+}
+
+/// A kubeconfig (JSON, which is YAML) that authenticates as user `vapcheck` with `token` only,
+/// for the admin kubeconfig's server and CA.
+pub fn token_kubeconfig(admin: &Path, token: &str) -> anyhow::Result<String> {
+    let cluster = current_cluster(admin)?;
+    let mut entry = serde_json::json!({"server": cluster.server.context("cluster has no server")?});
+    if let Some(data) = cluster.certificate_authority_data {
+        entry["certificate-authority-data"] = serde_json::json!(data);
+    } else if let Some(file) = cluster.certificate_authority {
+        entry["certificate-authority"] = serde_json::json!(file);
+    } else {
+        bail!("admin kubeconfig has no CA");
+    }
+    Ok(serde_json::to_string_pretty(&serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "e2e", "cluster": entry}],
+        "users": [{"name": "vapcheck", "user": {"token": token}}],
+        "contexts": [{"name": "vapcheck", "context": {"cluster": "e2e", "user": "vapcheck"}}],
+        "current-context": "vapcheck",
+    }))?)
+}

@@ -33,27 +33,6 @@ use vapcheck::config::{Config, StatusMode};
 
 const NAMESPACE: &str = "vapcheck-system";
 
-/// Runs one of the project's tool scripts and returns the path it prints.
-fn script_output(script: &str) -> anyhow::Result<PathBuf> {
-    let out = Command::new(repo_root().join(script))
-        .output()
-        .with_context(|| format!("running {script}"))?;
-    ensure!(
-        out.status.success(),
-        "{script} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    Ok(PathBuf::from(String::from_utf8(out.stdout)?.trim()))
-}
-
-/// The pinned helm: `$VAPCHECK_HELM` (make test), else built and cached by scripts/helm-path.
-fn helm() -> anyhow::Result<PathBuf> {
-    match std::env::var_os("VAPCHECK_HELM") {
-        Some(path) => Ok(PathBuf::from(path)),
-        None => script_output("scripts/helm-path"),
-    }
-}
-
 /// `helm template` of charts/vapcheck (release `vapcheck` in vapcheck-system) with the values
 /// file `values`, if any.
 fn render(helm: &PathBuf, values: Option<&str>) -> anyhow::Result<Vec<Value>> {
@@ -132,8 +111,8 @@ fn config_of(objects: &[Value]) -> anyhow::Result<Config> {
 #[tokio::test]
 async fn chart_renderings_pass_server_side_dry_run_and_helm_installs_upgrades_uninstalls()
 -> anyhow::Result<()> {
-    let helm = helm()?;
-    let crds = script_output("scripts/prometheus-operator-crds")?;
+    let helm = support::helm()?;
+    let crds = support::script_output("scripts/prometheus-operator-crds")?;
     let cluster = shared_cluster()?;
     let client = cluster.client().await?;
 
@@ -295,7 +274,7 @@ async fn chart_renderings_pass_server_side_dry_run_and_helm_installs_upgrades_un
     // The kustomize installation (manifests/, the chart's default rendering) is accepted too.
     let kubectl = match std::env::var_os("VAPCHECK_KUBECTL") {
         Some(path) => PathBuf::from(path),
-        None => script_output("scripts/kubectl-path")?,
+        None => support::script_output("scripts/kubectl-path")?,
     };
     for dir in ["manifests", "manifests/monitoring"] {
         let out = Command::new(&kubectl)

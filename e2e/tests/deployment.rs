@@ -124,46 +124,6 @@ fn render_manifests() -> anyhow::Result<(Vec<Value>, String)> {
     Ok((objects, config_text))
 }
 
-/// A kubeconfig that authenticates with `token` only, for the admin kubeconfig's server and CA.
-fn token_kubeconfig(admin: &Path, token: &str) -> anyhow::Result<String> {
-    let kubeconfig = Kubeconfig::read_from(admin)?;
-    let context_name = kubeconfig
-        .current_context
-        .clone()
-        .context("admin kubeconfig has no current context")?;
-    let context = kubeconfig
-        .contexts
-        .iter()
-        .find(|c| c.name == context_name)
-        .and_then(|c| c.context.clone())
-        .context("current context not found")?;
-    let cluster = kubeconfig
-        .clusters
-        .iter()
-        .find(|c| c.name == context.cluster)
-        .and_then(|c| c.cluster.clone())
-        .context("cluster of the current context not found")?;
-    let server = cluster.server.context("cluster has no server")?;
-    let mut cluster_entry = json!({"server": server});
-    if let Some(data) = cluster.certificate_authority_data {
-        cluster_entry["certificate-authority-data"] = json!(data);
-    } else if let Some(file) = cluster.certificate_authority {
-        cluster_entry["certificate-authority"] = json!(file);
-    } else {
-        bail!("admin kubeconfig has no CA");
-    }
-    // JSON is YAML; kube and kubectl both read it.
-    let config = json!({
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [{"name": "e2e", "cluster": cluster_entry}],
-        "users": [{"name": SERVICE_ACCOUNT, "user": {"token": token}}],
-        "contexts": [{"name": "vapcheck", "context": {"cluster": "e2e", "user": SERVICE_ACCOUNT}}],
-        "current-context": "vapcheck",
-    });
-    Ok(serde_json::to_string_pretty(&config)?)
-}
-
 async fn client_from(kubeconfig: &Path) -> anyhow::Result<Client> {
     let config = Config::from_custom_kubeconfig(
         Kubeconfig::read_from(kubeconfig)?,
@@ -497,7 +457,10 @@ async fn manifests_rbac_is_sufficient_and_least_privilege_and_metrics_parse() ->
     let dir = std::env::temp_dir().join(format!("vapcheck-e2e-deployment-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
     let kubeconfig = dir.join("vapcheck.kubeconfig");
-    std::fs::write(&kubeconfig, token_kubeconfig(cluster.kubeconfig(), &token)?)?;
+    std::fs::write(
+        &kubeconfig,
+        support::token_kubeconfig(cluster.kubeconfig(), &token)?,
+    )?;
     // What the Deployment mounts at /etc/vapcheck/vapcheck.yaml.
     let config_file = dir.join("vapcheck.yaml");
     std::fs::write(&config_file, &mounted)?;

@@ -46,9 +46,7 @@ use kube::config::Kubeconfig;
 use kube::{Api, Client};
 use serde_json::Value;
 use support::scrape::https_get_metrics;
-use support::{
-    apply_yaml, comparable, fresh_check, parse_yaml_documents, repo_root, shared_cluster, wait_for,
-};
+use support::{apply_yaml, comparable, fresh_check, repo_root, shared_cluster, wait_for};
 
 const NAMESPACE: &str = "vapcheck-system";
 const SCRAPER_NAMESPACE: &str = "vapcheck-e2e-image-scraper";
@@ -110,37 +108,6 @@ fn missing_prerequisites() -> Vec<String> {
         }
     }
     missing
-}
-
-/// Runs one of the project's tool scripts and returns the path it prints.
-fn script_output(script: &str) -> anyhow::Result<PathBuf> {
-    let out = Command::new(repo_root().join(script))
-        .stderr(Stdio::inherit())
-        .output()
-        .with_context(|| format!("running {script}"))?;
-    ensure!(out.status.success(), "{script} failed ({})", out.status);
-    Ok(PathBuf::from(String::from_utf8(out.stdout)?.trim()))
-}
-
-/// The chart rendered with the monitoring case's values (secure, authorized metrics).
-fn render_chart() -> anyhow::Result<Vec<Value>> {
-    let helm = match std::env::var_os("VAPCHECK_HELM") {
-        Some(path) => PathBuf::from(path),
-        None => script_output("scripts/helm-path")?,
-    };
-    let out = Command::new(helm)
-        .args(["template", "vapcheck"])
-        .arg(repo_root().join("charts/vapcheck"))
-        .args(["--namespace", NAMESPACE, "--values"])
-        .arg(repo_root().join("charts/vapcheck/ci/monitoring-values.yaml"))
-        .output()
-        .context("running helm template")?;
-    ensure!(
-        out.status.success(),
-        "helm template failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    parse_yaml_documents(&String::from_utf8(out.stdout)?)
 }
 
 fn find<'a>(objects: &'a [Value], kind: &str, name: &str) -> anyhow::Result<&'a Value> {
@@ -362,7 +329,7 @@ async fn image_rootfs_runs_as_65532_read_only_with_the_charts_rbac() -> anyhow::
     // 1. The image: its OCI layout, config and single layer.
     let oci = match std::env::var_os("VAPCHECK_IMAGE_OCI") {
         Some(path) => PathBuf::from(path),
-        None => script_output("scripts/build-image")?,
+        None => support::script_output("scripts/build-image")?,
     };
     let version = env!("CARGO_PKG_VERSION");
     let index: Value = serde_json::from_slice(&std::fs::read(oci.join("index.json"))?)?;
@@ -476,7 +443,16 @@ async fn image_rootfs_runs_as_65532_read_only_with_the_charts_rbac() -> anyhow::
 
     // 3. The chart (monitoring case) minus the Deployment and the monitoring.coreos.com kinds;
     // a scraper bound to the metrics-reader ClusterRole and one that is not.
-    let objects = render_chart()?;
+    let objects = support::helm_template(
+        "vapcheck",
+        NAMESPACE,
+        &[
+            "--values",
+            &repo_root()
+                .join("charts/vapcheck/ci/monitoring-values.yaml")
+                .to_string_lossy(),
+        ],
+    )?;
     let cluster = shared_cluster()?;
     let admin = cluster.client().await?;
     for object in &objects {

@@ -19,7 +19,7 @@ mod support;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -27,11 +27,10 @@ use anyhow::{Context, anyhow, bail, ensure};
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::core::v1::ServiceAccount;
 use kube::api::PostParams;
-use kube::config::Kubeconfig;
 use kube::{Api, Client};
 use serde_json::{Value, json};
 use support::scrape::{https_get_metrics, parse_response};
-use support::{apply_yaml, parse_yaml_documents, repo_root, shared_cluster, wait_for};
+use support::{apply_yaml, repo_root, shared_cluster, wait_for};
 
 const NAMESPACE: &str = "vapcheck-system";
 const SCRAPER_NAMESPACE: &str = "vapcheck-e2e-monitoring";
@@ -40,40 +39,6 @@ const DEADLINE: Duration = Duration::from_secs(90);
 /// Scrape and rule evaluation interval, and the `for` of every rule in this test.
 const INTERVAL: &str = "1s";
 const FOR: &str = "2s";
-
-/// Runs one of the project's tool scripts and returns the path it prints.
-fn script_output(script: &str) -> anyhow::Result<PathBuf> {
-    let out = Command::new(repo_root().join(script))
-        .output()
-        .with_context(|| format!("running {script}"))?;
-    ensure!(
-        out.status.success(),
-        "{script} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    Ok(PathBuf::from(String::from_utf8(out.stdout)?.trim()))
-}
-
-/// The chart rendered with the values file of the monitoring case.
-fn render_chart() -> anyhow::Result<Vec<Value>> {
-    let helm = match std::env::var_os("VAPCHECK_HELM") {
-        Some(path) => PathBuf::from(path),
-        None => script_output("scripts/helm-path")?,
-    };
-    let out = Command::new(helm)
-        .args(["template", "vapcheck"])
-        .arg(repo_root().join("charts/vapcheck"))
-        .args(["--namespace", NAMESPACE, "--values"])
-        .arg(repo_root().join("charts/vapcheck/ci/monitoring-values.yaml"))
-        .output()
-        .context("running helm template")?;
-    ensure!(
-        out.status.success(),
-        "helm template failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    parse_yaml_documents(&String::from_utf8(out.stdout)?)
-}
 
 fn find<'a>(objects: &'a [Value], kind: &str) -> anyhow::Result<&'a Value> {
     objects
@@ -103,41 +68,6 @@ async fn token(client: &Client, namespace: &str, name: &str) -> anyhow::Result<S
         .and_then(|s| s.token)
         .filter(|t| !t.is_empty())
         .context("TokenRequest returned no token")
-}
-
-/// A kubeconfig for the admin kubeconfig's server and CA that authenticates with `token` only.
-fn token_kubeconfig(admin: &Path, token: &str) -> anyhow::Result<String> {
-    let kubeconfig = Kubeconfig::read_from(admin)?;
-    let current = kubeconfig.current_context.clone().context("no context")?;
-    let context = kubeconfig
-        .contexts
-        .iter()
-        .find(|c| c.name == current)
-        .and_then(|c| c.context.clone())
-        .context("current context not found")?;
-    let cluster = kubeconfig
-        .clusters
-        .iter()
-        .find(|c| c.name == context.cluster)
-        .and_then(|c| c.cluster.clone())
-        .context("cluster not found")?;
-    let mut entry = json!({"server": cluster.server.context("no server")?});
-    match (
-        cluster.certificate_authority_data,
-        cluster.certificate_authority,
-    ) {
-        (Some(data), _) => entry["certificate-authority-data"] = json!(data),
-        (None, Some(file)) => entry["certificate-authority"] = json!(file),
-        (None, None) => bail!("admin kubeconfig has no CA"),
-    }
-    Ok(serde_json::to_string_pretty(&json!({
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [{"name": "e2e", "cluster": entry}],
-        "users": [{"name": "vapcheck", "user": {"token": token}}],
-        "contexts": [{"name": "vapcheck", "context": {"cluster": "e2e", "user": "vapcheck"}}],
-        "current-context": "vapcheck",
-    }))?)
 }
 
 /// A child process killed (if still running) when dropped, with its log file.
@@ -309,8 +239,17 @@ spec:
 
 #[tokio::test]
 async fn prometheus_scrapes_vapcheck_and_evaluates_the_shipped_alerts() -> anyhow::Result<()> {
-    let prometheus_bin = script_output("scripts/prometheus-path")?;
-    let objects = render_chart()?;
+    let prometheus_bin = support::script_output("scripts/prometheus-path")?;
+    let objects = support::helm_template(
+        "vapcheck",
+        NAMESPACE,
+        &[
+            "--values",
+            &repo_root()
+                .join("charts/vapcheck/ci/monitoring-values.yaml")
+                .to_string_lossy(),
+        ],
+    )?;
     let cluster = shared_cluster()?;
     let admin = cluster.client().await?;
 
@@ -395,7 +334,7 @@ subjects:
     let kubeconfig = dir.join("vapcheck.kubeconfig");
     std::fs::write(
         &kubeconfig,
-        token_kubeconfig(cluster.kubeconfig(), &vapcheck_token)?,
+        support::token_kubeconfig(cluster.kubeconfig(), &vapcheck_token)?,
     )?;
     let config_file = dir.join("vapcheck.yaml");
     std::fs::write(&config_file, &config_text)?;

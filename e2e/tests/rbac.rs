@@ -23,7 +23,7 @@
 mod support;
 
 use std::io::{Read, Write};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -63,22 +63,6 @@ const QUIET: Duration = Duration::from_secs(8);
 /// One at a time (see the module comment).
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
-/// The pinned helm: `$VAPCHECK_HELM` (make test), else built and cached by scripts/helm-path.
-fn helm() -> anyhow::Result<PathBuf> {
-    if let Some(path) = std::env::var_os("VAPCHECK_HELM") {
-        return Ok(PathBuf::from(path));
-    }
-    let out = Command::new(repo_root().join("scripts/helm-path"))
-        .output()
-        .context("running scripts/helm-path")?;
-    ensure!(
-        out.status.success(),
-        "scripts/helm-path failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    Ok(PathBuf::from(String::from_utf8(out.stdout)?.trim()))
-}
-
 /// The chart's RBAC and configuration, as `helm template` renders them.
 struct Chart {
     namespace: Value,
@@ -92,7 +76,7 @@ struct Chart {
 }
 
 fn render_chart() -> anyhow::Result<Chart> {
-    let out = Command::new(helm()?)
+    let out = Command::new(support::helm()?)
         .args(["template", RELEASE])
         .arg(repo_root().join("charts/vapcheck"))
         .args(["--namespace", NS])
@@ -332,7 +316,10 @@ async fn setup() -> anyhow::Result<Setup> {
         .context("TokenRequest returned no token")?;
     let dir = tempfile::tempdir()?;
     let kubeconfig = dir.path().join("vapcheck.kubeconfig");
-    std::fs::write(&kubeconfig, token_kubeconfig(cluster.kubeconfig(), &token)?)?;
+    std::fs::write(
+        &kubeconfig,
+        support::token_kubeconfig(cluster.kubeconfig(), &token)?,
+    )?;
     let config = dir.path().join("vapcheck.yaml");
     std::fs::write(&config, &chart.config)?;
     let sa = Client::try_from(
@@ -351,43 +338,6 @@ async fn setup() -> anyhow::Result<Setup> {
         config,
         admin_kubeconfig: cluster.kubeconfig().to_owned(),
     })
-}
-
-/// A kubeconfig that authenticates with `token` only, for the admin kubeconfig's server and CA.
-fn token_kubeconfig(admin: &Path, token: &str) -> anyhow::Result<String> {
-    let kubeconfig = Kubeconfig::read_from(admin)?;
-    let context_name = kubeconfig
-        .current_context
-        .clone()
-        .context("admin kubeconfig has no current context")?;
-    let context = kubeconfig
-        .contexts
-        .iter()
-        .find(|c| c.name == context_name)
-        .and_then(|c| c.context.clone())
-        .context("current context not found")?;
-    let cluster = kubeconfig
-        .clusters
-        .iter()
-        .find(|c| c.name == context.cluster)
-        .and_then(|c| c.cluster.clone())
-        .context("cluster of the current context not found")?;
-    let mut entry = json!({"server": cluster.server.context("cluster has no server")?});
-    if let Some(data) = cluster.certificate_authority_data {
-        entry["certificate-authority-data"] = json!(data);
-    } else if let Some(file) = cluster.certificate_authority {
-        entry["certificate-authority"] = json!(file);
-    } else {
-        bail!("admin kubeconfig has no CA");
-    }
-    Ok(serde_json::to_string_pretty(&json!({
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [{"name": "e2e", "cluster": entry}],
-        "users": [{"name": "vapcheck", "user": {"token": token}}],
-        "contexts": [{"name": "vapcheck", "context": {"cluster": "e2e", "user": "vapcheck"}}],
-        "current-context": "vapcheck",
-    }))?)
 }
 
 /// A policy with a ConfigMap param kind and its binding, whose paramRef names a ConfigMap
