@@ -341,7 +341,10 @@ impl ExpressionChecker for KubeChecker {
         ))
     }
 
-    fn witnesses(&self, gvk: &crate::policy::Gvk) -> Option<crate::policy::runtime::KindWitnesses> {
+    fn witnesses(
+        &self,
+        gvk: &crate::policy::Gvk,
+    ) -> Option<&'static crate::policy::runtime::KindWitnesses> {
         // The objects were recorded from the pinned release's API server; other target
         // versions get none.
         if self.target.version != crate::k8s_env::KubeVersion::PINNED {

@@ -63,9 +63,9 @@ fn all() -> &'static [(Gvk, KindWitnesses)] {
     })
 }
 
-/// The witnesses of `gvk`, if any.
-pub fn of(gvk: &Gvk) -> Option<KindWitnesses> {
-    all().iter().find(|(g, _)| g == gvk).map(|(_, w)| w.clone())
+/// The witnesses of `gvk`, if any (parsed once per process, shared).
+pub fn of(gvk: &Gvk) -> Option<&'static KindWitnesses> {
+    all().iter().find(|(g, _)| g == gvk).map(|(_, w)| w)
 }
 
 /// Every kind that has witnesses.

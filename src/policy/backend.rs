@@ -157,7 +157,10 @@ pub trait ExpressionChecker: Send + Sync {
 
     /// Extended mode only: the witness objects of a kind ([`crate::policy::runtime`]) and its
     /// resource name; `None` when there are none.
-    fn witnesses(&self, _gvk: &super::gvk::Gvk) -> Option<crate::policy::runtime::KindWitnesses> {
+    fn witnesses(
+        &self,
+        _gvk: &super::gvk::Gvk,
+    ) -> Option<&'static crate::policy::runtime::KindWitnesses> {
         None
     }
 

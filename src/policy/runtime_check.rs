@@ -2,6 +2,7 @@
 //! matchConditions (and of the variables they use), tested against each checked kind's
 //! witness objects. Called by [`super::check_input_parsed`] in extended mode.
 
+use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 
 use k8s_openapi::api::admissionregistration::v1::MatchResources;
@@ -12,8 +13,8 @@ use super::gvk::Gvk;
 use super::issues::Issues;
 use super::narrowing::{Guards, Pos, Presence, unreachable_at};
 use super::runtime::{
-    Chain, Edit, Ops, Origin, Request, Root, RuntimeClass, RuntimeFinding, Seg, Witness,
-    always_present, apply, optional_rewrite, witness_for,
+    Chain, Edit, KindWitnesses, Ops, Origin, Request, Root, RuntimeClass, RuntimeFinding, Seg,
+    Witness, always_present, apply, optional_rewrite, witness_for,
 };
 
 /// One checked kind, as the runtime analysis needs it.
@@ -201,20 +202,24 @@ pub fn findings(
     }
     let fail = policy.failure_policy != Some("Ignore");
     let mut out: Vec<RuntimeFinding> = Vec::new();
+    let labels = selector_labels(policy.constraints);
     for kind in kinds {
-        let Some(mut w) = checker.witnesses(kind.gvk) else {
+        let Some(shared) = checker.witnesses(kind.gvk) else {
             continue;
         };
         // A witness must be one the policy matches: it carries the labels the policy's
-        // objectSelector requires.
-        let labels = selector_labels(policy.constraints);
-        if !labels.is_empty() {
+        // objectSelector requires (a copy only then).
+        let w: Cow<'_, KindWitnesses> = if labels.is_empty() {
+            Cow::Borrowed(shared)
+        } else {
+            let mut w = shared.clone();
             for o in &mut w.objects {
                 for v in [&mut o.input, &mut o.admitted] {
                     add_labels(v, &labels);
                 }
             }
-        }
+            Cow::Owned(w)
+        };
         let ops = matched_ops(policy.constraints, kind.gvk, &w.resource);
         let kind_name = kind.gvk.to_string();
         for (si, chains) in &entries {
