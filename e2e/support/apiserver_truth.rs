@@ -1847,7 +1847,13 @@ pub fn collection(kind: &str) -> anyhow::Result<&'static str> {
         MUTATING_BINDING => {
             Ok("/apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicybindings")
         }
-        other => bail!("not a policy or binding: {other:?}"),
+        "ValidatingWebhookConfiguration" => {
+            Ok("/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations")
+        }
+        "MutatingWebhookConfiguration" => {
+            Ok("/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations")
+        }
+        other => bail!("not a policy, binding or webhook configuration: {other:?}"),
     }
 }
 
@@ -2020,7 +2026,9 @@ pub fn etcd_key(object: &Value) -> anyhow::Result<String> {
         BINDING => "validatingadmissionpolicybindings",
         MUTATING_POLICY => "mutatingadmissionpolicies",
         MUTATING_BINDING => "mutatingadmissionpolicybindings",
-        other => bail!("not a policy or binding: {other:?}"),
+        "ValidatingWebhookConfiguration" => "validatingwebhookconfigurations",
+        "MutatingWebhookConfiguration" => "mutatingwebhookconfigurations",
+        other => bail!("not a policy, binding or webhook configuration: {other:?}"),
     };
     Ok(format!("/registry/{resource}/{}", name_of(object)))
 }

@@ -199,6 +199,7 @@ fn validate_policy_spec(
     if !opts.ignore_match_conditions {
         errs.extend(validate_match_conditions(
             spec.match_conditions.as_deref().unwrap_or_default(),
+            "spec.matchConditions",
             &opts,
             server,
         ));

@@ -13,6 +13,7 @@ pub mod meta;
 pub mod names;
 pub mod static_manifests;
 pub mod vap;
+pub mod webhook;
 
 pub use field::FieldError;
 pub use map::{

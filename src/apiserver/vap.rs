@@ -446,6 +446,7 @@ fn validate_policy_spec(
     if !opts.ignore_match_conditions {
         errs.extend(validate_match_conditions(
             spec.match_conditions.as_deref().unwrap_or_default(),
+            "spec.matchConditions",
             &opts,
             server,
         ));
@@ -602,6 +603,16 @@ pub(super) fn validate_match_resources(mr: &MatchResources, path: &str) -> Vec<F
 /// `metav1validation.ValidateLabelSelector` with default options (strict operators and
 /// values).
 fn validate_label_selector(s: &LabelSelector, path: &str) -> Vec<FieldError> {
+    validate_label_selector_with(s, path, true)
+}
+
+/// `ValidateLabelSelector` with `AllowInvalidLabelValueInSelector` = `!check_values` (the
+/// values of `matchExpressions` are checked only when `check_values`).
+pub(super) fn validate_label_selector_with(
+    s: &LabelSelector,
+    path: &str,
+    check_values: bool,
+) -> Vec<FieldError> {
     let mut errs = Vec::new();
     if let Some(labels) = &s.match_labels {
         errs.extend(validate_labels(labels, &format!("{path}.matchLabels")));
@@ -635,7 +646,7 @@ fn validate_label_selector(s: &LabelSelector, path: &str) -> Vec<FieldError> {
         for msg in is_qualified_name(&e.key) {
             errs.push(FieldError::invalid(format!("{p}.key"), &e.key, msg));
         }
-        for (j, v) in values.iter().enumerate() {
+        for (j, v) in values.iter().enumerate().filter(|_| check_values) {
             for msg in super::names::is_label_value(v) {
                 errs.push(FieldError::invalid(format!("{p}.values[{j}]"), v, msg));
             }
@@ -645,7 +656,7 @@ fn validate_label_selector(s: &LabelSelector, path: &str) -> Vec<FieldError> {
 }
 
 /// `validateNamedRuleWithOperations`.
-fn validate_named_rule(r: &NamedRuleWithOperations, path: &str) -> Vec<FieldError> {
+pub(super) fn validate_named_rule(r: &NamedRuleWithOperations, path: &str) -> Vec<FieldError> {
     let mut errs = Vec::new();
     let mut names = BTreeSet::new();
     for (i, n) in r.resource_names.iter().flatten().enumerate() {
@@ -796,16 +807,13 @@ fn validate_resources(resources: &[String], path: &str) -> Vec<FieldError> {
 /// `validateMatchConditions` (stateless compiler: no `variables`).
 pub(super) fn validate_match_conditions(
     conditions: &[k8s_openapi::api::admissionregistration::v1::MatchCondition],
+    path: &str,
     opts: &Options,
     server: Server,
 ) -> Vec<FieldError> {
     let mut errs = Vec::new();
     if conditions.len() > 64 {
-        errs.push(FieldError::too_many(
-            "spec.matchConditions",
-            conditions.len(),
-            64,
-        ));
+        errs.push(FieldError::too_many(path, conditions.len(), 64));
     }
     let stateless = Compiler {
         server,
@@ -814,7 +822,7 @@ pub(super) fn validate_match_conditions(
     };
     let mut names = BTreeSet::new();
     for (i, mc) in conditions.iter().enumerate() {
-        let p = format!("spec.matchConditions[{i}]");
+        let p = format!("{path}[{i}]");
         // validateMatchCondition: the trimmed expression is compiled and shown.
         let trimmed = go_trim_space(&mc.expression);
         if trimmed.is_empty() {

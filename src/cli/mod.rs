@@ -9,6 +9,7 @@ pub mod live;
 pub mod mutating;
 pub mod output;
 pub mod positions;
+pub mod webhooks;
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -510,19 +511,28 @@ pub fn run_check(
         Ok(m) => m,
         Err(e) => return fail(&e.to_string()),
     };
-    if inputs.is_empty() && mutating_objects.is_empty() && static_files.is_none() {
+    // Validating and MutatingWebhookConfigurations: the API server's verdict (webhooks.rs).
+    let webhook_objects = match webhooks::read(&others) {
+        Ok(w) => w,
+        Err(e) => return fail(&e.to_string()),
+    };
+    if inputs.is_empty()
+        && mutating_objects.is_empty()
+        && webhook_objects.is_empty()
+        && static_files.is_none()
+    {
         return fail(
             "no ValidatingAdmissionPolicy or ValidatingAdmissionPolicyBinding found in the input",
         );
     }
-    let (previous, previous_mutating) = match read_input_all(&args.previous, &mut std::io::empty())
-    {
-        Ok((objects, others, _)) => match mutating::read(&others) {
-            Ok(m) => (objects, m),
+    let (previous, previous_mutating, previous_webhooks) =
+        match read_input_all(&args.previous, &mut std::io::empty()) {
+            Ok((objects, others, _)) => match (mutating::read(&others), webhooks::read(&others)) {
+                (Ok(m), Ok(w)) => (objects, m, w),
+                (Err(e), _) | (_, Err(e)) => return fail(&format!("--previous: {e}")),
+            },
             Err(e) => return fail(&format!("--previous: {e}")),
-        },
-        Err(e) => return fail(&format!("--previous: {e}")),
-    };
+        };
     let server = match args.kubernetes_version {
         None => Server::PINNED,
         Some(v) if v.major == 1 && (30..=Server::PINNED.minor).contains(&v.minor) => {
@@ -666,6 +676,18 @@ pub fn run_check(
             return fail(&e.to_string());
         }
     }
+    let files: Vec<String> = args
+        .files
+        .iter()
+        .map(|f| {
+            if f.as_os_str() == "-" {
+                "<stdin>".to_owned()
+            } else {
+                f.display().to_string()
+            }
+        })
+        .collect();
+    let keep_first = usize::from(static_load.is_some());
     if !mutating_objects.is_empty() {
         let backends = loaded.as_ref().map(|loaded| Backends {
             rest_mapper: loaded.rest_mapper.as_ref(),
@@ -697,18 +719,13 @@ pub fn run_check(
                 return fail(&e.to_string());
             }
         }
-        let files: Vec<String> = args
-            .files
+        mutating::merge_in_input_order(&mut checked, entries, &files, keep_first);
+    }
+    if !webhook_objects.is_empty() {
+        let entries: Vec<CheckedPolicy> = webhook_objects
             .iter()
-            .map(|f| {
-                if f.as_os_str() == "-" {
-                    "<stdin>".to_owned()
-                } else {
-                    f.display().to_string()
-                }
-            })
+            .map(|o| webhooks::verdict(o, &previous_webhooks, server))
             .collect();
-        let keep_first = usize::from(static_load.is_some());
         mutating::merge_in_input_order(&mut checked, entries, &files, keep_first);
     }
     let mut sources = input_sources;
