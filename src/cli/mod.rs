@@ -561,6 +561,13 @@ pub fn run_check(
     let has_policies = mutating_objects
         .iter()
         .any(|o| matches!(o, mutating::MutatingObject::Policy(..)))
+        || (args.mode == ModeArg::Extended
+            && webhook_objects.iter().any(|o| {
+                o.config
+                    .webhooks()
+                    .iter()
+                    .any(|w| !w.match_conditions().is_empty())
+            }))
         || objects
             .iter()
             .any(|(o, _)| matches!(o, InputObject::Policy(_)));
@@ -722,9 +729,19 @@ pub fn run_check(
         mutating::merge_in_input_order(&mut checked, entries, &files, keep_first);
     }
     if !webhook_objects.is_empty() {
+        let backends = loaded.as_ref().map(|loaded| Backends {
+            rest_mapper: loaded.rest_mapper.as_ref(),
+            discovery: loaded.discovery.as_deref(),
+            schemas: loaded.schemas.as_ref(),
+            checker: loaded.checker.as_ref(),
+        });
         let entries: Vec<CheckedPolicy> = webhook_objects
             .iter()
-            .map(|o| webhooks::verdict(o, &previous_webhooks, server))
+            .map(|o| {
+                let mut entry = webhooks::verdict(o, &previous_webhooks, server);
+                entry.status = webhooks::type_check(o, &check_options, backends.as_ref());
+                entry
+            })
             .collect();
         mutating::merge_in_input_order(&mut checked, entries, &files, keep_first);
     }

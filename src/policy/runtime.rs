@@ -367,6 +367,10 @@ pub enum RuntimeClass {
     AbsentKey,
     /// `object` in a DELETE request, `oldObject` in a CREATE request: null.
     NullRoot,
+    /// A variable the environment declares but the plugin never binds, so null in every
+    /// request: `namespaceObject` in a webhook's match conditions (k8s.io/apiserver v0.37.1
+    /// `admission/plugin/webhook/matchconditions/matcher.go` `Match` passes no namespace).
+    Unbound,
 }
 
 impl fmt::Display for RuntimeClass {
@@ -375,6 +379,7 @@ impl fmt::Display for RuntimeClass {
             RuntimeClass::AbsentField => "absent field",
             RuntimeClass::AbsentKey => "absent map key",
             RuntimeClass::NullRoot => "null object",
+            RuntimeClass::Unbound => "never bound for webhooks",
         })
     }
 }
@@ -442,6 +447,7 @@ impl RuntimeFinding {
             .collect();
         let on = match self.class {
             RuntimeClass::NullRoot => format!("in {} requests", self.witness.operation),
+            RuntimeClass::Unbound => "in every request".to_owned(),
             _ => format!("on valid {} objects that omit it", kinds.join(", ")),
         };
         format!(
