@@ -18,6 +18,7 @@ pub mod mutating;
 pub mod policy;
 pub mod schema;
 pub mod sources;
+pub mod webhooks;
 
 /// The Kubernetes release vapcheck is pinned to (major.minor.patch), read from
 /// `e2e/cluster/kubernetes.version`, the single place that records it.

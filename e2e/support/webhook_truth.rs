@@ -134,9 +134,16 @@ fn selector_mutations(field: &'static str) -> Vec<Mutation> {
             expr("team", "In", json!(["bad value!"])),
         ),
         w(
-            "bad-match-labels",
+            // One bad entry each: kube-apiserver validates matchLabels in Go's (random) map
+            // order, so two bad entries come back in either order.
+            "bad-match-labels-key",
             field,
-            json!({"matchLabels": {"bad key": "v", "k": "bad value!"}}),
+            json!({"matchLabels": {"bad key": "v", "k": "v"}}),
+        ),
+        w(
+            "bad-match-labels-value",
+            field,
+            json!({"matchLabels": {"k": "bad value!"}}),
         ),
     ]
 }
@@ -293,6 +300,52 @@ fn webhook_mutations() -> Vec<Mutation> {
                 json!(["CONNECT"]),
                 json!(["pods/exec"]),
             ),
+        ),
+        rule(
+            "excluded-one",
+            r(
+                json!(["authentication.k8s.io"]),
+                json!(["v1"]),
+                json!(["CREATE"]),
+                json!(["tokenreviews"]),
+            ),
+        ),
+        rule(
+            "excluded-two-groups",
+            r(
+                json!(["authentication.k8s.io", "authorization.k8s.io"]),
+                json!(["v1"]),
+                json!(["CREATE"]),
+                json!([
+                    "selfsubjectreviews",
+                    "subjectaccessreviews",
+                    "tokenreviews",
+                    "selfsubjectrulesreviews"
+                ]),
+            ),
+        ),
+        rule(
+            "excluded-subresource",
+            r(
+                json!(["authorization.k8s.io"]),
+                json!(["v1"]),
+                json!(["CREATE"]),
+                json!(["localsubjectaccessreviews/status"]),
+            ),
+        ),
+        rule(
+            "excluded-group-star",
+            r(
+                json!(["*"]),
+                json!(["v1"]),
+                json!(["CREATE"]),
+                json!(["tokenreviews"]),
+            ),
+        ),
+        w(
+            "excluded-second-rule",
+            "rules",
+            json!([inert_rule(), {"apiGroups": ["authorization.k8s.io"], "apiVersions": ["*"], "operations": ["*"], "resources": ["selfsubjectaccessreviews"]}]),
         ),
         w(
             "bad-scope",

@@ -19,12 +19,16 @@ mod support;
 use std::collections::BTreeMap;
 
 use anyhow::{Context, bail, ensure};
-use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod};
 use kube::Api;
 use kube::api::{DeleteParams, PostParams};
 use serde_json::{Value, json};
 
 const FIXTURE: &str = "e2e/fixtures/webhook-match-conditions.yaml";
+const PRACTICES: &str = "e2e/fixtures/webhook-practices.yaml";
+/// The namespace of the self-hosted webhook in the fixture; each run uses a fresh one (a
+/// deleted namespace stays terminating on a control plane without the namespace controller).
+const SELF_HOSTED_NAMESPACE: &str = "vapcheck-e2e-self-hosted";
 
 /// The findings `vapcheck check` must report, per configuration: (fieldRef, runtime error or
 /// type-check text fragment).
@@ -194,7 +198,19 @@ async fn match_condition_findings_happen_at_admission() -> anyhow::Result<()> {
             ));
         }
     }
-    for object in &applied {
+    delete_configurations(&client, &applied).await?;
+    if !report.is_empty() {
+        bail!("{report}");
+    }
+    Ok(())
+}
+
+/// Deletes the webhook configurations `applied` created.
+async fn delete_configurations(
+    client: &kube::Client,
+    applied: &[kube::api::DynamicObject],
+) -> anyhow::Result<()> {
+    for object in applied {
         let kind = object
             .types
             .as_ref()
@@ -217,8 +233,107 @@ async fn match_condition_findings_happen_at_admission() -> anyhow::Result<()> {
             .await
             .with_context(|| format!("deleting {kind} {name}"))?;
     }
+    Ok(())
+}
+
+/// The practices (`e2e/fixtures/webhook-practices.yaml`): vapcheck reports VAP121 on the
+/// fail-closed webhook that selects kube-system and VAP122 on the one that intercepts pod
+/// creation in its own Service's namespace; with their webhooks unavailable, kube-apiserver
+/// then denies a ConfigMap in kube-system and a Pod in that namespace. The excluded-resource
+/// rule (VAP120) is kube-apiserver's own create-time warning, compared in
+/// e2e_apiserver_verdicts.
+#[tokio::test]
+async fn practice_findings_happen_at_admission() -> anyhow::Result<()> {
+    let cluster = support::shared_cluster()?;
+    let client = cluster.client().await?;
+    let fixture = support::repo_root().join(PRACTICES);
+    let entries = support::check_json(cluster.kubeconfig(), &fixture)?;
+    let got: BTreeMap<String, Vec<String>> = entries
+        .iter()
+        .map(|e| {
+            let rules = e["advice"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|a| {
+                    format!(
+                        "{} {}",
+                        a["rule"].as_str().unwrap_or_default(),
+                        a["fieldRef"].as_str().unwrap_or_default()
+                    )
+                })
+                .collect();
+            (e["name"].as_str().unwrap_or_default().to_owned(), rules)
+        })
+        .collect();
+    let want: BTreeMap<String, Vec<String>> = [
+        ("wh-kube-system", "VAP121 webhooks[0].rules[0]"),
+        ("wh-self-hosted", "VAP122 webhooks[0].rules[0]"),
+        ("wh-excluded", "VAP120 webhooks[0].rules[0]"),
+    ]
+    .into_iter()
+    .map(|(n, r)| (n.to_owned(), vec![r.to_owned()]))
+    .collect();
+    ensure!(
+        got == want,
+        "vapcheck's findings:\n{got:#?}\nexpected:\n{want:#?}"
+    );
+
+    let namespace = format!("{SELF_HOSTED_NAMESPACE}-{}", support::unix_ms());
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let ns: Namespace = serde_json::from_value(json!({"apiVersion": "v1", "kind": "Namespace",
+        "metadata": {"name": namespace}}))?;
+    match namespaces.create(&PostParams::default(), &ns).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(status)) if status.code == 409 => {}
+        Err(e) => return Err(e).context("creating the self-hosted namespace"),
+    }
+    // The ServiceAccount admission plugin needs the namespace's default account (the shared
+    // cluster may run no controller that creates it).
+    let accounts: Api<k8s_openapi::api::core::v1::ServiceAccount> =
+        Api::namespaced(client.clone(), &namespace);
+    let account = serde_json::from_value(json!({"apiVersion": "v1", "kind": "ServiceAccount",
+        "metadata": {"name": "default"}}))?;
+    match accounts.create(&PostParams::default(), &account).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(status)) if status.code == 409 => {}
+        Err(e) => return Err(e).context("creating the default service account"),
+    }
+    let text = std::fs::read_to_string(&fixture)?.replace(SELF_HOSTED_NAMESPACE, &namespace);
+    let applied = support::apply_yaml(&client, &text).await?;
+    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    let system: Api<ConfigMap> = Api::namespaced(client.clone(), "kube-system");
+    let cm = config_map("kube-system", None)?;
+    let in_kube_system = create(&system, &cm).await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &namespace);
+    let pod: Pod = serde_json::from_value(json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": format!("webhook-{}", support::unix_ms())},
+        "spec": {"containers": [{"name": "c", "image": "registry.invalid/webhook:1"}]}}))?;
+    let own_pod = match pods.create(&PostParams::default(), &pod).await {
+        Ok(_) => Ok(Ok(())),
+        Err(kube::Error::Api(status)) => Ok(Err(status.message)),
+        Err(e) => Err(anyhow::Error::from(e)),
+    };
+    // Clean up before judging, so that a failure leaves no webhook behind.
+    delete_configurations(&client, &applied).await?;
+    namespaces
+        .delete(&namespace, &DeleteParams::default())
+        .await?;
+    let in_kube_system = in_kube_system?;
+    let own_pod = own_pod?;
+    eprintln!("webhooks: ConfigMap in kube-system: {in_kube_system:?}");
+    eprintln!("webhooks: Pod in {namespace}: {own_pod:?}");
+    let mut report = String::new();
+    if !matches!(&in_kube_system, Err(m) if m.contains("failed calling webhook \"kube-system.vapcheck.example.com\""))
+    {
+        report.push_str(&format!("ConfigMap in kube-system: {in_kube_system:?}\n"));
+    }
+    if !matches!(&own_pod, Err(m) if m.contains("failed calling webhook \"self-hosted.vapcheck.example.com\""))
+    {
+        report.push_str(&format!("Pod in {namespace}: {own_pod:?}\n"));
+    }
     if !report.is_empty() {
-        bail!("{report}");
+        bail!("kube-apiserver did not deny as the findings say:\n{report}");
     }
     Ok(())
 }

@@ -26,6 +26,9 @@ pub enum Rule {
     /// An expression errors at admission on valid objects of a matched kind (an absent
     /// field or map key, a null `object` or `oldObject`; docs/runtime-safety.md).
     RuntimeError,
+    /// A webhook configuration: kube-apiserver's create-time warning or a documented practice
+    /// it breaks (docs/webhooks.md).
+    Webhook(crate::webhooks::Practice),
 }
 
 impl Rule {
@@ -37,6 +40,7 @@ impl Rule {
             Rule::TypeWarning => "VAP100",
             Rule::KindNotChecked => "VAP101",
             Rule::RuntimeError => "VAP110",
+            Rule::Webhook(p) => p.id(),
         }
     }
     fn name(self) -> &'static str {
@@ -46,6 +50,7 @@ impl Rule {
             Rule::TypeWarning => "ExpressionTypeWarning",
             Rule::KindNotChecked => "KindNotChecked",
             Rule::RuntimeError => "ErrorsOnValidObjects",
+            Rule::Webhook(p) => p.name(),
         }
     }
     fn description(self) -> &'static str {
@@ -65,21 +70,25 @@ impl Rule {
             Rule::RuntimeError => {
                 "An expression type-checks but errors at admission on valid objects of a matched kind (a field or map key they may omit, a null object): the failure policy then denies or skips those requests."
             }
+            Rule::Webhook(p) => p.description(),
         }
     }
     fn level(self) -> &'static str {
         match self {
             Rule::Rejected | Rule::StaticManifests | Rule::RuntimeError => "error",
-            Rule::TypeWarning => "warning",
+            Rule::TypeWarning | Rule::Webhook(_) => "warning",
             Rule::KindNotChecked => "note",
         }
     }
-    const ALL: [Rule; 5] = [
+    const ALL: [Rule; 8] = [
         Rule::Rejected,
         Rule::StaticManifests,
         Rule::TypeWarning,
         Rule::KindNotChecked,
         Rule::RuntimeError,
+        Rule::Webhook(crate::webhooks::Practice::ALL[0]),
+        Rule::Webhook(crate::webhooks::Practice::ALL[1]),
+        Rule::Webhook(crate::webhooks::Practice::ALL[2]),
     ];
 }
 
@@ -288,6 +297,19 @@ pub fn findings(checked: &[CheckedPolicy], sources: &BTreeMap<String, String>) -
                 }
             }
         }
+        for a in &c.advice {
+            out.push(Finding {
+                rule: Rule::Webhook(a.rule),
+                file: c.origin.source.clone(),
+                position: place(doc.as_ref(), &a.field_ref).0,
+                kind: c.kind,
+                name: c.name.clone(),
+                field_ref: a.field_ref.clone(),
+                matched_kind: None,
+                message: a.message.clone(),
+                fix: None,
+            });
+        }
         for f in c.status.iter().flat_map(|s| s.runtime.iter()) {
             let (start, scalar) = place(doc.as_ref(), &f.field_ref);
             let position = match (&scalar, f.pos) {
@@ -384,6 +406,7 @@ fn title(f: &Finding) -> String {
         Rule::TypeWarning => "type-checking warning",
         Rule::KindNotChecked => "not type-checked",
         Rule::RuntimeError => "errors on valid objects",
+        Rule::Webhook(_) => "webhook",
     };
     match &f.matched_kind {
         Some(k) if !k.is_empty() => format!("{} {}: {what} ({k})", f.kind, f.name),
@@ -463,12 +486,16 @@ pub fn render_sarif(findings: &[Finding]) -> Result<String, String> {
     let rules: Vec<Value> = Rule::ALL
         .iter()
         .map(|r| {
-            json!({
+            let mut rule = json!({
                 "id": r.id(),
                 "name": r.name(),
                 "shortDescription": {"text": r.description()},
                 "defaultConfiguration": {"level": r.level()}
-            })
+            });
+            if let Rule::Webhook(p) = r {
+                rule["helpUri"] = json!(p.help_uri());
+            }
+            rule
         })
         .collect();
     let results: Vec<Value> = findings
@@ -748,6 +775,7 @@ mod tests {
             }),
             bound_by: None,
             effect: None,
+            advice: Vec::new(),
         };
         let got: Vec<(Option<String>, String)> = findings(&[checked], &BTreeMap::new())
             .into_iter()

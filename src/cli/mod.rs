@@ -629,6 +629,7 @@ pub fn run_check(
             status: None,
             bound_by: None,
             effect: None,
+            advice: Vec::new(),
         });
     }
     checked.extend(objects.iter().map(|(o, static_verdict)| {
@@ -661,6 +662,7 @@ pub fn run_check(
             status,
             bound_by: None,
             effect: None,
+            advice: Vec::new(),
         }
     }));
     // What each binding will do, for the objects of the files (the static folder's, which
@@ -814,9 +816,10 @@ pub fn run_check(
     if checked.iter().any(|c| !c.api_server.accepted()) {
         EXIT_REJECTED
     } else if checked.iter().any(|c| {
-        c.status
-            .as_ref()
-            .is_some_and(|s| s.has_warnings() || !s.runtime.is_empty())
+        !c.advice.is_empty()
+            || c.status
+                .as_ref()
+                .is_some_and(|s| s.has_warnings() || !s.runtime.is_empty())
     }) {
         EXIT_WARNINGS
     } else {

@@ -144,6 +144,7 @@ pub fn verdict(
         status: None,
         bound_by: None,
         effect: None,
+        advice: Vec::new(),
     }
 }
 
@@ -263,6 +264,7 @@ mod tests {
             status: None,
             bound_by: None,
             effect: None,
+            advice: Vec::new(),
         }
     }
 

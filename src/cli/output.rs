@@ -68,6 +68,8 @@ pub struct CheckedPolicy {
     pub bound_by: Option<Vec<String>>,
     /// Bindings: what the binding will do (see [`crate::bindings`]).
     pub effect: Option<BindingReport>,
+    /// Webhook configurations: what they will do beyond the verdict ([`crate::webhooks`]).
+    pub advice: Vec<crate::webhooks::Advice>,
 }
 
 /// The `-o json|yaml` entry: `{"kind": .., "name": .., "apiServer": {..}, "status":
@@ -94,6 +96,10 @@ pub struct OutputEntry<'a> {
     /// Bindings: one sentence naming the binding, the policy and the cause.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<&'a str>,
+    /// Webhook configurations: kube-apiserver's create-time warning and the documented
+    /// practices they break (docs/webhooks.md).
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    pub advice: &'a [crate::webhooks::Advice],
     /// Bindings: the facts behind the verdict.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub effect: Option<OutputEffect<'a>>,
@@ -189,6 +195,7 @@ pub fn entries(policies: &[CheckedPolicy]) -> Vec<OutputEntry<'_>> {
             verdict: p.effect.as_ref().map(|e| e.verdict.to_string()),
             reason: p.effect.as_ref().map(|e| e.reason.as_str()),
             effect: p.effect.as_ref().map(effect),
+            advice: &p.advice,
         })
         .collect()
 }
@@ -309,6 +316,9 @@ pub fn render_text_at(policies: &[CheckedPolicy], colour: bool, locate: &Locator
         if !runtime.is_empty() {
             verdicts.push(st.red(&plural(runtime.len(), "runtime error")));
         }
+        if !p.advice.is_empty() {
+            verdicts.push(st.yellow(&plural(p.advice.len(), "webhook finding")));
+        }
         if verdicts.is_empty() {
             verdicts.push(st.green("ok"));
         }
@@ -393,6 +403,19 @@ pub fn render_text_at(policies: &[CheckedPolicy], colour: bool, locate: &Locator
                     "      ",
                 );
             }
+        }
+        // Webhook configurations: kube-apiserver's warning and the documented practices
+        // (docs/webhooks.md).
+        for a in &p.advice {
+            let at = locate(p, &a.field_ref)
+                .map(|a| format!("{a}: "))
+                .unwrap_or_default();
+            out.push_str(&format!(
+                "  {at}{}
+",
+                st.yellow(&format!("{} [{}]", a.field_ref, a.rule.id()))
+            ));
+            push_indented(&mut out, &a.message, "    ", "      ");
         }
         // Extended mode: maxima that can exceed a runtime cost limit (docs/cost.md).
         for f in p.status.iter().flat_map(|s| s.cost.findings.iter()) {
@@ -530,6 +553,7 @@ mod tests {
                 status: Some(bad),
                 bound_by: None,
                 effect: None,
+                advice: Vec::new(),
             },
             CheckedPolicy {
                 api_server: ApiServerVerdict {
@@ -548,6 +572,7 @@ mod tests {
                 status: Some(good),
                 bound_by: None,
                 effect: None,
+                advice: Vec::new(),
             },
             CheckedPolicy {
                 api_server: ApiServerVerdict {
@@ -566,6 +591,7 @@ mod tests {
                 status: None,
                 bound_by: None,
                 effect: None,
+                advice: Vec::new(),
             },
         ]
     }
@@ -621,7 +647,7 @@ mod proptests {
                 expression_warnings: vec![ExpressionWarning { field_ref: "spec.validations[0].expression".into(), warning: warning.clone() }],
                 ..PolicyStatus::default()
             };
-            let policies = [CheckedPolicy { kind: super::super::input::POLICY_KIND, api_server: ApiServerVerdict { server_minor: 37, update: false, causes: vec![warning.clone()], static_dir: None }, name, origin: Origin { source: "s".into(), document: 1, item: None }, status: Some(status), bound_by: None, effect: None }];
+            let policies = [CheckedPolicy { kind: super::super::input::POLICY_KIND, api_server: ApiServerVerdict { server_minor: 37, update: false, causes: vec![warning.clone()], static_dir: None }, name, origin: Origin { source: "s".into(), document: 1, item: None }, status: Some(status), bound_by: None, effect: None, advice: Vec::new() }];
             let yaml = render_yaml(&policies).unwrap();
             let from_yaml: serde_json::Value = serde_saphyr::from_str(&yaml).unwrap();
             let from_json: serde_json::Value = serde_json::from_str(&render_json(&policies).unwrap()).unwrap();

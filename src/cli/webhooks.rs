@@ -89,6 +89,7 @@ pub fn verdict(
         status: None,
         bound_by: None,
         effect: None,
+        advice: crate::webhooks::advise(config),
     }
 }
 
@@ -99,7 +100,8 @@ pub fn verdict(
 /// Each webhook is checked as the ValidatingAdmissionPolicy that has its rules, match policy,
 /// selectors, failure policy and match conditions (one validation `true`, whose results are
 /// dropped): the same analysis and runtime-safety findings as a policy's match conditions, at
-/// `webhooks[i].matchConditions[j].expression`. Cost estimates are left out (a webhook's match
+/// `webhooks[i].matchConditions[j].expression`. Cost estimates and the notes on matched
+/// kinds that were not checked are left out (a webhook's match
 /// conditions have their own budget, not the policies'). `namespaceObject` and `params` are
 /// [`unbound_variable_findings`].
 pub fn type_check(
@@ -294,7 +296,6 @@ fn merge_match_condition_results(
             status.checked_kinds.push(k);
         }
     }
-    status.skipped.extend(checked.skipped);
 }
 
 #[cfg(test)]

@@ -19,6 +19,7 @@ const CORE: &[&str] = &[
     "apiserver",
     "bindings",
     "engine",
+    "webhooks",
 ];
 /// Schemas: types used by the core, and the files, embedded and live sources of them.
 const SCHEMA: &[&str] = &["schema"];

@@ -1,0 +1,355 @@
+//! What a webhook configuration will do beyond kube-apiserver's verdict: the create-time
+//! warning kube-apiserver itself gives, and the practices of the Kubernetes documentation's
+//! "Dynamic Admission Control", "Best practices and warnings", that can be decided from the
+//! object alone. Pure: no I/O.
+//!
+//! Each [`Practice`] cites its source. The selectors are evaluated with
+//! [`crate::bindings::selector`] against the namespace as kube-apiserver creates it (its only
+//! label is `kubernetes.io/metadata.name`), and only an empty `objectSelector` counts as
+//! matching every object (another could exclude the objects in question).
+
+use std::collections::BTreeMap;
+
+use crate::apiserver::webhook::{Webhook, WebhookConfiguration, default_configuration};
+use crate::bindings::selector;
+
+/// The documentation page of the practices.
+pub const DOCS: &str =
+    "https://kubernetes.io/docs/reference/access-authn-authz/extensible-admission-controllers/";
+
+/// A kind of finding on a webhook.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Practice {
+    /// A rule names a resource excluded from admission webhooks: kube-apiserver's own warning
+    /// on create (k8s.io/kubernetes v1.37.1 `pkg/apis/admissionregistration/validation/
+    /// warnings.go` `WarningsForValidatingWebhookRules`, with the list of
+    /// `pkg/kubeapiserver/admission/exclusion/resources.go`; feature
+    /// `ExcludeAdmissionWebhookVirtualResources`, beta and on from 1.37).
+    ExcludedResource,
+    /// `failurePolicy: Fail` on requests in kube-system ("Avoiding operating on the kube-system
+    /// namespace").
+    FailClosedKubeSystem,
+    /// `failurePolicy: Fail` on the creation of the webhook's own pods ("Avoiding deadlocks in
+    /// self-hosted webhooks").
+    FailClosedOwnPods,
+}
+
+impl Practice {
+    /// The stable rule id (SARIF, JUnit, GitHub).
+    pub fn id(self) -> &'static str {
+        match self {
+            Practice::ExcludedResource => "VAP120",
+            Practice::FailClosedKubeSystem => "VAP121",
+            Practice::FailClosedOwnPods => "VAP122",
+        }
+    }
+
+    /// The rule's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Practice::ExcludedResource => "WebhookRuleHasNoEffect",
+            Practice::FailClosedKubeSystem => "WebhookFailClosedOnKubeSystem",
+            Practice::FailClosedOwnPods => "WebhookFailClosedOnItsOwnPods",
+        }
+    }
+
+    /// What it means.
+    pub fn description(self) -> &'static str {
+        match self {
+            Practice::ExcludedResource => {
+                "A webhook rule names a resource kube-apiserver never sends to admission webhooks: the rule has no effect (kube-apiserver warns on create)."
+            }
+            Practice::FailClosedKubeSystem => {
+                "A webhook with failurePolicy Fail intercepts requests in kube-system: while it is unavailable, kube-apiserver rejects them, and control-plane components there can stop working."
+            }
+            Practice::FailClosedOwnPods => {
+                "A webhook with failurePolicy Fail intercepts the creation of its own pods: while it is down, they cannot be created, so it cannot recover by itself."
+            }
+        }
+    }
+
+    /// The documentation it follows.
+    pub fn help_uri(self) -> String {
+        match self {
+            Practice::ExcludedResource => format!("{DOCS}#matching-requests-rules"),
+            Practice::FailClosedKubeSystem => {
+                format!("{DOCS}#avoiding-operating-on-the-kube-system-namespace")
+            }
+            Practice::FailClosedOwnPods => {
+                format!("{DOCS}#avoiding-deadlocks-in-self-hosted-webhooks")
+            }
+        }
+    }
+
+    /// Every practice, in id order.
+    pub const ALL: [Practice; 3] = [
+        Practice::ExcludedResource,
+        Practice::FailClosedKubeSystem,
+        Practice::FailClosedOwnPods,
+    ];
+}
+
+/// One finding on a webhook configuration.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Advice {
+    /// Its kind.
+    #[serde(serialize_with = "practice_id")]
+    pub rule: Practice,
+    /// The field it is about (`webhooks[0].rules[1]`).
+    pub field_ref: String,
+    /// What will happen.
+    pub message: String,
+}
+
+fn practice_id<S: serde::Serializer>(p: &Practice, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(p.id())
+}
+
+/// `exclusion.Excluded()`: (group, resource).
+const EXCLUDED: [(&str, &str); 6] = [
+    ("authentication.k8s.io", "selfsubjectreviews"),
+    ("authentication.k8s.io", "tokenreviews"),
+    ("authorization.k8s.io", "localsubjectaccessreviews"),
+    ("authorization.k8s.io", "selfsubjectaccessreviews"),
+    ("authorization.k8s.io", "selfsubjectrulesreviews"),
+    ("authorization.k8s.io", "subjectaccessreviews"),
+];
+
+/// The API groups of the namespaced objects the control plane and its add-ons keep in
+/// kube-system (pods, config maps, secrets, service accounts, leases, endpoints, events,
+/// deployments, daemon sets, roles, ...); `*` names them all. A rule only on other groups (a
+/// project's own custom resources) is not flagged.
+const CONTROL_PLANE_GROUPS: [&str; 9] = [
+    "*",
+    "",
+    "apps",
+    "coordination.k8s.io",
+    "discovery.k8s.io",
+    "events.k8s.io",
+    "rbac.authorization.k8s.io",
+    "policy",
+    "batch",
+];
+
+/// Built-in resources that are cluster-scoped (a rule that names only these cannot match a
+/// request in a namespace).
+const CLUSTER_SCOPED: [&str; 22] = [
+    "namespaces",
+    "nodes",
+    "persistentvolumes",
+    "clusterroles",
+    "clusterrolebindings",
+    "customresourcedefinitions",
+    "apiservices",
+    "storageclasses",
+    "csidrivers",
+    "csinodes",
+    "volumeattachments",
+    "priorityclasses",
+    "runtimeclasses",
+    "ingressclasses",
+    "certificatesigningrequests",
+    "validatingwebhookconfigurations",
+    "mutatingwebhookconfigurations",
+    "validatingadmissionpolicies",
+    "validatingadmissionpolicybindings",
+    "mutatingadmissionpolicies",
+    "mutatingadmissionpolicybindings",
+    "flowschemas",
+];
+
+/// The findings on `config`, per webhook in order.
+pub fn advise(config: &WebhookConfiguration) -> Vec<Advice> {
+    let mut c = config.clone();
+    default_configuration(&mut c);
+    let mut out = Vec::new();
+    for (i, hook) in c.webhooks().iter().enumerate() {
+        let path = format!("webhooks[{i}]");
+        out.extend(excluded_resources(hook, &path));
+        if hook.failure_policy.as_deref() != Some("Fail") || !matches_every_object(hook) {
+            continue;
+        }
+        if selects_namespace(hook, "kube-system")
+            && let Some(j) = hook.rules().iter().position(|r| {
+                r.scope.as_deref() != Some("Cluster")
+                    && r.api_groups
+                        .iter()
+                        .flatten()
+                        .any(|g| CONTROL_PLANE_GROUPS.contains(&g.as_str()))
+                    && r.resources
+                        .iter()
+                        .flatten()
+                        .any(|res| !CLUSTER_SCOPED.contains(&base(res)))
+            })
+        {
+            out.push(Advice {
+                rule: Practice::FailClosedKubeSystem,
+                field_ref: format!("{path}.rules[{j}]"),
+                message: "failurePolicy is Fail and the rule matches requests in kube-system \
+                          (the namespaceSelector selects it): while the webhook is unavailable, \
+                          kube-apiserver rejects them, and control-plane components there can \
+                          stop working; exclude kube-system with the namespaceSelector"
+                    .into(),
+            });
+        }
+        let own = hook
+            .client_config
+            .as_ref()
+            .and_then(|cc| cc.service.as_ref())
+            .and_then(|s| s.namespace.clone())
+            .filter(|ns| !ns.is_empty());
+        if let Some(ns) = own
+            && selects_namespace(hook, &ns)
+            && let Some(j) = hook.rules().iter().position(|r| {
+                let group = r
+                    .api_groups
+                    .iter()
+                    .flatten()
+                    .any(|g| g.is_empty() || g == "*");
+                let ops = r
+                    .operations
+                    .iter()
+                    .flatten()
+                    .any(|o| o == "CREATE" || o == "*");
+                let pods = r
+                    .resources
+                    .iter()
+                    .flatten()
+                    .any(|res| matches!(res.as_str(), "pods" | "*" | "*/*"));
+                let scope = r.scope.as_deref() != Some("Cluster");
+                group && ops && pods && scope
+            })
+        {
+            out.push(Advice {
+                rule: Practice::FailClosedOwnPods,
+                field_ref: format!("{path}.rules[{j}]"),
+                message: format!(
+                    "failurePolicy is Fail and the rule matches pod creation in {ns}, the \
+                     namespace of the webhook's own Service: while the webhook is down, its pods \
+                     cannot be created, so it cannot recover by itself; exclude {ns} with the \
+                     namespaceSelector"
+                ),
+            });
+        }
+    }
+    out
+}
+
+/// The resource of `res` without its subresource.
+fn base(res: &str) -> &str {
+    res.split('/').next().unwrap_or(res)
+}
+
+/// `excludedResourcesNamedByRule` of every rule: the warning text without its field.
+fn excluded_resources(hook: &Webhook, path: &str) -> Vec<Advice> {
+    let mut out = Vec::new();
+    for (j, r) in hook.rules().iter().enumerate() {
+        let groups = r.api_groups.as_deref().unwrap_or_default();
+        let resources = r.resources.as_deref().unwrap_or_default();
+        if groups.iter().any(|g| g == "*") || resources.iter().any(|r| r == "*") {
+            continue;
+        }
+        let mut seen = Vec::new();
+        for g in groups {
+            for res in resources {
+                let gr = (g.as_str(), res.as_str());
+                if EXCLUDED.contains(&gr) && !seen.contains(&gr) {
+                    seen.push(gr);
+                    // schema.GroupResource.String: `resource.group` (`resource` without one).
+                    let name = if g.is_empty() {
+                        res.clone()
+                    } else {
+                        format!("{res}.{g}")
+                    };
+                    out.push(Advice {
+                        rule: Practice::ExcludedResource,
+                        field_ref: format!("{path}.rules[{j}]"),
+                        message: format!(
+                            "{name} is excluded from admission webhooks; this rule will have no effect"
+                        ),
+                    });
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Whether the webhook's `objectSelector` selects every object (empty after defaulting).
+fn matches_every_object(hook: &Webhook) -> bool {
+    selector::parse(hook.object_selector.as_ref(), "objectSelector")
+        .is_ok_and(|s| s.is_everything())
+}
+
+/// Whether the `namespaceSelector` selects the namespace `name` as kube-apiserver creates it.
+fn selects_namespace(hook: &Webhook, name: &str) -> bool {
+    let labels = BTreeMap::from([("kubernetes.io/metadata.name".to_owned(), name.to_owned())]);
+    selector::parse(hook.namespace_selector.as_ref(), "namespaceSelector")
+        .is_ok_and(|s| s.matches(&labels))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::apiserver::webhook::{WebhookKind, read_configuration};
+    use serde_json::json;
+
+    fn config(hook: serde_json::Value) -> WebhookConfiguration {
+        read_configuration(
+            WebhookKind::Validating,
+            &json!({"metadata": {"name": "c"}, "webhooks": [hook]}),
+        )
+        .unwrap()
+    }
+
+    fn rules(a: &[Advice]) -> Vec<(&'static str, &str)> {
+        a.iter()
+            .map(|a| (a.rule.id(), a.field_ref.as_str()))
+            .collect()
+    }
+
+    #[test]
+    fn excluded_resources_as_kube_apiserver_warns() {
+        let a = advise(&config(json!({
+        "name": "a.b.c", "failurePolicy": "Ignore",
+        "rules": [
+            {"apiGroups": ["authentication.k8s.io", "authorization.k8s.io"], "apiVersions": ["v1"],
+             "operations": ["CREATE"], "resources": ["tokenreviews", "subjectaccessreviews", "tokenreviews"]},
+            {"apiGroups": ["*"], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["tokenreviews"]}
+        ]})));
+        let messages: Vec<&str> = a.iter().map(|a| a.message.as_str()).collect();
+        assert_eq!(
+            messages,
+            [
+                "tokenreviews.authentication.k8s.io is excluded from admission webhooks; this rule will have no effect",
+                "subjectaccessreviews.authorization.k8s.io is excluded from admission webhooks; this rule will have no effect",
+            ]
+        );
+    }
+
+    #[test]
+    fn fail_closed_on_kube_system_and_own_pods() {
+        let hook = |ns_selector: serde_json::Value, object_selector: serde_json::Value| {
+            json!({"name": "a.b.c",
+                "clientConfig": {"service": {"namespace": "hooks", "name": "svc"}},
+                "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["*"], "resources": ["pods"]}],
+                "namespaceSelector": ns_selector, "objectSelector": object_selector})
+        };
+        assert_eq!(
+            rules(&advise(&config(hook(json!({}), json!({}))))),
+            [
+                ("VAP121", "webhooks[0].rules[0]"),
+                ("VAP122", "webhooks[0].rules[0]")
+            ]
+        );
+        let not_system = json!({"matchExpressions": [{"key": "kubernetes.io/metadata.name",
+            "operator": "NotIn", "values": ["kube-system", "hooks"]}]});
+        assert_eq!(rules(&advise(&config(hook(not_system, json!({}))))), []);
+        let labelled = json!({"matchLabels": {"inject": "true"}});
+        assert_eq!(rules(&advise(&config(hook(json!({}), labelled)))), []);
+        let mut ignore = hook(json!({}), json!({}));
+        ignore["failurePolicy"] = json!("Ignore");
+        assert_eq!(rules(&advise(&config(ignore))), []);
+    }
+}
