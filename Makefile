@@ -2,7 +2,7 @@
 # e2e/cluster/ so that it can also be run by hand.
 SHELL := /bin/bash
 
-.PHONY: test demo build cluster-binaries image lint fuzz-smoke fuzz bench-smoke bench pre-commit-rust
+.PHONY: test demo build cluster-binaries image lint fuzz-smoke fuzz bench-smoke bench pre-commit-rust dist
 
 ## make test: lint, the oracle (its Go tests, golden files regenerated and compared), unit,
 ## integration and cluster (e2e) tests; the e2e tests start their own control plane (built from
@@ -17,7 +17,9 @@ SHELL := /bin/bash
 ## e2e_image unpacks and runs it (VAPCHECK_IMAGE_OCI). After the cargo tests, the pre-commit
 ## stage runs the `vapcheck-system` hook of .pre-commit-hooks.yaml with the real pre-commit (pinned,
 ## scripts/pre-commit-path) on a scratch git repository, with the debug binary the cargo tests
-## built (scripts/test-pre-commit; the language: rust hook is `make pre-commit-rust`).
+## built (scripts/test-pre-commit; the language: rust hook is `make pre-commit-rust`); the krew
+## stage validates plugins/vapcheck.yaml as `make dist` fills it in and installs it with krew
+## (scripts/test-krew).
 test: export CELCHECK = $(CURDIR)/e2e/oracle/bin/celcheck
 # The comparisons with the oracle run in their own stage with --nocapture, so that the log shows
 # their exact counts ("oracle diff: 12054 comparisons ...", "compared 571 cases ...",
@@ -51,6 +53,7 @@ test:
 			scripts/stage cargo-test \
 			cargo test --all-targets --no-fail-fast -- --exact $(addprefix --skip ,$(ORACLE_REPLAY_TESTS))
 	@scripts/stage pre-commit scripts/test-pre-commit
+	@scripts/stage krew scripts/test-krew
 	@scripts/stage doc-test cargo test --doc
 	@scripts/stage bench-smoke $(MAKE) --no-print-directory bench-smoke
 	@scripts/stage fuzz-smoke $(MAKE) --no-print-directory fuzz-smoke
@@ -108,6 +111,13 @@ fuzz:
 ## cases as the pre-commit stage. A measuring run, not part of `make test` (docs/adoption.md).
 pre-commit-rust:
 	scripts/test-pre-commit --rust
+
+## make dist: the release artefacts in dist/ (scripts/dist; docs/adoption.md): the static musl
+## release binary (x86_64 Linux, the image's build), a .tar.gz of it for krew and the GitHub
+## action, a CycloneDX SBOM (cargo-cyclonedx, pinned), the krew manifest and SHA256SUMS. Not
+## part of `make test` (a release build); its packing is tested there by the krew stage.
+dist:
+	scripts/dist
 
 ## make demo: build, start a local control plane with the upstream status controller, apply the
 ## sample policies from config/samples/, show their status with kubectl, stop the control plane.
