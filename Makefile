@@ -19,7 +19,8 @@ SHELL := /bin/bash
 ## scripts/pre-commit-path) on a scratch git repository, with the debug binary the cargo tests
 ## built (scripts/test-pre-commit; the language: rust hook is `make pre-commit-rust`); the krew
 ## stage validates plugins/vapcheck.yaml as `make dist` fills it in and installs it with krew
-## (scripts/test-krew).
+## (scripts/test-krew); the action stage runs the GitHub action's script (action.yml,
+## scripts/action-run) with the GitHub Actions variables faked (scripts/test-action).
 test: export CELCHECK = $(CURDIR)/e2e/oracle/bin/celcheck
 # The comparisons with the oracle run in their own stage with --nocapture, so that the log shows
 # their exact counts ("oracle diff: 12054 comparisons ...", "compared 571 cases ...",
@@ -54,6 +55,7 @@ test:
 			cargo test --all-targets --no-fail-fast -- --exact $(addprefix --skip ,$(ORACLE_REPLAY_TESTS))
 	@scripts/stage pre-commit scripts/test-pre-commit
 	@scripts/stage krew scripts/test-krew
+	@scripts/stage action scripts/test-action
 	@scripts/stage doc-test cargo test --doc
 	@scripts/stage bench-smoke $(MAKE) --no-print-directory bench-smoke
 	@scripts/stage fuzz-smoke $(MAKE) --no-print-directory fuzz-smoke
