@@ -2,7 +2,7 @@
 # e2e/cluster/ so that it can also be run by hand.
 SHELL := /bin/bash
 
-.PHONY: test demo build cluster-binaries image lint fuzz-smoke fuzz bench-smoke bench
+.PHONY: test demo build cluster-binaries image lint fuzz-smoke fuzz bench-smoke bench pre-commit-rust dist
 
 ## make test: lint, the oracle (its Go tests, golden files regenerated and compared), unit,
 ## integration and cluster (e2e) tests; the e2e tests start their own control plane (built from
@@ -14,7 +14,13 @@ SHELL := /bin/bash
 ## (scripts/promtool-rules); helm and Prometheus are pinned in scripts/tools.version and cached
 ## under $VAPCHECK_CACHE by scripts/helm-path and scripts/prometheus-path. The container image
 ## (`make image`, the Dockerfile's scratch target) is built before the cargo tests, whose
-## e2e_image unpacks and runs it (VAPCHECK_IMAGE_OCI).
+## e2e_image unpacks and runs it (VAPCHECK_IMAGE_OCI). After the cargo tests, the pre-commit
+## stage runs the `vapcheck-system` hook of .pre-commit-hooks.yaml with the real pre-commit (pinned,
+## scripts/pre-commit-path) on a scratch git repository, with the debug binary the cargo tests
+## built (scripts/test-pre-commit; the language: rust hook is `make pre-commit-rust`); the krew
+## stage validates plugins/vapcheck.yaml as `make dist` fills it in and installs it with krew
+## (scripts/test-krew); the action stage runs the GitHub action's script (action.yml,
+## scripts/action-run) with the GitHub Actions variables faked (scripts/test-action).
 test: export CELCHECK = $(CURDIR)/e2e/oracle/bin/celcheck
 # The comparisons with the oracle run in their own stage with --nocapture, so that the log shows
 # their exact counts ("oracle diff: 12054 comparisons ...", "compared 571 cases ...",
@@ -47,6 +53,9 @@ test:
 		VAPCHECK_KUBECTL="$$kubectl" VAPCHECK_HELM="$$helm" VAPCHECK_IMAGE_OCI="$$image" \
 			scripts/stage cargo-test \
 			cargo test --all-targets --no-fail-fast -- --exact $(addprefix --skip ,$(ORACLE_REPLAY_TESTS))
+	@scripts/stage pre-commit scripts/test-pre-commit
+	@scripts/stage krew scripts/test-krew
+	@scripts/stage action scripts/test-action
 	@scripts/stage doc-test cargo test --doc
 	@scripts/stage bench-smoke $(MAKE) --no-print-directory bench-smoke
 	@scripts/stage fuzz-smoke $(MAKE) --no-print-directory fuzz-smoke
@@ -98,6 +107,19 @@ FUZZ_SECONDS ?= 600
 fuzz:
 	@command -v cargo-fuzz >/dev/null 2>&1 || cargo install cargo-fuzz --locked
 	fuzz/run-smoke.sh $(FUZZ_SECONDS)
+
+## The `vapcheck` pre-commit hook (language: rust) end to end: pre-commit clones this repository at
+## HEAD and builds it with `cargo install --path .` (a release build: minutes), then the same
+## cases as the pre-commit stage. A measuring run, not part of `make test` (docs/adoption.md).
+pre-commit-rust:
+	scripts/test-pre-commit --rust
+
+## make dist: the release artefacts in dist/ (scripts/dist; docs/adoption.md): the static musl
+## release binary (x86_64 Linux, the image's build), a .tar.gz of it for krew and the GitHub
+## action, a CycloneDX SBOM (cargo-cyclonedx, pinned), the krew manifest and SHA256SUMS. Not
+## part of `make test` (a release build); its packing is tested there by the krew stage.
+dist:
+	scripts/dist
 
 ## make demo: build, start a local control plane with the upstream status controller, apply the
 ## sample policies from config/samples/, show their status with kubectl, stop the control plane.
