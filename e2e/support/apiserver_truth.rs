@@ -113,55 +113,78 @@ pub fn yaml_files(dir: &Path, out: &mut Vec<PathBuf>) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The documents of every YAML file under `shared/<sub>`, in path order, that `keep` turns into
+/// an object to send (`None`: skipped), each with the id `<path>#<index>`; files that do not
+/// parse are returned as [`Excluded`]. Shared by every corpus of the verdict tests.
+pub fn corpus_documents(
+    shared: &Path,
+    sub: &str,
+    keep: impl Fn(Value) -> Option<Value>,
+) -> anyhow::Result<(Vec<Case>, Vec<Excluded>)> {
+    let root = shared.join(sub);
+    let mut files = Vec::new();
+    yaml_files(&root, &mut files)?;
+    if files.is_empty() {
+        bail!("no YAML files under {}", root.display());
+    }
+    let mut cases = Vec::new();
+    let mut excluded = Vec::new();
+    for file in files {
+        let rel = file
+            .strip_prefix(shared)
+            .unwrap_or(&file)
+            .display()
+            .to_string();
+        let text = std::fs::read_to_string(&file)
+            .with_context(|| format!("reading {}", file.display()))?;
+        let docs = match crate::support::parse_yaml_documents(&text) {
+            Ok(docs) => docs,
+            Err(err) => {
+                excluded.push(Excluded {
+                    id: rel,
+                    reason: format!("{err:#}"),
+                });
+                continue;
+            }
+        };
+        for (i, doc) in docs.into_iter().enumerate() {
+            if let Some(object) = keep(doc) {
+                cases.push(Case {
+                    id: format!("{rel}#{i}"),
+                    object,
+                });
+            }
+        }
+    }
+    Ok((cases, excluded))
+}
+
+/// The document as an `admissionregistration.k8s.io/v1` object of `kind`, when it is one of
+/// that kind in any version of the group (the corpus has v1alpha1 and v1beta1 documents; a
+/// default 1.37 API server serves only v1, and the fields are the same). Documents of other
+/// groups (`admissionregistration.x-k8s.io`) or kinds: `None`.
+pub fn as_v1_of(kind: &str, mut doc: Value) -> Option<Value> {
+    let group_ok = doc
+        .get("apiVersion")
+        .and_then(Value::as_str)
+        .is_some_and(|v| v.starts_with("admissionregistration.k8s.io/"));
+    if doc.get("kind").and_then(Value::as_str) != Some(kind) || !group_ok {
+        return None;
+    }
+    doc["apiVersion"] = json!(API_VERSION);
+    Some(doc)
+}
+
 /// Every ValidatingAdmissionPolicy document of `corpus/policies` and every
-/// ValidatingAdmissionPolicyBinding document of `corpus/bindings`, in path order, with
-/// `apiVersion` set to `admissionregistration.k8s.io/v1` (the corpus has v1alpha1 and v1beta1
-/// documents; a default 1.37 API server serves only v1, and the fields are the same). Documents of
-/// other groups (`admissionregistration.x-k8s.io`) or kinds are not policies and are skipped;
-/// documents that do not parse are returned as [`Excluded`].
+/// ValidatingAdmissionPolicyBinding document of `corpus/bindings`, in path order, read as v1
+/// ([`as_v1_of`]).
 pub fn corpus_cases(shared: &Path) -> anyhow::Result<(Vec<Case>, Vec<Excluded>)> {
     let mut cases = Vec::new();
     let mut excluded = Vec::new();
     for (sub, kind) in [("corpus/policies", POLICY), ("corpus/bindings", BINDING)] {
-        let root = shared.join(sub);
-        let mut files = Vec::new();
-        yaml_files(&root, &mut files)?;
-        if files.is_empty() {
-            bail!("no YAML files under {}", root.display());
-        }
-        for file in files {
-            let rel = file
-                .strip_prefix(shared)
-                .unwrap_or(&file)
-                .display()
-                .to_string();
-            let text = std::fs::read_to_string(&file)
-                .with_context(|| format!("reading {}", file.display()))?;
-            let docs = match crate::support::parse_yaml_documents(&text) {
-                Ok(docs) => docs,
-                Err(err) => {
-                    excluded.push(Excluded {
-                        id: rel,
-                        reason: format!("{err:#}"),
-                    });
-                    continue;
-                }
-            };
-            for (i, mut doc) in docs.into_iter().enumerate() {
-                let group_ok = doc
-                    .get("apiVersion")
-                    .and_then(Value::as_str)
-                    .is_some_and(|v| v.starts_with("admissionregistration.k8s.io/"));
-                if doc.get("kind").and_then(Value::as_str) != Some(kind) || !group_ok {
-                    continue;
-                }
-                doc["apiVersion"] = json!(API_VERSION);
-                cases.push(Case {
-                    id: format!("{rel}#{i}"),
-                    object: doc,
-                });
-            }
-        }
+        let (c, e) = corpus_documents(shared, sub, |doc| as_v1_of(kind, doc))?;
+        cases.extend(c);
+        excluded.extend(e);
     }
     Ok((cases, excluded))
 }

@@ -12,59 +12,20 @@
 
 use std::path::Path;
 
-use anyhow::Context;
 use serde_json::{Value, json};
 
 use crate::truth::{
     API_VERSION, Case, Excluded, MUTATING_BINDING, MUTATING_POLICY, Mutation, Storage, UpdateCase,
-    del_m, get, m, match_condition_mutations, match_resources_mutations, metadata_mutations, rule,
-    set, set_m, variable_mutations, yaml_files,
+    as_v1_of, corpus_documents, del_m, get, m, match_condition_mutations,
+    match_resources_mutations, metadata_mutations, rule, set, set_m, variable_mutations,
 };
 
 /// Every MutatingAdmissionPolicy and binding of `corpus/mutating`, in path order (documents of
 /// other kinds and groups are skipped; files that do not parse are [`Excluded`]).
 pub fn corpus_cases(shared: &Path) -> anyhow::Result<(Vec<Case>, Vec<Excluded>)> {
-    let root = shared.join("corpus/mutating");
-    let mut files = Vec::new();
-    yaml_files(&root, &mut files)?;
-    anyhow::ensure!(!files.is_empty(), "no YAML files under {}", root.display());
-    let mut cases = Vec::new();
-    let mut excluded = Vec::new();
-    for file in files {
-        let rel = file
-            .strip_prefix(shared)
-            .unwrap_or(&file)
-            .display()
-            .to_string();
-        let text = std::fs::read_to_string(&file)
-            .with_context(|| format!("reading {}", file.display()))?;
-        let docs = match crate::support::parse_yaml_documents(&text) {
-            Ok(docs) => docs,
-            Err(err) => {
-                excluded.push(Excluded {
-                    id: rel,
-                    reason: format!("{err:#}"),
-                });
-                continue;
-            }
-        };
-        for (i, mut doc) in docs.into_iter().enumerate() {
-            let group_ok = doc
-                .get("apiVersion")
-                .and_then(Value::as_str)
-                .is_some_and(|v| v.starts_with("admissionregistration.k8s.io/"));
-            let kind = doc.get("kind").and_then(Value::as_str).unwrap_or("");
-            if !group_ok || (kind != MUTATING_POLICY && kind != MUTATING_BINDING) {
-                continue;
-            }
-            doc["apiVersion"] = json!(API_VERSION);
-            cases.push(Case {
-                id: format!("{rel}#{i}"),
-                object: doc,
-            });
-        }
-    }
-    Ok((cases, excluded))
+    corpus_documents(shared, "corpus/mutating", |doc| {
+        as_v1_of(MUTATING_POLICY, doc.clone()).or_else(|| as_v1_of(MUTATING_BINDING, doc))
+    })
 }
 
 fn policy(name: &str, spec: Value) -> Value {

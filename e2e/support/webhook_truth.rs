@@ -13,12 +13,11 @@
 
 use std::path::Path;
 
-use anyhow::Context;
 use serde_json::{Value, json};
 
 use crate::truth::{
-    Case, Excluded, Mutation, Storage, UpdateCase, del_m, get, m, match_condition_mutations,
-    metadata_mutations, set, set_m, yaml_files,
+    Case, Excluded, Mutation, Storage, UpdateCase, corpus_documents, del_m, get, m,
+    match_condition_mutations, metadata_mutations, set, set_m,
 };
 
 pub const VALIDATING: &str = "ValidatingWebhookConfiguration";
@@ -28,42 +27,11 @@ const API_VERSION: &str = "admissionregistration.k8s.io/v1";
 /// Every webhook configuration of `corpus/webhooks`, in path order (documents of other kinds are
 /// skipped; files that do not parse are [`Excluded`]).
 pub fn corpus_cases(shared: &Path) -> anyhow::Result<(Vec<Case>, Vec<Excluded>)> {
-    let root = shared.join("corpus/webhooks");
-    let mut files = Vec::new();
-    yaml_files(&root, &mut files)?;
-    anyhow::ensure!(!files.is_empty(), "no YAML files under {}", root.display());
-    let mut cases = Vec::new();
-    let mut excluded = Vec::new();
-    for file in files {
-        let rel = file
-            .strip_prefix(shared)
-            .unwrap_or(&file)
-            .display()
-            .to_string();
-        let text = std::fs::read_to_string(&file)
-            .with_context(|| format!("reading {}", file.display()))?;
-        let docs = match crate::support::parse_yaml_documents(&text) {
-            Ok(docs) => docs,
-            Err(err) => {
-                excluded.push(Excluded {
-                    id: rel,
-                    reason: format!("{err:#}"),
-                });
-                continue;
-            }
-        };
-        for (i, doc) in docs.into_iter().enumerate() {
-            let kind = doc.get("kind").and_then(Value::as_str).unwrap_or("");
-            let version = doc.get("apiVersion").and_then(Value::as_str).unwrap_or("");
-            if (kind == VALIDATING || kind == MUTATING) && version == API_VERSION {
-                cases.push(Case {
-                    id: format!("{rel}#{i}"),
-                    object: doc,
-                });
-            }
-        }
-    }
-    Ok((cases, excluded))
+    corpus_documents(shared, "corpus/webhooks", |doc| {
+        let kind = doc.get("kind").and_then(Value::as_str).unwrap_or("");
+        let version = doc.get("apiVersion").and_then(Value::as_str).unwrap_or("");
+        ((kind == VALIDATING || kind == MUTATING) && version == API_VERSION).then_some(doc)
+    })
 }
 
 /// A rule no API server serves: a configuration with it never intercepts anything.
