@@ -18,6 +18,10 @@ pub enum Rule {
     Rejected,
     /// A static-manifest folder kube-apiserver does not load.
     StaticManifests,
+    /// A document that does not decode (not YAML or JSON, not a Kubernetes object, a field
+    /// of a checked kind with a value of the wrong type) or a file that cannot be read: the
+    /// other documents are checked, this one is not.
+    NotDecoded,
     /// A type-checking warning: the expression fails for a matched kind.
     TypeWarning,
     /// Something the policy matches was not type-checked (wildcard, subresource, kind limit,
@@ -34,6 +38,7 @@ impl Rule {
         match self {
             Rule::Rejected => "VAP001",
             Rule::StaticManifests => "VAP002",
+            Rule::NotDecoded => "VAP003",
             Rule::TypeWarning => "VAP100",
             Rule::KindNotChecked => "VAP101",
             Rule::RuntimeError => "VAP110",
@@ -43,6 +48,7 @@ impl Rule {
         match self {
             Rule::Rejected => "RejectedByKubeApiserver",
             Rule::StaticManifests => "StaticManifestsNotLoaded",
+            Rule::NotDecoded => "DocumentNotDecoded",
             Rule::TypeWarning => "ExpressionTypeWarning",
             Rule::KindNotChecked => "KindNotChecked",
             Rule::RuntimeError => "ErrorsOnValidObjects",
@@ -55,6 +61,9 @@ impl Rule {
             }
             Rule::StaticManifests => {
                 "kube-apiserver does not load the static-manifest folder: it does not start with it."
+            }
+            Rule::NotDecoded => {
+                "A document does not decode (it is not YAML or JSON, not a Kubernetes object, or a field of a kind vapcheck checks has a value of the wrong type), or a file cannot be read: it is not checked, and cannot be created as written."
             }
             Rule::TypeWarning => {
                 "An expression does not type-check against a kind the policy matches: it fails at admission time for that kind."
@@ -69,17 +78,22 @@ impl Rule {
     }
     fn level(self) -> &'static str {
         match self {
-            Rule::Rejected | Rule::StaticManifests | Rule::RuntimeError => "error",
+            Rule::Rejected | Rule::StaticManifests | Rule::NotDecoded | Rule::RuntimeError => {
+                "error"
+            }
             Rule::TypeWarning => "warning",
             Rule::KindNotChecked => "note",
         }
     }
-    const ALL: [Rule; 5] = [
+    /// In SARIF's `rules` order (`ruleIndex`): new rules are appended so that the indexes of
+    /// the others do not move.
+    const ALL: [Rule; 6] = [
         Rule::Rejected,
         Rule::StaticManifests,
         Rule::TypeWarning,
         Rule::KindNotChecked,
         Rule::RuntimeError,
+        Rule::NotDecoded,
     ];
 }
 
@@ -170,6 +184,20 @@ fn place(
 pub fn findings(checked: &[CheckedPolicy], sources: &BTreeMap<String, String>) -> Vec<Finding> {
     let mut out = Vec::new();
     for c in checked {
+        if let Some(u) = &c.undecoded {
+            out.push(Finding {
+                rule: Rule::NotDecoded,
+                file: u.origin.source.clone(),
+                position: u.position,
+                kind: c.kind,
+                name: c.name.clone(),
+                field_ref: u.field.clone(),
+                matched_kind: None,
+                message: u.message.clone(),
+                fix: None,
+            });
+            continue;
+        }
         let text = if c.kind == STATIC_MANIFESTS_KIND {
             None
         } else {
@@ -381,10 +409,21 @@ fn title(f: &Finding) -> String {
     let what = match f.rule {
         Rule::Rejected => "rejected by kube-apiserver",
         Rule::StaticManifests => "static manifests not loaded",
+        Rule::NotDecoded => "not decoded",
         Rule::TypeWarning => "type-checking warning",
         Rule::KindNotChecked => "not type-checked",
         Rule::RuntimeError => "errors on valid objects",
     };
+    if f.kind.is_empty() || f.name.is_empty() {
+        // A document that does not decode may have neither.
+        let kind = if f.kind.is_empty() {
+            "document"
+        } else {
+            f.kind
+        };
+        let name = if f.name.is_empty() { "" } else { " " };
+        return format!("{kind}{name}{}: {what}", f.name);
+    }
     match &f.matched_kind {
         Some(k) if !k.is_empty() => format!("{} {}: {what} ({k})", f.kind, f.name),
         _ => format!("{} {}: {what}", f.kind, f.name),
@@ -438,18 +477,24 @@ pub fn render_github(findings: &[Finding]) -> String {
 }
 
 /// A fingerprint that does not move when unrelated text moves: the rule, the object, the
-/// field, the matched kind and the message (not the line).
+/// field, the matched kind and the message (not the line); for a document that does not
+/// decode, also its file.
 fn fingerprint(f: &Finding) -> String {
     // FNV-1a, 64 bits: stable across Rust versions, unlike `DefaultHasher`.
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for part in [
+    let mut parts = vec![
         f.rule.id(),
         f.kind,
         &f.name,
         &f.field_ref,
         f.matched_kind.as_deref().unwrap_or_default(),
         &f.message,
-    ] {
+    ];
+    // A document that does not decode may have no kind and no name: its file tells it apart.
+    if f.rule == Rule::NotDecoded {
+        parts.push(&f.file);
+    }
+    for part in parts {
         for b in part.bytes().chain([0u8]) {
             h ^= u64::from(b);
             h = h.wrapping_mul(0x0100_0000_01b3);
@@ -748,6 +793,7 @@ mod tests {
             }),
             bound_by: None,
             effect: None,
+            undecoded: None,
         };
         let got: Vec<(Option<String>, String)> = findings(&[checked], &BTreeMap::new())
             .into_iter()

@@ -4,6 +4,7 @@
 
 pub mod ci;
 pub mod discovery;
+pub mod documents;
 pub mod input;
 pub mod live;
 pub mod mutating;
@@ -493,10 +494,21 @@ pub fn run_check(
         let _ = writeln!(stderr, "vapcheck: {msg}");
         EXIT_UNUSABLE
     };
-    let (inputs, others, input_sources) = match read_input_all(&args.files, stdin) {
-        Ok(p) => p,
-        Err(e) => return fail(&e.to_string()),
+    // Every document is read; one that does not decode is a finding (documents.rs). Folders
+    // given as FILE are replaced by the files found in them.
+    let input = documents::read(&args.files, stdin);
+    let args = &CheckArgs {
+        files: input.paths.clone(),
+        ..args.clone()
     };
+    let documents::Input {
+        objects: inputs,
+        others,
+        texts: input_sources,
+        mut undecoded,
+        read,
+        ..
+    } = input;
     let static_files = match &args.static_manifests {
         Some(dir) => match read_static_dir(dir) {
             Ok(files) => Some((dir.display().to_string(), files)),
@@ -506,14 +518,18 @@ pub fn run_check(
     };
     // MutatingAdmissionPolicies and bindings: the API server's verdict, and type checking of
     // the policies (mutating.rs).
-    let mutating_objects = match mutating::read(&others) {
-        Ok(m) => m,
-        Err(e) => return fail(&e.to_string()),
-    };
-    if inputs.is_empty() && mutating_objects.is_empty() && static_files.is_none() {
-        return fail(
-            "no ValidatingAdmissionPolicy or ValidatingAdmissionPolicyBinding found in the input",
-        );
+    let (mutating_objects, bad_mutating) = mutating::read_lenient(&others);
+    undecoded.extend(bad_mutating);
+    documents::locate(&mut undecoded, &input_sources);
+    if let Some(message) = documents::nothing_to_check(
+        read,
+        &undecoded,
+        inputs.len() + mutating_objects.len(),
+        others.len(),
+    )
+    .filter(|_| static_files.is_none())
+    {
+        return fail(&message);
     }
     let (previous, previous_mutating) = match read_input_all(&args.previous, &mut std::io::empty())
     {
@@ -612,6 +628,7 @@ pub fn run_check(
             status: None,
             bound_by: None,
             effect: None,
+            undecoded: None,
         });
     }
     checked.extend(objects.iter().map(|(o, static_verdict)| {
@@ -644,6 +661,7 @@ pub fn run_check(
             status,
             bound_by: None,
             effect: None,
+            undecoded: None,
         }
     }));
     // What each binding will do, for the objects of the files (the static folder's, which
@@ -710,6 +728,19 @@ pub fn run_check(
             .collect();
         let keep_first = usize::from(static_load.is_some());
         mutating::merge_in_input_order(&mut checked, entries, &files, keep_first);
+    }
+    if !undecoded.is_empty() {
+        let entries = undecoded
+            .iter()
+            .map(|u| documents::entry(u, server.minor))
+            .collect();
+        let files = documents::source_names(&args.files);
+        mutating::merge_in_input_order(
+            &mut checked,
+            entries,
+            &files,
+            usize::from(static_load.is_some()),
+        );
     }
     let mut sources = input_sources;
     if let Some((_, files)) = &static_files {
