@@ -479,7 +479,7 @@ pub fn render_github(findings: &[Finding]) -> String {
 /// A fingerprint that does not move when unrelated text moves: the rule, the object, the
 /// field, the matched kind and the message (not the line); for a document that does not
 /// decode, also its file.
-fn fingerprint(f: &Finding) -> String {
+pub fn fingerprint(f: &Finding) -> String {
     // FNV-1a, 64 bits: stable across Rust versions, unlike `DefaultHasher`.
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     let mut parts = vec![
@@ -503,8 +503,20 @@ fn fingerprint(f: &Finding) -> String {
     format!("{h:016x}")
 }
 
+/// The key of [`fingerprint`] in SARIF `partialFingerprints`.
+pub const FINGERPRINT_KEY: &str = "vapcheckFinding/v1";
+
 /// `-o sarif`: a SARIF 2.1.0 log with one run.
 pub fn render_sarif(findings: &[Finding]) -> Result<String, String> {
+    render_sarif_baselined(findings, None)
+}
+
+/// [`render_sarif`] against a baseline: `baselined[i]` tells whether `findings[i]` is in it
+/// (SARIF `baselineState` `unchanged`, else `new`).
+pub fn render_sarif_baselined(
+    findings: &[Finding],
+    baselined: Option<&[bool]>,
+) -> Result<String, String> {
     let rules: Vec<Value> = Rule::ALL
         .iter()
         .map(|r| {
@@ -518,7 +530,8 @@ pub fn render_sarif(findings: &[Finding]) -> Result<String, String> {
         .collect();
     let results: Vec<Value> = findings
         .iter()
-        .map(|f| {
+        .enumerate()
+        .map(|(i, f)| {
             let mut region = json!({});
             if let Some(p) = f.position {
                 region = json!({"startLine": p.line, "startColumn": p.column});
@@ -544,9 +557,12 @@ pub fn render_sarif(findings: &[Finding]) -> Result<String, String> {
                 "level": f.rule.level(),
                 "message": {"text": format!("{}: {}", title(f), full_message(f))},
                 "locations": [location],
-                "partialFingerprints": {"vapcheckFinding/v1": fingerprint(f)},
+                "partialFingerprints": {FINGERPRINT_KEY: fingerprint(f)},
                 "properties": properties
             });
+            if let Some(old) = baselined.and_then(|b| b.get(i)) {
+                result["baselineState"] = json!(if *old { "unchanged" } else { "new" });
+            }
             if let Some(fix) = &f.fix {
                 result["fixes"] = json!([{
                     "description": {"text": "read the field only where it is present (an optional selection with the zero value, or a guard on the operation)"},

@@ -5,6 +5,7 @@
 pub mod ci;
 pub mod discovery;
 pub mod documents;
+pub mod gate;
 pub mod input;
 pub mod live;
 pub mod mutating;
@@ -135,8 +136,12 @@ pub struct CheckArgs {
     /// type-checked.
     #[arg(long = "static-manifests", value_name = "DIR")]
     pub static_manifests: Option<PathBuf>,
+    /// When the run fails: `--fail-on`, `--baseline`, `--write-baseline` (gate.rs).
+    #[command(flatten)]
+    pub gate: gate::GateArgs,
     /// Policy files (YAML or JSON, one or many documents): ValidatingAdmissionPolicies, their
-    /// bindings and MutatingAdmissionPolicies; `-` reads standard input.
+    /// bindings and MutatingAdmissionPolicies; `-` reads standard input; a folder stands for
+    /// the .yaml, .yml and .json files under it.
     #[arg(required_unless_present = "static_manifests", value_name = "FILE")]
     pub files: Vec<PathBuf>,
 }
@@ -752,17 +757,47 @@ pub fn run_check(
             }
         }
     }
-    // Only the formats that place findings in the source need them.
+    let gate = &args.gate;
+    let baseline = match gate.baseline.as_deref().map(gate::read_baseline) {
+        Some(Ok(b)) => Some(b),
+        Some(Err(e)) => return fail(&e),
+        None => None,
+    };
+    // Only the formats that place findings in the source need them, and baselines.
     let findings = match args.output {
-        OutputFormat::Json | OutputFormat::Yaml => Vec::new(),
+        OutputFormat::Json | OutputFormat::Yaml
+            if baseline.is_none() && gate.write_baseline.is_none() =>
+        {
+            Vec::new()
+        }
         _ => ci::findings(&checked, &sources),
     };
+    let baselined = baseline.as_ref().map(|b| gate::baselined(&findings, b));
+    if let Some(path) = &gate.write_baseline {
+        let written = ci::render_sarif(&findings)
+            .and_then(|log| std::fs::write(path, log).map_err(|e| e.to_string()));
+        if let Err(e) = written {
+            return fail(&format!("--write-baseline {}: {e}", path.display()));
+        }
+    }
     let rendered = match args.output {
         OutputFormat::Json => render_json(&checked),
         OutputFormat::Yaml => render_yaml(&checked),
-        OutputFormat::Sarif => ci::render_sarif(&findings),
+        OutputFormat::Sarif => ci::render_sarif_baselined(&findings, baselined.as_deref()),
         OutputFormat::Junit => Ok(ci::render_junit(&checked, &findings)),
-        OutputFormat::Github => Ok(ci::render_github(&findings)),
+        // Annotations for new findings only.
+        OutputFormat::Github => Ok(match &baselined {
+            Some(old) => {
+                let new: Vec<ci::Finding> = findings
+                    .iter()
+                    .zip(old)
+                    .filter(|(_, old)| !**old)
+                    .map(|(f, _)| f.clone())
+                    .collect();
+                ci::render_github(&new)
+            }
+            None => ci::render_github(&findings),
+        }),
         OutputFormat::Text => {
             let locate = |p: &CheckedPolicy, field: &str| {
                 findings
@@ -776,11 +811,21 @@ pub fn run_check(
                     .and_then(|f| f.position)
                     .map(|pos| format!("{}:{}:{}", p.origin.source, pos.line, pos.column))
             };
-            Ok(output::render_text_at(
+            let mut text = output::render_text_at(
                 &checked,
                 use_colour(stdout_is_terminal, no_color.as_deref()),
                 &locate,
-            ))
+            );
+            if let (Some(old), Some(path)) = (&baselined, &gate.baseline) {
+                let n = old.iter().filter(|b| **b).count();
+                text.push_str(&format!(
+                    "baseline {}: {n} of {} findings baselined, {} new\n",
+                    path.display(),
+                    old.len(),
+                    old.len() - n
+                ));
+            }
+            Ok(text)
         }
     };
     let text = match rendered {
@@ -808,17 +853,20 @@ pub fn run_check(
     if !unchecked.is_empty() {
         return fail(&format!("could not check: {}", unchecked.join(", ")));
     }
-    if checked.iter().any(|c| !c.api_server.accepted()) {
-        EXIT_REJECTED
-    } else if checked.iter().any(|c| {
-        c.status
-            .as_ref()
-            .is_some_and(|s| s.has_warnings() || !s.runtime.is_empty())
-    }) {
-        EXIT_WARNINGS
-    } else {
-        EXIT_OK
-    }
+    // What counts for the exit status (gate.rs): every finding, those not in the baseline,
+    // or none when they were just written as one.
+    let found = match (&baselined, &gate.write_baseline) {
+        (_, Some(_)) => gate::Found::default(),
+        (Some(old), None) => gate::Found::of_findings(
+            findings
+                .iter()
+                .zip(old)
+                .filter(|(_, old)| !**old)
+                .map(|(f, _)| f),
+        ),
+        (None, None) => gate::Found::of_entries(&checked),
+    };
+    found.exit_code(gate.fail_on)
 }
 
 /// The scope of a param kind from the backends' discovery: a served, non-subresource resource

@@ -175,6 +175,7 @@ fn args(output: OutputFormat, mode: ModeArg, files: &[&str]) -> CheckArgs {
         output,
         previous: vec![],
         static_manifests: None,
+        gate: Default::default(),
         files: files.iter().map(PathBuf::from).collect(),
     }
 }

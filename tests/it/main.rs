@@ -8,6 +8,7 @@ mod cel_proptest;
 mod check_bindings_cli;
 mod check_cli;
 mod check_cli_documents;
+mod check_cli_gate;
 mod check_mutating_verdicts;
 mod ci_formats;
 mod cost_reuse;
