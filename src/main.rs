@@ -19,8 +19,9 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Check policy files offline, for CI pipelines (exit 0: clean, 1: warnings, 2: unusable input).
-    Check(CheckArgs),
+    /// Check policy files offline, for CI pipelines (exit 0: clean, 1: warnings, 3: rejected or
+    /// not decoded, 2: unusable input).
+    Check(Box<CheckArgs>),
     /// Run the controller: keep every ValidatingAdmissionPolicy's status up to date.
     Controller(Box<ControllerArgs>),
 }

@@ -757,8 +757,10 @@ async fn vapcheck_mutating_create_verdicts_match_the_api_server() -> anyhow::Res
         );
     }
     // Documents the API server cannot decode (HTTP 400: a corpus document with a field of the
-    // wrong JSON type) are unusable input for vapcheck too (exit code 2 naming the field); they
-    // are checked one by one, the others in one run.
+    // wrong JSON type) are a VAP003 finding of vapcheck (exit 3, a `decodeError` naming the
+    // field): the field must be the one the server's decoder names (`Go struct field
+    // <Type>.<path> of type ...`, without list indexes). They are checked one by one, the
+    // others in one run.
     let (undecodable, decodable): (Vec<usize>, Vec<usize>) =
         (0..truth.cases.len()).partition(|&i| truth.outcomes[i].http == 400);
     let mut report = String::new();
@@ -769,21 +771,40 @@ async fn vapcheck_mutating_create_verdicts_match_the_api_server() -> anyhow::Res
             .stdin(Stdio::null())
             .output()
             .context("running vapcheck")?;
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        let kind = truth::kind_of(&truth.cases[i].object);
-        let wanted = format!("invalid {kind}: ");
+        let entries: Vec<Value> = serde_json::from_slice(&output.stdout).unwrap_or_default();
+        let got = entries
+            .first()
+            .and_then(|e| e["decodeError"]["field"].as_str())
+            .map(|f| {
+                let mut plain = String::new();
+                let mut in_index = false;
+                for c in f.chars() {
+                    match c {
+                        '[' => in_index = true,
+                        ']' => in_index = false,
+                        c if !in_index => plain.push(c),
+                        _ => {}
+                    }
+                }
+                plain
+            });
+        let message = &truth.outcomes[i].message;
+        let want = message
+            .split_once("Go struct field ")
+            .and_then(|(_, rest)| rest.split_once(" of type"))
+            .and_then(|(path, _)| path.split_once('.'))
+            .map(|(_, path)| path.to_owned());
         eprintln!(
-            "not decodable: {}\n  kube-apiserver: HTTP 400 {}\n  vapcheck ({}): {}",
-            truth.cases[i].id,
-            truth.outcomes[i].message,
-            output.status,
-            stderr.trim_end()
+            "not decodable: {}\n  kube-apiserver: HTTP 400 {message}\n  vapcheck ({}): field {got:?}",
+            truth.cases[i].id, output.status
         );
-        if output.status.code() != Some(2) || !stderr.contains(&wanted) {
+        if output.status.code() != Some(3) || entries.len() != 1 || got.is_none() || got != want {
             writeln!(
                 report,
-                "{}: the API server cannot decode it, vapcheck ({}) said: {stderr}",
-                truth.cases[i].id, output.status
+                "{}: the API server cannot decode it at {want:?}; vapcheck ({}) said {got:?}: {}",
+                truth.cases[i].id,
+                output.status,
+                String::from_utf8_lossy(&output.stdout)
             )?;
         }
     }

@@ -220,6 +220,20 @@ pub fn read_configuration(
         })
 }
 
+/// [`read_configuration`] with the failure as (field path, decoder message).
+pub fn decode_configuration(
+    kind: WebhookKind,
+    value: &serde_json::Value,
+) -> Result<WebhookConfiguration, (String, String)> {
+    serde_path_to_error::deserialize(value)
+        .map(|spec| WebhookConfiguration { kind, spec })
+        .map_err(|e| {
+            let path = e.path().to_string();
+            let path = if path == "." { String::new() } else { path };
+            (path, e.inner().to_string())
+        })
+}
+
 /// `SetObjectDefaults_ValidatingWebhookConfiguration` / `..._MutatingWebhookConfiguration`.
 pub fn default_configuration(c: &mut WebhookConfiguration) {
     let mutating = c.kind == WebhookKind::Mutating;

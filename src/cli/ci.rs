@@ -18,6 +18,10 @@ pub enum Rule {
     Rejected,
     /// A static-manifest folder kube-apiserver does not load.
     StaticManifests,
+    /// A document that does not decode (not YAML or JSON, not a Kubernetes object, a field
+    /// of a checked kind with a value of the wrong type) or a file that cannot be read: the
+    /// other documents are checked, this one is not.
+    NotDecoded,
     /// A type-checking warning: the expression fails for a matched kind.
     TypeWarning,
     /// Something the policy matches was not type-checked (wildcard, subresource, kind limit,
@@ -37,6 +41,7 @@ impl Rule {
         match self {
             Rule::Rejected => "VAP001",
             Rule::StaticManifests => "VAP002",
+            Rule::NotDecoded => "VAP003",
             Rule::TypeWarning => "VAP100",
             Rule::KindNotChecked => "VAP101",
             Rule::RuntimeError => "VAP110",
@@ -47,6 +52,7 @@ impl Rule {
         match self {
             Rule::Rejected => "RejectedByKubeApiserver",
             Rule::StaticManifests => "StaticManifestsNotLoaded",
+            Rule::NotDecoded => "DocumentNotDecoded",
             Rule::TypeWarning => "ExpressionTypeWarning",
             Rule::KindNotChecked => "KindNotChecked",
             Rule::RuntimeError => "ErrorsOnValidObjects",
@@ -60,6 +66,9 @@ impl Rule {
             }
             Rule::StaticManifests => {
                 "kube-apiserver does not load the static-manifest folder: it does not start with it."
+            }
+            Rule::NotDecoded => {
+                "A document does not decode (it is not YAML or JSON, not a Kubernetes object, or a field of a kind vapcheck checks has a value of the wrong type), or a file cannot be read: it is not checked, and cannot be created as written."
             }
             Rule::TypeWarning => {
                 "An expression does not type-check against a kind the policy matches: it fails at admission time for that kind."
@@ -75,12 +84,16 @@ impl Rule {
     }
     fn level(self) -> &'static str {
         match self {
-            Rule::Rejected | Rule::StaticManifests | Rule::RuntimeError => "error",
+            Rule::Rejected | Rule::StaticManifests | Rule::NotDecoded | Rule::RuntimeError => {
+                "error"
+            }
             Rule::TypeWarning | Rule::Webhook(_) => "warning",
             Rule::KindNotChecked => "note",
         }
     }
-    const ALL: [Rule; 8] = [
+    /// In SARIF's `rules` order (`ruleIndex`): new rules are appended so that the indexes of
+    /// the others do not move.
+    const ALL: [Rule; 9] = [
         Rule::Rejected,
         Rule::StaticManifests,
         Rule::TypeWarning,
@@ -89,6 +102,7 @@ impl Rule {
         Rule::Webhook(crate::webhooks::Practice::ALL[0]),
         Rule::Webhook(crate::webhooks::Practice::ALL[1]),
         Rule::Webhook(crate::webhooks::Practice::ALL[2]),
+        Rule::NotDecoded,
     ];
 }
 
@@ -179,6 +193,20 @@ fn place(
 pub fn findings(checked: &[CheckedPolicy], sources: &BTreeMap<String, String>) -> Vec<Finding> {
     let mut out = Vec::new();
     for c in checked {
+        if let Some(u) = &c.undecoded {
+            out.push(Finding {
+                rule: Rule::NotDecoded,
+                file: u.origin.source.clone(),
+                position: u.position,
+                kind: c.kind,
+                name: c.name.clone(),
+                field_ref: u.field.clone(),
+                matched_kind: None,
+                message: u.message.clone(),
+                fix: None,
+            });
+            continue;
+        }
         let text = if c.kind == STATIC_MANIFESTS_KIND {
             None
         } else {
@@ -403,11 +431,22 @@ fn title(f: &Finding) -> String {
     let what = match f.rule {
         Rule::Rejected => "rejected by kube-apiserver",
         Rule::StaticManifests => "static manifests not loaded",
+        Rule::NotDecoded => "not decoded",
         Rule::TypeWarning => "type-checking warning",
         Rule::KindNotChecked => "not type-checked",
         Rule::RuntimeError => "errors on valid objects",
         Rule::Webhook(_) => "webhook",
     };
+    if f.kind.is_empty() || f.name.is_empty() {
+        // A document that does not decode may have neither.
+        let kind = if f.kind.is_empty() {
+            "document"
+        } else {
+            f.kind
+        };
+        let name = if f.name.is_empty() { "" } else { " " };
+        return format!("{kind}{name}{}: {what}", f.name);
+    }
     match &f.matched_kind {
         Some(k) if !k.is_empty() => format!("{} {}: {what} ({k})", f.kind, f.name),
         _ => format!("{} {}: {what}", f.kind, f.name),
@@ -461,18 +500,24 @@ pub fn render_github(findings: &[Finding]) -> String {
 }
 
 /// A fingerprint that does not move when unrelated text moves: the rule, the object, the
-/// field, the matched kind and the message (not the line).
-fn fingerprint(f: &Finding) -> String {
+/// field, the matched kind and the message (not the line); for a document that does not
+/// decode, also its file.
+pub fn fingerprint(f: &Finding) -> String {
     // FNV-1a, 64 bits: stable across Rust versions, unlike `DefaultHasher`.
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for part in [
+    let mut parts = vec![
         f.rule.id(),
         f.kind,
         &f.name,
         &f.field_ref,
         f.matched_kind.as_deref().unwrap_or_default(),
         &f.message,
-    ] {
+    ];
+    // A document that does not decode may have no kind and no name: its file tells it apart.
+    if f.rule == Rule::NotDecoded {
+        parts.push(&f.file);
+    }
+    for part in parts {
         for b in part.bytes().chain([0u8]) {
             h ^= u64::from(b);
             h = h.wrapping_mul(0x0100_0000_01b3);
@@ -481,8 +526,20 @@ fn fingerprint(f: &Finding) -> String {
     format!("{h:016x}")
 }
 
+/// The key of [`fingerprint`] in SARIF `partialFingerprints`.
+pub const FINGERPRINT_KEY: &str = "vapcheckFinding/v1";
+
 /// `-o sarif`: a SARIF 2.1.0 log with one run.
 pub fn render_sarif(findings: &[Finding]) -> Result<String, String> {
+    render_sarif_baselined(findings, None)
+}
+
+/// [`render_sarif`] against a baseline: `baselined[i]` tells whether `findings[i]` is in it
+/// (SARIF `baselineState` `unchanged`, else `new`).
+pub fn render_sarif_baselined(
+    findings: &[Finding],
+    baselined: Option<&[bool]>,
+) -> Result<String, String> {
     let rules: Vec<Value> = Rule::ALL
         .iter()
         .map(|r| {
@@ -500,7 +557,8 @@ pub fn render_sarif(findings: &[Finding]) -> Result<String, String> {
         .collect();
     let results: Vec<Value> = findings
         .iter()
-        .map(|f| {
+        .enumerate()
+        .map(|(i, f)| {
             let mut region = json!({});
             if let Some(p) = f.position {
                 region = json!({"startLine": p.line, "startColumn": p.column});
@@ -526,9 +584,12 @@ pub fn render_sarif(findings: &[Finding]) -> Result<String, String> {
                 "level": f.rule.level(),
                 "message": {"text": format!("{}: {}", title(f), full_message(f))},
                 "locations": [location],
-                "partialFingerprints": {"vapcheckFinding/v1": fingerprint(f)},
+                "partialFingerprints": {FINGERPRINT_KEY: fingerprint(f)},
                 "properties": properties
             });
+            if let Some(old) = baselined.and_then(|b| b.get(i)) {
+                result["baselineState"] = json!(if *old { "unchanged" } else { "new" });
+            }
             if let Some(fix) = &f.fix {
                 result["fixes"] = json!([{
                     "description": {"text": "read the field only where it is present (an optional selection with the zero value, or a guard on the operation)"},
@@ -776,6 +837,7 @@ mod tests {
             bound_by: None,
             effect: None,
             advice: Vec::new(),
+            undecoded: None,
         };
         let got: Vec<(Option<String>, String)> = findings(&[checked], &BTreeMap::new())
             .into_iter()

@@ -182,13 +182,44 @@ fn is_blank(text: &str) -> bool {
     })
 }
 
+/// One document of a source as [`parse_documents_lenient`] reads it: its 1-based index, the
+/// line where it starts (YAML), and its value or why it is not YAML.
+type ParsedDocument = (usize, Option<usize>, Result<Value, YamlError>);
+
+/// A YAML document that does not parse: the parser's message and where it stopped.
+#[derive(Debug, Clone)]
+struct YamlError {
+    /// `invalid YAML: ` and the parser's whole message (with its excerpt of the source).
+    message: String,
+    /// `invalid YAML: ` and the parser's message alone, without its position.
+    short: String,
+    position: Option<super::positions::Position>,
+}
+
 /// Parses a source (file contents) into documents. JSON is tried first when the text starts
 /// with `{` or `[` (a stream of JSON values; a top-level array counts as one document per
-/// element); otherwise, or if that fails, YAML.
+/// element); otherwise, or if that fails, YAML. Errors: the first document that is not YAML.
 fn parse_documents(
     source: &str,
     text: &str,
 ) -> Result<Vec<(usize, Option<usize>, Value)>, InputError> {
+    parse_documents_lenient(text)
+        .into_iter()
+        .map(|(index, line, value)| match value {
+            Ok(v) => Ok((index, line, v)),
+            Err(e) => Err(InputError {
+                file: source.to_owned(),
+                document: Some(index),
+                item: None,
+                line,
+                message: e.message,
+            }),
+        })
+        .collect()
+}
+
+/// [`parse_documents`], going on after a document that is not YAML (numbered as the others).
+fn parse_documents_lenient(text: &str) -> Vec<ParsedDocument> {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let trimmed = text.trim_start();
     if trimmed.starts_with('{') || trimmed.starts_with('[') {
@@ -200,7 +231,10 @@ fn parse_documents(
                 Value::Array(items) => items,
                 v => vec![v],
             });
-            return Ok(flat.enumerate().map(|(i, v)| (i + 1, None, v)).collect());
+            return flat
+                .enumerate()
+                .map(|(i, v)| (i + 1, None, Ok(v)))
+                .collect();
         }
     }
     let mut docs = Vec::new();
@@ -211,19 +245,37 @@ fn parse_documents(
         let index = docs.len() + 1;
         // Pad with the lines before the document so the parser reports file line numbers.
         let padded = format!("{}{}", "\n".repeat(raw.line - 1), raw.text);
-        let value: Value = serde_saphyr::from_str(&padded).map_err(|e| InputError {
-            file: source.to_owned(),
-            document: Some(index),
-            item: None,
-            line: Some(raw.line),
-            message: format!("invalid YAML: {e}"),
-        })?;
-        if value.is_null() {
-            continue;
+        match serde_saphyr::from_str::<Value>(&padded) {
+            Ok(value) if value.is_null() => {}
+            Ok(value) => docs.push((index, Some(raw.line), Ok(value))),
+            Err(e) => {
+                let position = e
+                    .location()
+                    .map(|l| super::positions::Position {
+                        line: usize::try_from(l.line()).unwrap_or(raw.line),
+                        column: usize::try_from(l.column()).unwrap_or(1),
+                    })
+                    .filter(|p| p.line >= raw.line);
+                let full = e.to_string();
+                let first = full.lines().next().unwrap_or_default();
+                // `error: line L column C: <message>`
+                let short = first
+                    .strip_prefix("error: line ")
+                    .and_then(|r| r.split_once(": "))
+                    .map_or(first, |(_, m)| m);
+                docs.push((
+                    index,
+                    Some(raw.line),
+                    Err(YamlError {
+                        message: format!("invalid YAML: {full}"),
+                        short: format!("invalid YAML: {short}"),
+                        position,
+                    }),
+                ));
+            }
         }
-        docs.push((index, Some(raw.line), value));
     }
-    Ok(docs)
+    docs
 }
 
 /// The text of document `document` (1-based, numbered as [`for_each_object`] numbers them) of
@@ -304,6 +356,228 @@ pub fn for_each_object(
         }
     }
     Ok(())
+}
+
+/// A document or list item that is not an object of a kind `check` reads: not YAML or JSON,
+/// not a Kubernetes object, or an object of a checked kind whose fields do not decode.
+/// `vapcheck check` reports it as a finding on the document and checks the others.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Undecoded {
+    /// Where it is (document 0: the whole file, which could not be read).
+    pub origin: Origin,
+    /// The kind it declares, when it is an object with a string `kind`.
+    pub kind: Option<String>,
+    /// Its `metadata.name`, when it is a string.
+    pub name: Option<String>,
+    /// The field whose value does not decode (`spec.mutations`); empty for the document as a
+    /// whole.
+    pub field: String,
+    /// Where the parser stopped or the field is, when known.
+    pub position: Option<super::positions::Position>,
+    /// What is wrong (`invalid type: map, expected a sequence`).
+    pub message: String,
+}
+
+impl Undecoded {
+    /// The cause in one line: `<field>: <message>`, or the message alone.
+    pub fn cause(&self) -> String {
+        if self.field.is_empty() {
+            self.message.clone()
+        } else {
+            format!("{}: {}", self.field, self.message)
+        }
+    }
+}
+
+/// Why an object of a kind `check` reads does not decode.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DecodeFailure {
+    /// An `admissionregistration.k8s.io` version vapcheck does not read.
+    UnsupportedVersion {
+        /// The kind.
+        kind: String,
+        /// `apiVersion` as written.
+        api_version: String,
+    },
+    /// A field whose value has the wrong type (or a required field that is missing).
+    Field {
+        /// The kind.
+        kind: String,
+        /// The field's path (`spec.mutations[0].patchType`), empty for the object itself.
+        field: String,
+        /// The decoder's message.
+        message: String,
+    },
+}
+
+impl DecodeFailure {
+    /// The field the failure is about.
+    pub fn field(&self) -> &str {
+        match self {
+            DecodeFailure::UnsupportedVersion { .. } => "apiVersion",
+            DecodeFailure::Field { field, .. } => field,
+        }
+    }
+
+    /// What is wrong with that field.
+    pub fn message(&self) -> String {
+        match self {
+            DecodeFailure::UnsupportedVersion { kind, api_version } => {
+                format!("unsupported apiVersion {api_version:?} for {kind}")
+            }
+            DecodeFailure::Field { message, .. } => message.clone(),
+        }
+    }
+}
+
+impl std::fmt::Display for DecodeFailure {
+    /// `invalid <Kind>: <field>: <error>` (as `vapcheck check` always printed it).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DecodeFailure::UnsupportedVersion { .. } => write!(f, "{}", self.message()),
+            DecodeFailure::Field {
+                kind,
+                field,
+                message,
+            } if field.is_empty() => write!(f, "invalid {kind}: {message}"),
+            DecodeFailure::Field {
+                kind,
+                field,
+                message,
+            } => write!(f, "invalid {kind}: {field}: {message}"),
+        }
+    }
+}
+
+/// The `kind` and `metadata.name` of a value, when they are strings.
+fn kind_and_name(v: &Value) -> (Option<String>, Option<String>) {
+    (
+        str_field(v, "kind").map(str::to_owned),
+        v.get("metadata")
+            .and_then(|m| m.get("name"))
+            .and_then(Value::as_str)
+            .map(str::to_owned),
+    )
+}
+
+/// An [`Undecoded`] for a value of `origin` that failed with `failure`.
+pub fn undecoded(origin: &Origin, value: &Value, failure: &DecodeFailure) -> Undecoded {
+    let (kind, name) = kind_and_name(value);
+    Undecoded {
+        origin: origin.clone(),
+        kind,
+        name,
+        field: failure.field().to_owned(),
+        position: None,
+        message: failure.message(),
+    }
+}
+
+/// [`for_each_object`] that goes on after a document or item that is not a Kubernetes object
+/// (or that `visit` refuses): each is returned as an [`Undecoded`], in order.
+pub fn for_each_object_lenient(
+    source: &str,
+    text: &str,
+    mut visit: impl FnMut(&Origin, &Value) -> Result<(), DecodeFailure>,
+) -> Vec<Undecoded> {
+    let mut out = Vec::new();
+    for (document, line, value) in parse_documents_lenient(text) {
+        let origin = |item: Option<usize>| Origin {
+            source: source.to_owned(),
+            document,
+            item,
+        };
+        let whole = |item: Option<usize>, message: String, v: Option<&Value>| {
+            let (kind, name) = v.map(kind_and_name).unwrap_or_default();
+            Undecoded {
+                origin: origin(item),
+                kind,
+                name,
+                field: String::new(),
+                // Found by `cli::documents::locate` (the node, not the `---` before it).
+                position: None,
+                message,
+            }
+        };
+        let value = match value {
+            Ok(v) => v,
+            Err(e) => {
+                let mut u = whole(None, e.short, None);
+                u.position = e
+                    .position
+                    .or(line.map(|line| super::positions::Position { line, column: 1 }));
+                out.push(u);
+                continue;
+            }
+        };
+        let kind = str_field(&value, "kind");
+        let is_list = kind.is_some_and(|k| k.ends_with("List")) && value.get("items").is_some();
+        let items: Vec<(Option<usize>, &Value)> = if is_list {
+            let Some(items) = value.get("items").and_then(Value::as_array) else {
+                let mut u = whole(
+                    None,
+                    "`items` of a list must be an array".into(),
+                    Some(&value),
+                );
+                u.field = "items".into();
+                out.push(u);
+                continue;
+            };
+            items
+                .iter()
+                .enumerate()
+                .map(|(i, v)| (Some(i), v))
+                .collect()
+        } else {
+            vec![(None, &value)]
+        };
+        for (item, v) in items {
+            if str_field(v, "apiVersion").is_none() || str_field(v, "kind").is_none() {
+                out.push(whole(
+                    item,
+                    "not a Kubernetes object: `apiVersion` and `kind` must be strings".into(),
+                    Some(v),
+                ));
+                continue;
+            }
+            let origin = origin(item);
+            if let Err(failure) = visit(&origin, v) {
+                out.push(undecoded(&origin, v, &failure));
+            }
+        }
+    }
+    out
+}
+
+/// [`read_all`] that goes on after a document that does not decode: the policies and
+/// bindings, the other objects, and every document or item that is not a Kubernetes object
+/// or a policy or binding that does not decode.
+pub fn read_all_lenient(
+    source: &str,
+    text: &str,
+) -> (Vec<InputObject>, Vec<InputOther>, Vec<Undecoded>) {
+    let mut out = Vec::new();
+    let mut others = Vec::new();
+    let undecoded = for_each_object_lenient(source, text, |origin, value| {
+        if let Some(policy) = decode_v1(value, POLICY_KIND)? {
+            out.push(InputObject::Policy(InputPolicy {
+                origin: origin.clone(),
+                policy,
+            }));
+        } else if let Some(binding) = decode_v1(value, BINDING_KIND)? {
+            out.push(InputObject::Binding(InputBinding {
+                origin: origin.clone(),
+                binding,
+            }));
+        } else {
+            others.push(InputOther {
+                origin: origin.clone(),
+                value: value.clone(),
+            });
+        }
+        Ok(())
+    });
+    (out, others, undecoded)
 }
 
 /// Reads every `ValidatingAdmissionPolicy` of one source, in order. Other kinds are ignored;
@@ -466,19 +740,32 @@ pub(crate) fn v1_object_of<T: serde::de::DeserializeOwned>(
     value: &Value,
     wanted: &str,
 ) -> Result<Option<T>, String> {
+    if str_field(value, "apiVersion").is_none() || str_field(value, "kind").is_none() {
+        return Err("not a Kubernetes object: `apiVersion` and `kind` must be strings".into());
+    }
+    decode_v1(value, wanted).map_err(|e| e.to_string())
+}
+
+/// [`v1_object_of`] with the failure as data (the field and the decoder's message). A value
+/// without string `apiVersion` and `kind` is not a `wanted` (`Ok(None)`).
+pub fn decode_v1<T: serde::de::DeserializeOwned>(
+    value: &Value,
+    wanted: &str,
+) -> Result<Option<T>, DecodeFailure> {
     let (Some(api_version), Some(kind)) =
         (str_field(value, "apiVersion"), str_field(value, "kind"))
     else {
-        return Err("not a Kubernetes object: `apiVersion` and `kind` must be strings".into());
+        return Ok(None);
     };
     if kind != wanted {
         return Ok(None);
     }
     if !POLICY_API_VERSIONS.contains(&api_version) {
         if api_version.starts_with("admissionregistration.k8s.io/") {
-            return Err(format!(
-                "unsupported apiVersion {api_version:?} for {wanted}"
-            ));
+            return Err(DecodeFailure::UnsupportedVersion {
+                kind: wanted.to_owned(),
+                api_version: api_version.to_owned(),
+            });
         }
         return Ok(None);
     }
@@ -494,10 +781,10 @@ pub(crate) fn v1_object_of<T: serde::de::DeserializeOwned>(
     // The error names the field (`spec.policyName: invalid type: ...`).
     serde_path_to_error::deserialize(v).map(Some).map_err(|e| {
         let path = e.path().to_string();
-        if path.is_empty() || path == "." {
-            format!("invalid {wanted}: {}", e.inner())
-        } else {
-            format!("invalid {wanted}: {path}: {}", e.inner())
+        DecodeFailure::Field {
+            kind: wanted.to_owned(),
+            field: if path == "." { String::new() } else { path },
+            message: e.inner().to_string(),
         }
     })
 }

@@ -4,6 +4,8 @@
 
 pub mod ci;
 pub mod discovery;
+pub mod documents;
+pub mod gate;
 pub mod input;
 pub mod live;
 pub mod mutating;
@@ -135,8 +137,12 @@ pub struct CheckArgs {
     /// type-checked.
     #[arg(long = "static-manifests", value_name = "DIR")]
     pub static_manifests: Option<PathBuf>,
+    /// When the run fails: `--fail-on`, `--baseline`, `--write-baseline` (gate.rs).
+    #[command(flatten)]
+    pub gate: gate::GateArgs,
     /// Policy files (YAML or JSON, one or many documents): ValidatingAdmissionPolicies, their
-    /// bindings and MutatingAdmissionPolicies; `-` reads standard input.
+    /// bindings and MutatingAdmissionPolicies; `-` reads standard input; a folder stands for
+    /// the .yaml, .yml and .json files under it.
     #[arg(required_unless_present = "static_manifests", value_name = "FILE")]
     pub files: Vec<PathBuf>,
 }
@@ -494,10 +500,21 @@ pub fn run_check(
         let _ = writeln!(stderr, "vapcheck: {msg}");
         EXIT_UNUSABLE
     };
-    let (inputs, others, input_sources) = match read_input_all(&args.files, stdin) {
-        Ok(p) => p,
-        Err(e) => return fail(&e.to_string()),
+    // Every document is read; one that does not decode is a finding (documents.rs). Folders
+    // given as FILE are replaced by the files found in them.
+    let input = documents::read(&args.files, stdin);
+    let args = &CheckArgs {
+        files: input.paths.clone(),
+        ..args.clone()
     };
+    let documents::Input {
+        objects: inputs,
+        others,
+        texts: input_sources,
+        mut undecoded,
+        read,
+        ..
+    } = input;
     let static_files = match &args.static_manifests {
         Some(dir) => match read_static_dir(dir) {
             Ok(files) => Some((dir.display().to_string(), files)),
@@ -507,23 +524,22 @@ pub fn run_check(
     };
     // MutatingAdmissionPolicies and bindings: the API server's verdict, and type checking of
     // the policies (mutating.rs).
-    let mutating_objects = match mutating::read(&others) {
-        Ok(m) => m,
-        Err(e) => return fail(&e.to_string()),
-    };
-    // Validating and MutatingWebhookConfigurations: the API server's verdict (webhooks.rs).
-    let webhook_objects = match webhooks::read(&others) {
-        Ok(w) => w,
-        Err(e) => return fail(&e.to_string()),
-    };
-    if inputs.is_empty()
-        && mutating_objects.is_empty()
-        && webhook_objects.is_empty()
-        && static_files.is_none()
+    let (mutating_objects, bad_mutating) = mutating::read_lenient(&others);
+    undecoded.extend(bad_mutating);
+    // Validating and MutatingWebhookConfigurations: the API server's verdict and their match
+    // conditions (webhooks.rs).
+    let (webhook_objects, bad_webhooks) = webhooks::read_lenient(&others);
+    undecoded.extend(bad_webhooks);
+    documents::locate(&mut undecoded, &input_sources);
+    if let Some(message) = documents::nothing_to_check(
+        read,
+        &undecoded,
+        inputs.len() + mutating_objects.len() + webhook_objects.len(),
+        others.len(),
+    )
+    .filter(|_| static_files.is_none())
     {
-        return fail(
-            "no ValidatingAdmissionPolicy or ValidatingAdmissionPolicyBinding found in the input",
-        );
+        return fail(&message);
     }
     let (previous, previous_mutating, previous_webhooks) =
         match read_input_all(&args.previous, &mut std::io::empty()) {
@@ -630,6 +646,7 @@ pub fn run_check(
             bound_by: None,
             effect: None,
             advice: Vec::new(),
+            undecoded: None,
         });
     }
     checked.extend(objects.iter().map(|(o, static_verdict)| {
@@ -663,6 +680,7 @@ pub fn run_check(
             bound_by: None,
             effect: None,
             advice: Vec::new(),
+            undecoded: None,
         }
     }));
     // What each binding will do, for the objects of the files (the static folder's, which
@@ -747,6 +765,19 @@ pub fn run_check(
             .collect();
         mutating::merge_in_input_order(&mut checked, entries, &files, keep_first);
     }
+    if !undecoded.is_empty() {
+        let entries = undecoded
+            .iter()
+            .map(|u| documents::entry(u, server.minor))
+            .collect();
+        let files = documents::source_names(&args.files);
+        mutating::merge_in_input_order(
+            &mut checked,
+            entries,
+            &files,
+            usize::from(static_load.is_some()),
+        );
+    }
     let mut sources = input_sources;
     if let Some((_, files)) = &static_files {
         for f in files {
@@ -757,17 +788,47 @@ pub fn run_check(
             }
         }
     }
-    // Only the formats that place findings in the source need them.
+    let gate = &args.gate;
+    let baseline = match gate.baseline.as_deref().map(gate::read_baseline) {
+        Some(Ok(b)) => Some(b),
+        Some(Err(e)) => return fail(&e),
+        None => None,
+    };
+    // Only the formats that place findings in the source need them, and baselines.
     let findings = match args.output {
-        OutputFormat::Json | OutputFormat::Yaml => Vec::new(),
+        OutputFormat::Json | OutputFormat::Yaml
+            if baseline.is_none() && gate.write_baseline.is_none() =>
+        {
+            Vec::new()
+        }
         _ => ci::findings(&checked, &sources),
     };
+    let baselined = baseline.as_ref().map(|b| gate::baselined(&findings, b));
+    if let Some(path) = &gate.write_baseline {
+        let written = ci::render_sarif(&findings)
+            .and_then(|log| std::fs::write(path, log).map_err(|e| e.to_string()));
+        if let Err(e) = written {
+            return fail(&format!("--write-baseline {}: {e}", path.display()));
+        }
+    }
     let rendered = match args.output {
         OutputFormat::Json => render_json(&checked),
         OutputFormat::Yaml => render_yaml(&checked),
-        OutputFormat::Sarif => ci::render_sarif(&findings),
+        OutputFormat::Sarif => ci::render_sarif_baselined(&findings, baselined.as_deref()),
         OutputFormat::Junit => Ok(ci::render_junit(&checked, &findings)),
-        OutputFormat::Github => Ok(ci::render_github(&findings)),
+        // Annotations for new findings only.
+        OutputFormat::Github => Ok(match &baselined {
+            Some(old) => {
+                let new: Vec<ci::Finding> = findings
+                    .iter()
+                    .zip(old)
+                    .filter(|(_, old)| !**old)
+                    .map(|(f, _)| f.clone())
+                    .collect();
+                ci::render_github(&new)
+            }
+            None => ci::render_github(&findings),
+        }),
         OutputFormat::Text => {
             let locate = |p: &CheckedPolicy, field: &str| {
                 findings
@@ -781,11 +842,21 @@ pub fn run_check(
                     .and_then(|f| f.position)
                     .map(|pos| format!("{}:{}:{}", p.origin.source, pos.line, pos.column))
             };
-            Ok(output::render_text_at(
+            let mut text = output::render_text_at(
                 &checked,
                 use_colour(stdout_is_terminal, no_color.as_deref()),
                 &locate,
-            ))
+            );
+            if let (Some(old), Some(path)) = (&baselined, &gate.baseline) {
+                let n = old.iter().filter(|b| **b).count();
+                text.push_str(&format!(
+                    "baseline {}: {n} of {} findings baselined, {} new\n",
+                    path.display(),
+                    old.len(),
+                    old.len() - n
+                ));
+            }
+            Ok(text)
         }
     };
     let text = match rendered {
@@ -813,18 +884,20 @@ pub fn run_check(
     if !unchecked.is_empty() {
         return fail(&format!("could not check: {}", unchecked.join(", ")));
     }
-    if checked.iter().any(|c| !c.api_server.accepted()) {
-        EXIT_REJECTED
-    } else if checked.iter().any(|c| {
-        !c.advice.is_empty()
-            || c.status
-                .as_ref()
-                .is_some_and(|s| s.has_warnings() || !s.runtime.is_empty())
-    }) {
-        EXIT_WARNINGS
-    } else {
-        EXIT_OK
-    }
+    // What counts for the exit status (gate.rs): every finding, those not in the baseline,
+    // or none when they were just written as one.
+    let found = match (&baselined, &gate.write_baseline) {
+        (_, Some(_)) => gate::Found::default(),
+        (Some(old), None) => gate::Found::of_findings(
+            findings
+                .iter()
+                .zip(old)
+                .filter(|(_, old)| !**old)
+                .map(|(f, _)| f),
+        ),
+        (None, None) => gate::Found::of_entries(&checked),
+    };
+    found.exit_code(gate.fail_on)
 }
 
 /// The scope of a param kind from the backends' discovery: a served, non-subresource resource

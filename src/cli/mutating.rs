@@ -12,7 +12,7 @@ use k8s_openapi::api::admissionregistration::v1::{
 
 use crate::apiserver::{self, Server, map};
 
-use super::input::{InputError, InputOther, Origin, v1_object_of};
+use super::input::{InputError, InputOther, Origin, Undecoded, decode_v1, undecoded, v1_object_of};
 use super::output::{ApiServerVerdict, CheckedPolicy};
 
 /// The policy kind.
@@ -82,6 +82,30 @@ pub fn read(others: &[InputOther]) -> Result<Vec<MutatingObject>, InputError> {
     Ok(out)
 }
 
+/// [`read`] that goes on after a document that does not deserialise: it is returned as an
+/// [`Undecoded`] (the field and the decoder's message), in input order.
+pub fn read_lenient(others: &[InputOther]) -> (Vec<MutatingObject>, Vec<Undecoded>) {
+    let mut out = Vec::new();
+    let mut bad = Vec::new();
+    for o in others {
+        let decoded = decode_v1::<MutatingAdmissionPolicy>(&o.value, MUTATING_POLICY_KIND)
+            .map(|p| p.map(|p| MutatingObject::Policy(o.origin.clone(), Box::new(p))))
+            .and_then(|found| match found {
+                Some(found) => Ok(Some(found)),
+                None => {
+                    decode_v1::<MutatingAdmissionPolicyBinding>(&o.value, MUTATING_BINDING_KIND)
+                        .map(|b| b.map(|b| MutatingObject::Binding(o.origin.clone(), Box::new(b))))
+                }
+            });
+        match decoded {
+            Ok(Some(object)) => out.push(object),
+            Ok(None) => {}
+            Err(failure) => bad.push(undecoded(&o.origin, &o.value, &failure)),
+        }
+    }
+    (out, bad)
+}
+
 /// The policies among `objects`, with where they came from.
 pub fn policies(
     objects: &[MutatingObject],
@@ -145,6 +169,7 @@ pub fn verdict(
         bound_by: None,
         effect: None,
         advice: Vec::new(),
+        undecoded: None,
     }
 }
 
@@ -265,6 +290,7 @@ mod tests {
             bound_by: None,
             effect: None,
             advice: Vec::new(),
+            undecoded: None,
         }
     }
 

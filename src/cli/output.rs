@@ -70,6 +70,9 @@ pub struct CheckedPolicy {
     pub effect: Option<BindingReport>,
     /// Webhook configurations: what they will do beyond the verdict ([`crate::webhooks`]).
     pub advice: Vec<crate::webhooks::Advice>,
+    /// A document that does not decode (or a file that cannot be read): why; its one cause
+    /// in `api_server` is the same error.
+    pub undecoded: Option<super::input::Undecoded>,
 }
 
 /// The `-o json|yaml` entry: `{"kind": .., "name": .., "apiServer": {..}, "status":
@@ -103,6 +106,34 @@ pub struct OutputEntry<'a> {
     /// Bindings: the facts behind the verdict.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub effect: Option<OutputEffect<'a>>,
+    /// A document that does not decode (or a file that cannot be read): where and why.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub decode_error: Option<OutputDecodeError<'a>>,
+}
+
+/// The `decodeError` of an [`OutputEntry`]: the file, document (0: the file as a whole), list
+/// item, line and column, the field (absent for the document as a whole) and the error.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OutputDecodeError<'a> {
+    /// The file (`<stdin>`).
+    pub file: &'a str,
+    /// 1-based document.
+    pub document: usize,
+    /// Item of a list document.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub item: Option<usize>,
+    /// 1-based line.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub line: Option<usize>,
+    /// 1-based column.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub column: Option<usize>,
+    /// The field whose value does not decode.
+    #[serde(skip_serializing_if = "str::is_empty")]
+    pub field: &'a str,
+    /// What is wrong.
+    pub message: &'a str,
 }
 
 /// The `effect` of a binding's [`OutputEntry`].
@@ -182,7 +213,12 @@ pub fn entries(policies: &[CheckedPolicy]) -> Vec<OutputEntry<'_>> {
     policies
         .iter()
         .map(|p| OutputEntry {
-            kind: p.kind,
+            // A document that does not decode: the kind it declares, whatever it is.
+            kind: p
+                .undecoded
+                .as_ref()
+                .and_then(|u| u.kind.as_deref())
+                .unwrap_or(p.kind),
             name: &p.name,
             api_server: &p.api_server,
             status: p.status.as_ref().map(|s| OutputStatus {
@@ -196,6 +232,15 @@ pub fn entries(policies: &[CheckedPolicy]) -> Vec<OutputEntry<'_>> {
             reason: p.effect.as_ref().map(|e| e.reason.as_str()),
             effect: p.effect.as_ref().map(effect),
             advice: &p.advice,
+            decode_error: p.undecoded.as_ref().map(|u| OutputDecodeError {
+                file: &u.origin.source,
+                document: u.origin.document,
+                item: u.origin.item,
+                line: u.position.map(|p| p.line),
+                column: u.position.map(|p| p.column),
+                field: &u.field,
+                message: &u.message,
+            }),
         })
         .collect()
 }
@@ -288,6 +333,10 @@ pub fn render_text_at(policies: &[CheckedPolicy], colour: bool, locate: &Locator
                 format!("{} [mutating binding]", st.bold(name))
             }
             STATIC_MANIFESTS_KIND => format!("{} [static manifests]", st.bold(name)),
+            "" if p.undecoded.is_some() => {
+                let declared = p.undecoded.as_ref().and_then(|u| u.kind.as_deref());
+                format!("{} [{}]", st.bold(name), declared.unwrap_or("document"))
+            }
             _ => st.bold(name),
         };
         let warnings = p
@@ -297,6 +346,31 @@ pub fn render_text_at(policies: &[CheckedPolicy], colour: bool, locate: &Locator
         let n = warnings.len();
         let mut verdicts = Vec::new();
         let v = &p.api_server;
+        if let Some(u) = &p.undecoded {
+            // A document that does not decode (documents.rs): where and why, nothing else.
+            let what = if u.origin.document == 0 {
+                "NOT READ"
+            } else {
+                "NOT DECODED"
+            };
+            out.push_str(&format!(
+                "{} {}: {}\n",
+                label,
+                st.dim(&format!("({})", p.origin)),
+                st.red(what)
+            ));
+            let at = match u.position {
+                Some(pos) => format!("{}:{}:{}: ", u.origin.source, pos.line, pos.column),
+                None => String::new(),
+            };
+            push_indented(
+                &mut out,
+                &st.red(&format!("{at}{}", u.cause())),
+                "  ",
+                "    ",
+            );
+            continue;
+        }
         if !v.accepted() {
             let on = match (&v.static_dir, v.update) {
                 (Some(_), _) => "loading static manifests",
@@ -442,8 +516,11 @@ pub fn render_text_at(policies: &[CheckedPolicy], colour: bool, locate: &Locator
         .count();
     let rejected = policies
         .iter()
-        .filter(|p| p.kind != STATIC_MANIFESTS_KIND && !p.api_server.accepted())
+        .filter(|p| {
+            p.kind != STATIC_MANIFESTS_KIND && p.undecoded.is_none() && !p.api_server.accepted()
+        })
         .count();
+    let undecoded = policies.iter().filter(|p| p.undecoded.is_some()).count();
     let count = if n_policies == 1 {
         "1 policy".to_owned()
     } else {
@@ -457,6 +534,9 @@ pub fn render_text_at(policies: &[CheckedPolicy], colour: bool, locate: &Locator
     out.push_str(&format!(
         ", {rejected} rejected by kube-apiserver 1.{minor}"
     ));
+    if undecoded > 0 {
+        out.push_str(&format!(", {undecoded} not decoded"));
+    }
     for folder in policies.iter().filter(|p| p.kind == STATIC_MANIFESTS_KIND) {
         let verdict = if folder.api_server.accepted() {
             "loaded"
@@ -554,6 +634,7 @@ mod tests {
                 bound_by: None,
                 effect: None,
                 advice: Vec::new(),
+                undecoded: None,
             },
             CheckedPolicy {
                 api_server: ApiServerVerdict {
@@ -573,6 +654,7 @@ mod tests {
                 bound_by: None,
                 effect: None,
                 advice: Vec::new(),
+                undecoded: None,
             },
             CheckedPolicy {
                 api_server: ApiServerVerdict {
@@ -592,6 +674,7 @@ mod tests {
                 bound_by: None,
                 effect: None,
                 advice: Vec::new(),
+                undecoded: None,
             },
         ]
     }
@@ -647,7 +730,7 @@ mod proptests {
                 expression_warnings: vec![ExpressionWarning { field_ref: "spec.validations[0].expression".into(), warning: warning.clone() }],
                 ..PolicyStatus::default()
             };
-            let policies = [CheckedPolicy { kind: super::super::input::POLICY_KIND, api_server: ApiServerVerdict { server_minor: 37, update: false, causes: vec![warning.clone()], static_dir: None }, name, origin: Origin { source: "s".into(), document: 1, item: None }, status: Some(status), bound_by: None, effect: None, advice: Vec::new() }];
+            let policies = [CheckedPolicy { kind: super::super::input::POLICY_KIND, api_server: ApiServerVerdict { server_minor: 37, update: false, causes: vec![warning.clone()], static_dir: None }, name, origin: Origin { source: "s".into(), document: 1, item: None }, status: Some(status), bound_by: None, effect: None, advice: Vec::new(), undecoded: None }];
             let yaml = render_yaml(&policies).unwrap();
             let from_yaml: serde_json::Value = serde_saphyr::from_str(&yaml).unwrap();
             let from_json: serde_json::Value = serde_json::from_str(&render_json(&policies).unwrap()).unwrap();

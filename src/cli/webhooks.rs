@@ -11,7 +11,7 @@ use crate::apiserver::webhook::{
     validate_webhook_configuration_update,
 };
 
-use super::input::{InputError, InputOther, Origin};
+use super::input::{DecodeFailure, InputError, InputOther, Origin, Undecoded, undecoded};
 use super::output::{ApiServerVerdict, CheckedPolicy};
 
 /// A webhook configuration of the input, with where it came from.
@@ -61,6 +61,46 @@ pub fn read(others: &[InputOther]) -> Result<Vec<WebhookObject>, InputError> {
     Ok(out)
 }
 
+/// [`read`] that goes on after a configuration that does not decode: the configurations, and
+/// each document of these kinds that does not decode (another `admissionregistration.k8s.io`
+/// version, a field of the wrong type) as an [`Undecoded`].
+pub fn read_lenient(others: &[InputOther]) -> (Vec<WebhookObject>, Vec<Undecoded>) {
+    let mut out = Vec::new();
+    let mut bad = Vec::new();
+    for o in others {
+        let Some(kind) = WebhookKind::of(o.kind()) else {
+            continue;
+        };
+        let api_version = o.api_version();
+        let failure = if api_version != WEBHOOK_API_VERSION {
+            if !api_version.starts_with("admissionregistration.k8s.io/") {
+                continue;
+            }
+            DecodeFailure::UnsupportedVersion {
+                kind: kind.as_str().to_owned(),
+                api_version: api_version.to_owned(),
+            }
+        } else {
+            match webhook::decode_configuration(kind, &o.value) {
+                Ok(config) => {
+                    out.push(WebhookObject {
+                        origin: o.origin.clone(),
+                        config,
+                    });
+                    continue;
+                }
+                Err((field, message)) => DecodeFailure::Field {
+                    kind: kind.as_str().to_owned(),
+                    field,
+                    message,
+                },
+            }
+        };
+        bad.push(undecoded(&o.origin, &o.value, &failure));
+    }
+    (out, bad)
+}
+
 /// What kube-apiserver answers to `object`: a create, or an update of the configuration of the
 /// same kind and name in `previous`.
 pub fn verdict(
@@ -90,6 +130,7 @@ pub fn verdict(
         bound_by: None,
         effect: None,
         advice: crate::webhooks::advise(config),
+        undecoded: None,
     }
 }
 

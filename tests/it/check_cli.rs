@@ -175,6 +175,7 @@ fn args(output: OutputFormat, mode: ModeArg, files: &[&str]) -> CheckArgs {
         output,
         previous: vec![],
         static_manifests: None,
+        gate: Default::default(),
         files: files.iter().map(PathBuf::from).collect(),
     }
 }
@@ -247,8 +248,10 @@ fn clean_policies_exit_0() {
     assert_eq!(code, 0, "{out}");
 }
 
+/// A document that does not decode is a finding on it and the others are checked (exit 3);
+/// only input of which nothing can be read, or without any object of a checked kind, exits 2.
 #[test]
-fn unusable_inputs_exit_2_naming_file_and_document() {
+fn bad_documents_are_findings_and_unusable_inputs_exit_2() {
     let dir = tempfile::tempdir().unwrap();
     let bad = dir.path().join("bad.yaml");
     std::fs::write(&bad, format!("{POLICIES}---\nkind: [\n")).unwrap();
@@ -258,12 +261,17 @@ fn unusable_inputs_exit_2_naming_file_and_document() {
         "",
         &Provider,
     );
-    assert_eq!((code, out.as_str()), (2, ""));
-    assert!(
-        err.starts_with(&format!(
-            "vapcheck: {bad}: document 4 (line 34): invalid YAML: error: line 35 column 7"
-        )),
-        "{err}"
+    assert_eq!((code, err.as_str()), (3, ""));
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v.as_array().map(Vec::len), Some(3), "{out}");
+    assert_eq!(
+        v[2],
+        serde_json::json!({
+            "kind": "", "name": "",
+            "apiServer": {"accepted": false, "causes": ["invalid YAML: unclosed bracket '['"]},
+            "decodeError": {"file": bad, "document": 4, "line": 35, "column": 7,
+                "message": "invalid YAML: unclosed bracket '['"}
+        })
     );
 
     let missing = dir.path().join("missing.yaml");
@@ -279,6 +287,25 @@ fn unusable_inputs_exit_2_naming_file_and_document() {
     assert_eq!(code, 2);
     assert!(err.contains("missing.yaml: cannot read"), "{err}");
 
+    // A missing file beside a readable one is a finding on that file.
+    let (code, out, _) = run(
+        &args(
+            OutputFormat::Text,
+            ModeArg::Strict,
+            &[missing.to_str().unwrap(), "-"],
+        ),
+        POLICIES,
+        &Provider,
+    );
+    assert_eq!(code, 3);
+    assert!(
+        out.starts_with(&format!(
+            "<unnamed> [document] ({}): NOT READ\n  cannot read: No such file",
+            missing.display()
+        )),
+        "{out}"
+    );
+
     let (code, _, err) = run(
         &args(OutputFormat::Json, ModeArg::Strict, &["-"]),
         "apiVersion: v1\nkind: ConfigMap\n",
@@ -288,19 +315,19 @@ fn unusable_inputs_exit_2_naming_file_and_document() {
         (code, err.as_str()),
         (
             2,
-            "vapcheck: no ValidatingAdmissionPolicy or ValidatingAdmissionPolicyBinding found in the input\n"
+            "vapcheck: no ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding, MutatingAdmissionPolicy, MutatingAdmissionPolicyBinding, ValidatingWebhookConfiguration or MutatingWebhookConfiguration found in the input (1 object of other kinds, read only as param objects of such policies)\n"
         )
     );
 
-    let (code, _, err) = run(
-        &args(OutputFormat::Json, ModeArg::Strict, &["-"]),
+    let (code, out, _) = run(
+        &args(OutputFormat::Text, ModeArg::Strict, &["-"]),
         "- a\n- b\n",
         &Provider,
     );
-    assert_eq!(code, 2);
-    assert!(
-        err.contains("<stdin>: document 1 (line 1): not a Kubernetes object"),
-        "{err}"
+    assert_eq!(code, 3);
+    assert_eq!(
+        out,
+        "<unnamed> [document] (<stdin>: document 1): NOT DECODED\n  <stdin>:1:1: not a Kubernetes object: `apiVersion` and `kind` must be strings\n0 policies checked, 0 with warnings, 0 rejected by kube-apiserver 1.37, 1 not decoded\n"
     );
 }
 
@@ -455,11 +482,16 @@ fn binary_checks_with_the_real_backends_and_names_bad_documents() {
         .arg(&bad)
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(2));
-    let err = String::from_utf8_lossy(&o.stderr);
+    // A document that does not decode is a finding on it (exit 3, as kube-apiserver refuses it).
+    assert_eq!(o.status.code(), Some(3));
+    let out = String::from_utf8_lossy(&o.stdout);
     assert!(
-        err.contains("bad.json: document 1: invalid ValidatingAdmissionPolicy"),
-        "{err}"
+        out.contains(&format!(
+            "<unnamed> ({}: document 1): NOT DECODED\n  {}:1:112: spec.validations: invalid type: integer `5`, expected a sequence\n",
+            bad.display(),
+            bad.display()
+        )),
+        "{out}"
     );
 
     // usage errors
@@ -598,12 +630,19 @@ fn bindings_alone_get_the_api_server_verdict() {
         "apiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingAdmissionPolicyBinding\nmetadata: {name: b}\nspec:\n  policyName: 3\n",
     )
     .unwrap();
-    let o = binary().arg("check").arg(&bad).output().unwrap();
-    assert_eq!(o.status.code(), Some(2));
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert!(
-        err.contains("bad.yaml: document 1 (line 1): invalid ValidatingAdmissionPolicyBinding: spec.policyName: invalid type: integer `3`"),
-        "{err}"
+    let o = binary()
+        .args(["check", "-o", "json"])
+        .arg(&bad)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(3));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v[0]["kind"], "ValidatingAdmissionPolicyBinding");
+    assert_eq!(
+        v[0]["decodeError"],
+        serde_json::json!({"file": bad.display().to_string(), "document": 1, "line": 5,
+            "column": 15, "field": "spec.policyName",
+            "message": "invalid type: integer `3`, expected a string"})
     );
     let rejected = dir.path().join("rejected.yaml");
     std::fs::write(
@@ -690,18 +729,18 @@ spec:
     a.openapi = None;
     let (code, out, err) = run(&a, &map.replace("replicaz", "replicas"), &provider);
     assert_eq!((code, err.as_str()), (0, ""), "{out}");
-    // A malformed MAP is an unusable input naming the document and the field.
-    let (code, _, err) = run(
+    // A malformed MAP is a finding naming the document and the field.
+    let (code, out, _) = run(
         &a,
         &map.replace("patchType: JSONPatch", "patchType: [1]"),
         &provider,
     );
-    assert_eq!(code, 2);
+    assert_eq!(code, 3);
     assert!(
-        err.contains(
-            "<stdin>: document 1: invalid MutatingAdmissionPolicy: spec.mutations[1].patchType"
+        out.contains(
+            "typo [mutating] (<stdin>: document 1): NOT DECODED\n  <stdin>:17:16: spec.mutations[1].patchType: invalid type: sequence"
         ),
-        "{err}"
+        "{out}"
     );
 }
 

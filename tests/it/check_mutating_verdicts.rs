@@ -1,6 +1,6 @@
 //! `vapcheck check` on MutatingAdmissionPolicy and binding documents: the API server's verdict
 //! (`apiServer`), in input order among validating policies, exit code 3 when one is rejected,
-//! `--previous` for updates, exit code 2 for a document that does not deserialise.
+//! `--previous` for updates, and a document that does not deserialise as a finding (exit 3).
 
 use std::process::Command;
 
@@ -131,7 +131,7 @@ fn previous_makes_an_update_and_old_servers_do_not_serve_the_kind() {
 }
 
 #[test]
-fn a_mutating_document_that_does_not_deserialise_exits_2() {
+fn a_mutating_document_that_does_not_deserialise_is_a_finding() {
     let dir = tempfile::tempdir().unwrap();
     let bad = dir.path().join("bad.yaml");
     std::fs::write(
@@ -140,10 +140,13 @@ fn a_mutating_document_that_does_not_deserialise_exits_2() {
     )
     .unwrap();
     let o = binary().arg("check").arg(&bad).output().unwrap();
-    assert_eq!(o.status.code(), Some(2));
-    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(3));
+    let out = String::from_utf8_lossy(&o.stdout);
     assert!(
-        err.contains("bad.yaml: document 1: invalid MutatingAdmissionPolicy: spec.mutations: invalid type: integer `3`"),
-        "{err}"
+        out.contains(&format!(
+            "{}:5:14: spec.mutations: invalid type: integer `3`, expected a sequence",
+            bad.display()
+        )),
+        "{out}"
     );
 }
