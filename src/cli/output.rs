@@ -257,6 +257,11 @@ pub fn render_yaml(policies: &[CheckedPolicy]) -> Result<String, String> {
     serde_saphyr::to_string(&entries(policies)).map_err(|e| e.to_string())
 }
 
+/// Whether the entry is a Validating or MutatingWebhookConfiguration.
+fn is_webhook(p: &CheckedPolicy) -> bool {
+    crate::apiserver::webhook::WebhookKind::of(p.kind).is_some()
+}
+
 /// Whether to colour text output: only on a terminal, and never when `NO_COLOR` is set to a
 /// non-empty value (<https://no-color.org>).
 pub fn use_colour(is_terminal: bool, no_color: Option<&std::ffi::OsStr>) -> bool {
@@ -432,7 +437,7 @@ pub fn render_text_at(policies: &[CheckedPolicy], colour: bool, locate: &Locator
                 }
             }
         }
-        if n > 0 {
+        if n > 0 && !is_webhook(p) {
             with_warnings += 1;
         }
         if let Some(e) = &p.effect {
@@ -509,7 +514,11 @@ pub fn render_text_at(policies: &[CheckedPolicy], colour: bool, locate: &Locator
             }
         }
     }
-    let n_policies = policies.iter().filter(|p| p.status.is_some()).count();
+    let n_policies = policies
+        .iter()
+        .filter(|p| p.status.is_some() && !is_webhook(p))
+        .count();
+    let webhooks: Vec<&CheckedPolicy> = policies.iter().filter(|p| is_webhook(p)).collect();
     let n_bindings = policies
         .iter()
         .filter(|p| p.kind == super::input::BINDING_KIND)
@@ -529,6 +538,21 @@ pub fn render_text_at(policies: &[CheckedPolicy], colour: bool, locate: &Locator
     out.push_str(&format!("{count} checked, {with_warnings} with warnings"));
     if n_bindings > 0 {
         out.push_str(&format!(", {}", plural(n_bindings, "binding")));
+    }
+    if !webhooks.is_empty() {
+        let with_findings = webhooks
+            .iter()
+            .filter(|p| {
+                !p.advice.is_empty()
+                    || p.status
+                        .as_ref()
+                        .is_some_and(|s| s.has_warnings() || !s.runtime.is_empty())
+            })
+            .count();
+        out.push_str(&format!(
+            ", {} ({with_findings} with findings)",
+            plural(webhooks.len(), "webhook configuration")
+        ));
     }
     let minor = policies.first().map_or(0, |p| p.api_server.server_minor);
     out.push_str(&format!(
