@@ -32,6 +32,9 @@ pub enum Practice {
     /// `failurePolicy: Fail` on the creation of the webhook's own pods ("Avoiding deadlocks in
     /// self-hosted webhooks").
     FailClosedOwnPods,
+    /// `matchPolicy: Exact` on a resource served in other versions too: requests through them
+    /// bypass the webhook ("Matching requests: matchPolicy").
+    ExactMatchBypass,
 }
 
 impl Practice {
@@ -41,6 +44,7 @@ impl Practice {
             Practice::ExcludedResource => "VAP120",
             Practice::FailClosedKubeSystem => "VAP121",
             Practice::FailClosedOwnPods => "VAP122",
+            Practice::ExactMatchBypass => "VAP123",
         }
     }
 
@@ -50,6 +54,7 @@ impl Practice {
             Practice::ExcludedResource => "WebhookRuleHasNoEffect",
             Practice::FailClosedKubeSystem => "WebhookFailClosedOnKubeSystem",
             Practice::FailClosedOwnPods => "WebhookFailClosedOnItsOwnPods",
+            Practice::ExactMatchBypass => "WebhookBypassedThroughOtherVersions",
         }
     }
 
@@ -65,6 +70,9 @@ impl Practice {
             Practice::FailClosedOwnPods => {
                 "A webhook with failurePolicy Fail intercepts the creation of its own pods: while it is down, they cannot be created, so it cannot recover by itself."
             }
+            Practice::ExactMatchBypass => {
+                "A webhook with matchPolicy Exact names some versions of a resource that is served in others too: requests through those versions are not sent to it."
+            }
         }
     }
 
@@ -78,14 +86,16 @@ impl Practice {
             Practice::FailClosedOwnPods => {
                 format!("{DOCS}#avoiding-deadlocks-in-self-hosted-webhooks")
             }
+            Practice::ExactMatchBypass => format!("{DOCS}#matching-requests-matchpolicy"),
         }
     }
 
     /// Every practice, in id order.
-    pub const ALL: [Practice; 3] = [
+    pub const ALL: [Practice; 4] = [
         Practice::ExcludedResource,
         Practice::FailClosedKubeSystem,
         Practice::FailClosedOwnPods,
+        Practice::ExactMatchBypass,
     ];
 }
 
@@ -231,6 +241,79 @@ pub fn advise(config: &WebhookConfiguration) -> Vec<Advice> {
                      namespaceSelector"
                 ),
             });
+        }
+    }
+    out
+}
+
+/// `matchPolicy: Exact` rules that name some versions of a resource `groups` (discovery)
+/// serves in other versions of the same group too: kube-apiserver sends a request through one
+/// of those to the webhook only with `matchPolicy: Equivalent` (k8s.io/apiserver v0.37.1
+/// `admission/plugin/webhook/predicates/rules` and `generic/webhook.go` `ShouldCallHook`, which
+/// tries the equivalent resources only for `Equivalent`). Wildcard groups, versions and
+/// resources are not judged; equivalents in other groups are not looked for.
+pub fn exact_match_bypass(
+    config: &WebhookConfiguration,
+    groups: &[crate::policy::ApiGroupResources],
+) -> Vec<Advice> {
+    let mut c = config.clone();
+    default_configuration(&mut c);
+    let mut out = Vec::new();
+    for (i, hook) in c.webhooks().iter().enumerate() {
+        if hook.match_policy.as_deref() != Some("Exact") {
+            continue;
+        }
+        for (j, r) in hook.rules().iter().enumerate() {
+            let versions = r.api_versions.as_deref().unwrap_or_default();
+            let wildcard = |l: &[String]| l.iter().any(|x| x == "*");
+            if wildcard(versions)
+                || wildcard(r.api_groups.as_deref().unwrap_or_default())
+                || wildcard(r.resources.as_deref().unwrap_or_default())
+            {
+                continue;
+            }
+            for g in r.api_groups.iter().flatten() {
+                let Some(group) = groups.iter().find(|x| x.name == *g) else {
+                    continue;
+                };
+                for res in r.resources.iter().flatten() {
+                    if res.contains('*') {
+                        continue;
+                    }
+                    let others: Vec<&str> = group
+                        .versions
+                        .iter()
+                        .filter(|v| !versions.contains(&v.version))
+                        .filter(|v| v.resources.iter().any(|x| x.name == *res))
+                        .map(|v| v.version.as_str())
+                        .collect();
+                    let named = group.versions.iter().any(|v| {
+                        versions.contains(&v.version) && v.resources.iter().any(|x| x.name == *res)
+                    });
+                    if others.is_empty() || !named {
+                        continue;
+                    }
+                    let gv = |v: &str| {
+                        if g.is_empty() {
+                            v.to_owned()
+                        } else {
+                            format!("{g}/{v}")
+                        }
+                    };
+                    let other: Vec<String> = others.iter().map(|v| gv(v)).collect();
+                    out.push(Advice {
+                        rule: Practice::ExactMatchBypass,
+                        field_ref: format!("webhooks[{i}].rules[{j}]"),
+                        message: format!(
+                            "matchPolicy is Exact and {res} is also served as {}: requests \
+                             through {} are not sent to the webhook; use matchPolicy Equivalent \
+                             or name every version",
+                            other.join(", "),
+                            if other.len() == 1 { "it" } else { "them" }
+                        ),
+                    });
+                }
+            }
         }
     }
     out

@@ -337,3 +337,140 @@ async fn practice_findings_happen_at_admission() -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+/// Creates a Widget (e2e/fixtures/widgets-crd.yaml) through `version`: the API server's answer.
+async fn create_widget(client: &kube::Client, version: &str) -> anyhow::Result<Result<(), String>> {
+    let gvk = kube::api::GroupVersionKind::gvk("vapcheck.example.com", version, "Widget");
+    let resource = kube::api::ApiResource::from_gvk_with_plural(&gvk, "widgets");
+    let api: Api<kube::api::DynamicObject> =
+        Api::namespaced_with(client.clone(), "default", &resource);
+    let widget: kube::api::DynamicObject = serde_json::from_value(json!({
+        "apiVersion": format!("vapcheck.example.com/{version}"), "kind": "Widget",
+        "metadata": {"name": format!("w-{version}-{}", support::unix_ms())},
+        "spec": {"size": 1}}))?;
+    match api.create(&PostParams::default(), &widget).await {
+        Ok(created) => {
+            let name = created.metadata.name.unwrap_or_default();
+            api.delete(&name, &DeleteParams::default()).await?;
+            Ok(Ok(()))
+        }
+        Err(kube::Error::Api(status)) => Ok(Err(status.message)),
+        Err(e) => Err(e).context("creating a Widget"),
+    }
+}
+
+/// VAP123: with `--crd` for a resource served as v1 and v2, vapcheck reports the
+/// `matchPolicy: Exact` webhook that names v1 only (and not the `Equivalent` one); on the API
+/// server, that webhook denies a create through v1 (it is called and unavailable) and lets a
+/// create through v2 pass, while the `Equivalent` one denies the create through v2 too.
+#[tokio::test]
+async fn exact_match_policy_is_bypassed_through_another_version() -> anyhow::Result<()> {
+    let cluster = support::shared_cluster()?;
+    let client = cluster.client().await?;
+    let root = support::repo_root();
+    let crd_file = root.join("e2e/fixtures/widgets-crd.yaml");
+    let hooks_file = root.join("e2e/fixtures/webhook-exact.yaml");
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_vapcheck"))
+        .args(["check", "-o", "json", "--crd"])
+        .arg(&crd_file)
+        .arg(&hooks_file)
+        .env_remove("KUBECONFIG")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .context("running vapcheck check")?;
+    let entries: Vec<Value> = serde_json::from_slice(&output.stdout).with_context(|| {
+        format!(
+            "vapcheck ({}) printed no JSON: {}",
+            output.status,
+            String::from_utf8_lossy(&output.stderr)
+        )
+    })?;
+    let got: Vec<(String, String)> = entries
+        .iter()
+        .flat_map(|e| {
+            let name = e["name"].as_str().unwrap_or_default().to_owned();
+            e["advice"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+                .into_iter()
+                .map(move |a| {
+                    (
+                        name.clone(),
+                        format!(
+                            "{} {}",
+                            a["rule"].as_str().unwrap_or_default(),
+                            a["fieldRef"].as_str().unwrap_or_default()
+                        ),
+                    )
+                })
+        })
+        .collect();
+    ensure!(
+        output.status.code() == Some(1)
+            && got
+                == [(
+                    "wh-exact".to_owned(),
+                    "VAP123 webhooks[0].rules[0]".to_owned()
+                )],
+        "vapcheck ({}): {got:?}",
+        output.status
+    );
+
+    support::apply_yaml(&client, &std::fs::read_to_string(&crd_file)?).await?;
+    // The CRD's two versions are served once it is established.
+    support::wait_for(
+        "widgets served as v2",
+        std::time::Duration::from_secs(30),
+        || async {
+            let request = http::Request::builder()
+                .uri("/apis/vapcheck.example.com/v2")
+                .body(Vec::new())?;
+            Ok(client.request_text(request).await.ok().map(|_| ()))
+        },
+    )
+    .await?;
+    let text = std::fs::read_to_string(&hooks_file)?;
+    let docs = support::parse_yaml_documents(&text)?;
+    let mut answers = Vec::new();
+    for doc in &docs {
+        let yaml = serde_json::to_string(doc)?;
+        let applied = support::apply_yaml(&client, &yaml).await?;
+        tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+        let v1 = create_widget(&client, "v1").await;
+        let v2 = create_widget(&client, "v2").await;
+        delete_configurations(&client, &applied).await?;
+        let name = doc["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        eprintln!("webhooks: {name}: v1 {v1:?}, v2 {v2:?}");
+        answers.push((name, v1?, v2?));
+    }
+    let request = http::Request::builder()
+        .method(http::Method::DELETE)
+        .uri("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/widgets.vapcheck.example.com")
+        .body(Vec::new())?;
+    client
+        .request_text(request)
+        .await
+        .context("deleting the widgets CRD")?;
+    let denied = |r: &Result<(), String>, hook: &str| matches!(r, Err(m) if m.contains(&format!("failed calling webhook \"{hook}.vapcheck.example.com\"")));
+    let mut report = String::new();
+    for (name, v1, v2) in &answers {
+        let hook = name.trim_start_matches("wh-");
+        let v2_ok = if name == "wh-exact" {
+            v2.is_ok()
+        } else {
+            denied(v2, hook)
+        };
+        if !denied(v1, hook) || !v2_ok {
+            report.push_str(&format!("{name}: v1 {v1:?}, v2 {v2:?}\n"));
+        }
+    }
+    ensure!(
+        answers.len() == 2 && report.is_empty(),
+        "kube-apiserver did not answer as the finding says:\n{report}"
+    );
+    Ok(())
+}

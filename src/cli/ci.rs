@@ -93,7 +93,7 @@ impl Rule {
     }
     /// In SARIF's `rules` order (`ruleIndex`): new rules are appended so that the indexes of
     /// the others do not move.
-    const ALL: [Rule; 9] = [
+    const ALL: [Rule; 10] = [
         Rule::Rejected,
         Rule::StaticManifests,
         Rule::TypeWarning,
@@ -103,6 +103,7 @@ impl Rule {
         Rule::Webhook(crate::webhooks::Practice::ALL[1]),
         Rule::Webhook(crate::webhooks::Practice::ALL[2]),
         Rule::NotDecoded,
+        Rule::Webhook(crate::webhooks::Practice::ALL[3]),
     ];
 }
 

@@ -584,6 +584,13 @@ pub fn run_check(
                     .iter()
                     .any(|w| !w.match_conditions().is_empty())
             }))
+        // `matchPolicy: Exact` is judged against discovery (VAP123).
+        || webhook_objects.iter().any(|o| {
+            o.config
+                .webhooks()
+                .iter()
+                .any(|w| w.match_policy.as_deref() == Some("Exact"))
+        })
         || objects
             .iter()
             .any(|(o, _)| matches!(o, InputObject::Policy(_)));
@@ -760,6 +767,15 @@ pub fn run_check(
             .map(|o| {
                 let mut entry = webhooks::verdict(o, &previous_webhooks, server);
                 entry.status = webhooks::type_check(o, &check_options, backends.as_ref());
+                if let Some(groups) = backends
+                    .as_ref()
+                    .and_then(|b| b.discovery)
+                    .and_then(|d| d.api_groups().ok())
+                {
+                    entry
+                        .advice
+                        .extend(crate::webhooks::exact_match_bypass(&o.config, &groups));
+                }
                 entry
             })
             .collect();
