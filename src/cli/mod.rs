@@ -710,25 +710,15 @@ pub fn run_check(
             return fail(&e.to_string());
         }
     }
-    let files: Vec<String> = args
-        .files
-        .iter()
-        .map(|f| {
-            if f.as_os_str() == "-" {
-                "<stdin>".to_owned()
-            } else {
-                f.display().to_string()
-            }
-        })
-        .collect();
+    let files = documents::source_names(&args.files);
     let keep_first = usize::from(static_load.is_some());
+    let backends = loaded.as_ref().map(|loaded| Backends {
+        rest_mapper: loaded.rest_mapper.as_ref(),
+        discovery: loaded.discovery.as_deref(),
+        schemas: loaded.schemas.as_ref(),
+        checker: loaded.checker.as_ref(),
+    });
     if !mutating_objects.is_empty() {
-        let backends = loaded.as_ref().map(|loaded| Backends {
-            rest_mapper: loaded.rest_mapper.as_ref(),
-            discovery: loaded.discovery.as_deref(),
-            schemas: loaded.schemas.as_ref(),
-            checker: loaded.checker.as_ref(),
-        });
         let mut entries: Vec<CheckedPolicy> = mutating_objects
             .iter()
             .map(|o| {
@@ -756,12 +746,6 @@ pub fn run_check(
         mutating::merge_in_input_order(&mut checked, entries, &files, keep_first);
     }
     if !webhook_objects.is_empty() {
-        let backends = loaded.as_ref().map(|loaded| Backends {
-            rest_mapper: loaded.rest_mapper.as_ref(),
-            discovery: loaded.discovery.as_deref(),
-            schemas: loaded.schemas.as_ref(),
-            checker: loaded.checker.as_ref(),
-        });
         let entries: Vec<CheckedPolicy> = webhook_objects
             .iter()
             .map(|o| {
@@ -786,13 +770,7 @@ pub fn run_check(
             .iter()
             .map(|u| documents::entry(u, server.minor))
             .collect();
-        let files = documents::source_names(&args.files);
-        mutating::merge_in_input_order(
-            &mut checked,
-            entries,
-            &files,
-            usize::from(static_load.is_some()),
-        );
+        mutating::merge_in_input_order(&mut checked, entries, &files, keep_first);
     }
     let mut sources = input_sources;
     if let Some((_, files)) = &static_files {
