@@ -3,10 +3,10 @@
 //! "Dynamic Admission Control", "Best practices and warnings", that can be decided from the
 //! object alone. Pure: no I/O.
 //!
-//! Each [`Practice`] cites its source. The selectors are evaluated with
-//! [`crate::bindings::selector`] against the namespace as kube-apiserver creates it (its only
-//! label is `kubernetes.io/metadata.name`), and only an empty `objectSelector` counts as
-//! matching every object (another could exclude the objects in question).
+//! Each [`Practice`] cites its source. A `namespaceSelector` is judged only when it looks at no
+//! label but `kubernetes.io/metadata.name` (evaluated with [`crate::bindings::selector`] against
+//! the namespace as kube-apiserver creates it), and only an empty `objectSelector` counts as
+//! matching every object: a selector on other labels could exclude the objects in question.
 
 use std::collections::BTreeMap;
 
@@ -365,11 +365,27 @@ fn matches_every_object(hook: &Webhook) -> bool {
         .is_ok_and(|s| s.is_everything())
 }
 
-/// Whether the `namespaceSelector` selects the namespace `name` as kube-apiserver creates it.
+/// The label kube-apiserver sets on every namespace (its name).
+const NAME_LABEL: &str = "kubernetes.io/metadata.name";
+
+/// Whether the `namespaceSelector` certainly selects the namespace `name`: it selects the
+/// namespace as kube-apiserver creates it and looks at no other label (a requirement on another
+/// label may exclude it in a cluster, as an installer's label on its own namespace does).
 fn selects_namespace(hook: &Webhook, name: &str) -> bool {
-    let labels = BTreeMap::from([("kubernetes.io/metadata.name".to_owned(), name.to_owned())]);
-    selector::parse(hook.namespace_selector.as_ref(), "namespaceSelector")
-        .is_ok_and(|s| s.matches(&labels))
+    let only_name_label = hook.namespace_selector.as_ref().is_none_or(|s| {
+        s.match_labels
+            .iter()
+            .flatten()
+            .all(|(k, _)| k == NAME_LABEL)
+            && s.match_expressions
+                .iter()
+                .flatten()
+                .all(|e| e.key == NAME_LABEL)
+    });
+    let labels = BTreeMap::from([(NAME_LABEL.to_owned(), name.to_owned())]);
+    only_name_label
+        && selector::parse(hook.namespace_selector.as_ref(), "namespaceSelector")
+            .is_ok_and(|s| s.matches(&labels))
 }
 
 #[cfg(test)]
@@ -430,7 +446,14 @@ mod tests {
             "operator": "NotIn", "values": ["kube-system", "hooks"]}]});
         assert_eq!(rules(&advise(&config(hook(not_system, json!({}))))), []);
         let labelled = json!({"matchLabels": {"inject": "true"}});
-        assert_eq!(rules(&advise(&config(hook(json!({}), labelled)))), []);
+        assert_eq!(
+            rules(&advise(&config(hook(json!({}), labelled.clone())))),
+            []
+        );
+        // A namespace label other than its name may exclude it in a cluster: not judged.
+        let opt_out = json!({"matchExpressions": [{"key": "webhooks", "operator": "NotIn",
+            "values": ["disabled"]}]});
+        assert_eq!(rules(&advise(&config(hook(opt_out, json!({}))))), []);
         let mut ignore = hook(json!({}), json!({}));
         ignore["failurePolicy"] = json!("Ignore");
         assert_eq!(rules(&advise(&config(ignore))), []);
