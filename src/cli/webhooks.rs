@@ -141,10 +141,10 @@ pub fn verdict(
 /// Each webhook is checked as the ValidatingAdmissionPolicy that has its rules, match policy,
 /// selectors, failure policy and match conditions (one validation `true`, whose results are
 /// dropped): the same analysis and runtime-safety findings as a policy's match conditions, at
-/// `webhooks[i].matchConditions[j].expression`. Cost estimates and the notes on matched
-/// kinds that were not checked are left out (a webhook's match
-/// conditions have their own budget, not the policies'). `namespaceObject` and `params` are
-/// [`unbound_variable_findings`].
+/// `webhooks[i].matchConditions[j].expression`, with their cost estimates and the limits they
+/// can exceed (the per-call limit and the match conditions' budget, the same for webhooks and
+/// policies). The notes on matched kinds that were not checked and the per-kind budget sums are
+/// left out. `namespaceObject` is [`unbound_variable_findings`].
 pub fn type_check(
     object: &WebhookObject,
     options: &crate::policy::CheckOptions,
@@ -330,6 +330,28 @@ fn merge_match_condition_results(
                 .consequence
                 .replace("the policy is skipped", "the webhook is not called");
             status.runtime.push(r);
+        }
+    }
+    // The cost: the match conditions' estimates and what can exceed the per-call limit or
+    // their own budget (`RuntimeCELCostBudgetMatchConditions`, per webhook as per policy:
+    // the same matcher); a sum is given at the webhook's `matchConditions`.
+    for mut e in checked.cost.expressions {
+        if let Some(n) = remap(&e.field_ref) {
+            e.field_ref = n;
+            status.cost.expressions.push(e);
+        }
+    }
+    for mut f in checked.cost.findings {
+        let field = match &f.field_ref {
+            Some(r) => remap(r),
+            None if f.limit == crate::policy::CostLimit::RuntimeCELCostBudgetMatchConditions => {
+                Some(to.clone())
+            }
+            None => None,
+        };
+        if let Some(n) = field {
+            f.field_ref = Some(n);
+            status.cost.findings.push(f);
         }
     }
     for k in checked.checked_kinds {
