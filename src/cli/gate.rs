@@ -41,8 +41,8 @@ pub struct GateArgs {
     /// type-checking warnings (VAP100) and webhook findings (VAP120-VAP123), exit 1. never: exit 0. Kinds not type-checked
     /// (VAP101), cost estimates and binding verdicts never fail the run; unusable input
     /// (nothing readable, a policy that could not be checked at all) always exits 2.
-    #[arg(long, value_enum, value_name = "LEVEL", default_value = "warning")]
-    pub fail_on: FailOn,
+    #[arg(long, value_enum, value_name = "LEVEL")]
+    pub fail_on: Option<FailOn>,
     /// A SARIF log written by `--write-baseline` (or `-o sarif`): findings whose fingerprint
     /// is in it are shown as baselined (SARIF `baselineState: unchanged`, left out of `-o
     /// github`) and do not count for the exit status; the others are new.

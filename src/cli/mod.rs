@@ -3,6 +3,7 @@
 //! [`BackendProvider`]; see `docs/policy-checking.md` for the contract.
 
 pub mod ci;
+pub mod config_file;
 pub mod discovery;
 pub mod documents;
 pub mod gate;
@@ -112,9 +113,10 @@ pub struct CheckArgs {
     /// Kubeconfig context to use.
     #[arg(long, value_name = "NAME")]
     pub context: Option<String>,
-    /// strict: exactly what kube-controller-manager reports; extended: more.
-    #[arg(long, value_enum, default_value = "extended")]
-    pub mode: ModeArg,
+    /// strict: exactly what kube-controller-manager reports; extended: more [default:
+    /// extended, or `mode` of .vapcheck.yaml].
+    #[arg(long, value_enum)]
+    pub mode: Option<ModeArg>,
     /// Kubernetes version of the target cluster (X.Y), for functions newer than it.
     #[arg(long, value_name = "X.Y", value_parser = parse_kube_version)]
     pub kubernetes_version: Option<KubeVersion>,
@@ -137,14 +139,27 @@ pub struct CheckArgs {
     /// type-checked.
     #[arg(long = "static-manifests", value_name = "DIR")]
     pub static_manifests: Option<PathBuf>,
+    /// Settings file (mode, kubernetesVersion, openapi, crds, failOn, baseline; the command
+    /// line wins over it) [default: the first .vapcheck.yaml in the working directory or a
+    /// folder above it].
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
     /// When the run fails: `--fail-on`, `--baseline`, `--write-baseline` (gate.rs).
     #[command(flatten)]
     pub gate: gate::GateArgs,
-    /// Policy files (YAML or JSON, one or many documents): ValidatingAdmissionPolicies, their
-    /// bindings and MutatingAdmissionPolicies; `-` reads standard input; a folder stands for
-    /// the .yaml, .yml and .json files under it.
+    /// Policy files (YAML or JSON, one or many documents): ValidatingAdmissionPolicies,
+    /// MutatingAdmissionPolicies, their bindings, and Validating and
+    /// MutatingWebhookConfigurations; `-` reads standard input; a folder stands for the .yaml,
+    /// .yml and .json files under it.
     #[arg(required_unless_present = "static_manifests", value_name = "FILE")]
     pub files: Vec<PathBuf>,
+}
+
+impl CheckArgs {
+    /// `--mode`, else extended.
+    pub fn mode(&self) -> ModeArg {
+        self.mode.unwrap_or(ModeArg::Extended)
+    }
 }
 
 /// Where schemas come from, as given on the command line and in the environment.
@@ -500,6 +515,27 @@ pub fn run_check(
         let _ = writeln!(stderr, "vapcheck: {msg}");
         EXIT_UNUSABLE
     };
+    // `.vapcheck.yaml` (config_file.rs): what the command line leaves unset.
+    let from_file;
+    let args = match std::env::current_dir()
+        .ok()
+        .and_then(|cwd| config_file::find(args.config.as_deref(), &cwd))
+    {
+        None => args,
+        Some(path) => {
+            let dir = path
+                .parent()
+                .map(std::path::Path::to_path_buf)
+                .unwrap_or_default();
+            match config_file::read(&path).and_then(|file| config_file::apply(args, &file, &dir)) {
+                Ok(merged) => {
+                    from_file = merged;
+                    &from_file
+                }
+                Err(e) => return fail(&e),
+            }
+        }
+    };
     // Every document is read; one that does not decode is a finding (documents.rs). Folders
     // given as FILE are replaced by the files found in them.
     let input = documents::read(&args.files, stdin);
@@ -577,7 +613,7 @@ pub fn run_check(
     let has_policies = mutating_objects
         .iter()
         .any(|o| matches!(o, mutating::MutatingObject::Policy(..)))
-        || (args.mode == ModeArg::Extended
+        || (args.mode() == ModeArg::Extended
             && webhook_objects.iter().any(|o| {
                 o.config
                     .webhooks()
@@ -629,7 +665,7 @@ pub fn run_check(
         None
     };
     let check_options = CheckOptions {
-        mode: args.mode.into(),
+        mode: args.mode().into(),
         kind_limit: args.kind_limit,
         estimate_costs: !args.no_cost_estimates,
     };
@@ -891,7 +927,7 @@ pub fn run_check(
         ),
         (None, None) => gate::Found::of_entries(&checked),
     };
-    found.exit_code(gate.fail_on)
+    found.exit_code(gate.fail_on.unwrap_or_default())
 }
 
 /// The scope of a param kind from the backends' discovery: a served, non-subresource resource

@@ -7,6 +7,7 @@ mod cel_oracle_diff;
 mod cel_proptest;
 mod check_bindings_cli;
 mod check_cli;
+mod check_cli_config;
 mod check_cli_documents;
 mod check_cli_gate;
 mod check_mutating_verdicts;
