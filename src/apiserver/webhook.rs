@@ -203,21 +203,18 @@ impl RuleWithOperations {
 }
 
 /// Reads a configuration of `kind` from its JSON (any version the caller accepts, read as v1).
-/// `Err` names the field that does not decode.
+/// `Err` names the field that does not decode ([`decode_configuration`], as one line).
 pub fn read_configuration(
     kind: WebhookKind,
     value: &serde_json::Value,
 ) -> Result<WebhookConfiguration, String> {
-    serde_path_to_error::deserialize(value)
-        .map(|spec| WebhookConfiguration { kind, spec })
-        .map_err(|e| {
-            let path = e.path().to_string();
-            if path.is_empty() || path == "." {
-                format!("invalid {}: {}", kind.as_str(), e.inner())
-            } else {
-                format!("invalid {}: {path}: {}", kind.as_str(), e.inner())
-            }
-        })
+    decode_configuration(kind, value).map_err(|(path, message)| {
+        if path.is_empty() {
+            format!("invalid {}: {message}", kind.as_str())
+        } else {
+            format!("invalid {}: {path}: {message}", kind.as_str())
+        }
+    })
 }
 
 /// [`read_configuration`] with the failure as (field path, decoder message).
