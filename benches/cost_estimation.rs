@@ -262,7 +262,7 @@ fn main() {
     let rounds = common::rounds(7);
 
     let groups =
-        offline_discovery(Some(&shared.join("openapi/v1.35")), &[]).expect("openapi folder");
+        offline_discovery(Some(&shared.join("openapi/v1.35")), None, &[]).expect("openapi folder");
     let mapper = DiscoveryRestMapper::new(groups);
     let options = vapcheck::cli::SchemaOptions {
         openapi: Some(shared.join("openapi/v1.35")),

@@ -206,7 +206,8 @@ fn main() {
         ..SchemaOptions::default()
     };
     let (schemas, checker) = vapcheck::cli::offline_backends(&options).expect("backends");
-    let mapper = DiscoveryRestMapper::new(offline_discovery(Some(&dir), &[]).expect("discovery"));
+    let mapper =
+        DiscoveryRestMapper::new(offline_discovery(Some(&dir), None, &[]).expect("discovery"));
     let backends = Backends {
         rest_mapper: &mapper,
         discovery: Some(&mapper),

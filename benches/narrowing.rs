@@ -56,7 +56,7 @@ fn main() {
     let files = common::policy_corpus_files();
     let policies = read_inputs(&files, &mut std::io::empty()).expect("corpus reads");
     let groups =
-        offline_discovery(Some(&shared.join("openapi/v1.35")), &[]).expect("openapi folder");
+        offline_discovery(Some(&shared.join("openapi/v1.35")), None, &[]).expect("openapi folder");
     let mapper = DiscoveryRestMapper::new(groups);
     let options = vapcheck::cli::SchemaOptions {
         openapi: Some(shared.join("openapi/v1.35")),

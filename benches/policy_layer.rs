@@ -74,7 +74,7 @@ fn main() {
 
     let t = Instant::now();
     let groups =
-        offline_discovery(Some(&shared.join("openapi/v1.35")), &[]).expect("openapi folder");
+        offline_discovery(Some(&shared.join("openapi/v1.35")), None, &[]).expect("openapi folder");
     println!(
         "{:<40} {:>10.3} ms (once)",
         "discovery from openapi/v1.35",

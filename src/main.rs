@@ -120,15 +120,15 @@ fn main() -> ExitCode {
     }
 }
 
-/// `vapcheck check`'s schema source: the files of `--openapi`/`--crd` when any is given,
-/// else the live cluster (`--kubeconfig`, `$KUBECONFIG`, or the pod's service account).
+/// `vapcheck check`'s schema source: the files of `--openapi`/`--crd` or the built-in schemas
+/// when any is given, else the live cluster (`--kubeconfig`, `$KUBECONFIG`, or the pod's service account).
 struct FilesOrLive<'a> {
     files: OfflineProvider<'a>,
 }
 
 impl BackendProvider for FilesOrLive<'_> {
     fn load(&self, options: &SchemaOptions) -> Result<LoadedBackends, String> {
-        if options.openapi.is_some() || !options.crds.is_empty() {
+        if options.openapi.is_some() || options.built_in.is_some() || !options.crds.is_empty() {
             self.files.load(options)
         } else {
             vapcheck::cli::live::LiveProvider.load(options)

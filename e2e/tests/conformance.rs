@@ -811,7 +811,7 @@ async fn strict_status_of_the_corpus_matches_the_upstream_controller() -> anyhow
     let files_reader = Reader {
         label: "files (vapcheck check --openapi <saved /openapi/v3>)",
         mapper: DiscoveryRestMapper::new(
-            offline_discovery(Some(&dir), &[]).map_err(|e| anyhow::anyhow!("{e}"))?,
+            offline_discovery(Some(&dir), None, &[]).map_err(|e| anyhow::anyhow!("{e}"))?,
         ),
         schemas,
         checker: file_checker,

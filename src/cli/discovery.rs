@@ -64,16 +64,95 @@ pub fn load_crds(files: &[impl AsRef<Path>]) -> Result<Vec<CustomResourceDefinit
     Ok(out)
 }
 
-/// The discovery snapshot of an offline run: the OpenAPI folder (if any) merged with the CRDs.
+/// The discovery snapshot of an offline run: the OpenAPI folder (if any), else the built-in
+/// documents of Kubernetes `built_in` (if given), merged with the CRDs.
 pub fn offline_discovery(
     openapi: Option<&Path>,
+    built_in: Option<&str>,
     crds: &[CustomResourceDefinition],
 ) -> Result<Vec<ApiGroupResources>, String> {
     let mut snapshots = Vec::new();
     if let Some(dir) = openapi {
         let docs = load_openapi_documents(dir)?;
         snapshots.push(discovery_from_openapi(&docs));
+    } else if let Some(minor) = built_in {
+        let json = crate::schema::embedded::discovery_json(minor)?;
+        snapshots.push(
+            serde_json::from_str(json)
+                .map_err(|e| format!("built-in discovery of Kubernetes {minor}: {e}"))?,
+        );
     }
     snapshots.push(discovery_from_crds(crds));
     Ok(merge_discovery(snapshots))
+}
+
+/// `data/embedded-index.json`: for each Kubernetes minor built in, what is derived from its
+/// documents (each document's index, and the discovery snapshot of all of them), so that a run
+/// reads only the documents of the kinds it needs (src/schema/embedded.rs).
+pub fn embedded_index() -> Result<String, String> {
+    use crate::schema::{GroupVersion, OpenApiDocument};
+    let mut out = String::from("{");
+    for (n, (minor, _)) in crate::schema::embedded::versions()?.iter().enumerate() {
+        let mut documents = serde_json::Map::new();
+        let mut values = Vec::new();
+        for (path, bytes) in crate::schema::embedded::documents(minor)? {
+            let value: Value =
+                serde_json::from_slice(&bytes).map_err(|e| format!("{minor} {path}: {e}"))?;
+            let gv = document_group_version(&path)
+                .ok_or_else(|| format!("{minor} {path}: not an OpenAPI document path"))?;
+            let hash = format!("{:016x}", crate::schema::files::fnv1a64(&bytes));
+            let doc =
+                OpenApiDocument::from_value(GroupVersion::new(gv.0, gv.1), hash, value.clone());
+            let index = doc
+                .index()
+                .ok_or_else(|| format!("{minor} {path}: malformed"))?;
+            documents.insert(
+                path,
+                serde_json::to_value(index).map_err(|e| e.to_string())?,
+            );
+            values.push(value);
+        }
+        let discovery = discovery_from_openapi(&values);
+        let entry = serde_json::json!({"documents": documents, "discovery": discovery});
+        if n > 0 {
+            out.push(',');
+        }
+        out.push_str(&format!("\n{}:{}", Value::from(minor.as_str()), entry));
+    }
+    out.push_str("\n}\n");
+    Ok(out)
+}
+
+/// `api/v1.json` → ("", "v1"); `apis/apps/v1.json` → ("apps", "v1").
+fn document_group_version(path: &str) -> Option<(String, String)> {
+    let rest = path.strip_suffix(".json")?;
+    match rest.split('/').collect::<Vec<_>>().as_slice() {
+        ["api", v] => Some((String::new(), (*v).to_owned())),
+        ["apis", g, v] => Some(((*g).to_owned(), (*v).to_owned())),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn embedded_index_is_current() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/data/embedded-index.json");
+        let generated = super::embedded_index().expect("index");
+        // Only VAPCHECK_BLESS=1 rewrites the file, and never under CI (tests/it/support.rs).
+        let bless = std::env::var_os("VAPCHECK_BLESS").is_some_and(|v| v == "1");
+        let under_ci = std::env::var_os("CI").is_some_and(|v| !v.is_empty() && v != "false");
+        assert!(
+            !(bless && under_ci),
+            "VAPCHECK_BLESS=1 under CI: generated files are never rewritten in CI"
+        );
+        if bless {
+            std::fs::write(path, &generated).unwrap_or_else(|e| panic!("write {path}: {e}"));
+        }
+        let on_disk = std::fs::read_to_string(path).unwrap_or_default();
+        assert!(
+            on_disk == generated,
+            "data/embedded-index.json is stale; run `VAPCHECK_BLESS=1 cargo test --lib cli::discovery` to regenerate"
+        );
+    }
 }

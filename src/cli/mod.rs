@@ -167,6 +167,9 @@ impl CheckArgs {
 pub struct SchemaOptions {
     /// `--openapi`.
     pub openapi: Option<PathBuf>,
+    /// The built-in schemas of this Kubernetes minor (`1.37`), used when no `--openapi` folder
+    /// or cluster is given (src/schema/embedded.rs).
+    pub built_in: Option<String>,
     /// `--crd`.
     pub crds: Vec<PathBuf>,
     /// `--kubeconfig`, else `$KUBECONFIG`.
@@ -183,6 +186,7 @@ impl SchemaOptions {
     /// Whether any schema source was given.
     pub fn has_source(&self) -> bool {
         self.openapi.is_some()
+            || self.built_in.is_some()
             || !self.crds.is_empty()
             || self.kubeconfig.is_some()
             || self.in_cluster
@@ -239,11 +243,15 @@ pub struct OfflineProvider<'a> {
 
 impl BackendProvider for OfflineProvider<'_> {
     fn load(&self, options: &SchemaOptions) -> Result<LoadedBackends, String> {
-        if options.openapi.is_none() && options.crds.is_empty() {
+        if options.openapi.is_none() && options.built_in.is_none() && options.crds.is_empty() {
             return Err("no --openapi DIR or --crd FILE to read schemas from".into());
         }
         let crds = discovery::load_crds(&options.crds)?;
-        let groups = discovery::offline_discovery(options.openapi.as_deref(), &crds)?;
+        let groups = discovery::offline_discovery(
+            options.openapi.as_deref(),
+            options.built_in.as_deref(),
+            &crds,
+        )?;
         let (schemas, checker) = (self.factory)(options, &crds)?;
         let mapper = DiscoveryRestMapper::new(groups);
         Ok(LoadedBackends {
@@ -252,32 +260,6 @@ impl BackendProvider for OfflineProvider<'_> {
             schemas,
             checker,
         })
-    }
-}
-
-/// The built-in schemas of one Kubernetes version written out as an `--openapi` folder for one
-/// run (src/schema/embedded.rs); removed when dropped.
-struct BuiltInFolder(PathBuf);
-
-impl BuiltInFolder {
-    fn write(minor: &str) -> Result<Self, String> {
-        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-        let dir = std::env::temp_dir().join(format!(
-            "vapcheck-openapi-{minor}-{}-{}",
-            std::process::id(),
-            NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-        ));
-        let folder = BuiltInFolder(dir);
-        crate::schema::embedded::write_folder(minor, &folder.0)
-            .map_err(|e| format!("built-in schemas of Kubernetes {minor}: {e}"))?;
-        Ok(folder)
-    }
-}
-
-impl Drop for BuiltInFolder {
-    fn drop(&mut self) {
-        // Best effort: a leftover folder in the temporary directory harms nothing.
-        let _ = std::fs::remove_dir_all(&self.0);
     }
 }
 
@@ -632,6 +614,7 @@ pub fn run_check(
             .any(|(o, _)| matches!(o, InputObject::Policy(_)));
     let mut options = SchemaOptions {
         openapi: args.openapi.clone(),
+        built_in: None,
         crds: args.crds.clone(),
         kubeconfig: args
             .kubeconfig
@@ -642,20 +625,11 @@ pub fn run_check(
         kubernetes_version: args.kubernetes_version,
     };
     // Bindings alone need no schemas: only the API server's verdict is computed for them.
-    // Kept until the end of the run (the folder is removed when dropped).
-    let mut _built_in: Option<BuiltInFolder> = None;
     let loaded = if has_policies {
         // No --openapi and no cluster: the built-in kinds of the target version, compiled in
-        // (--crd adds to them), laid out as an --openapi folder for the run.
+        // (--crd adds to them); each document is read when a kind of it is needed.
         if options.openapi.is_none() && options.kubeconfig.is_none() && !options.in_cluster {
-            let minor = format!("1.{}", server.minor);
-            match BuiltInFolder::write(&minor) {
-                Ok(folder) => {
-                    options.openapi = Some(folder.0.clone());
-                    _built_in = Some(folder);
-                }
-                Err(e) => return fail(&e),
-            }
+            options.built_in = Some(format!("1.{}", server.minor));
         }
         match provider.load(&options) {
             Ok(b) => Some(b),
@@ -1155,6 +1129,7 @@ pub fn offline_backends(options: &SchemaOptions) -> Result<OfflineBackends, Stri
 
     let files = FilesSource::load(&FilesConfig {
         openapi_dir: options.openapi.clone(),
+        built_in: options.built_in.clone(),
         crd_paths: options.crds.clone(),
         ..FilesConfig::default()
     })

@@ -407,7 +407,7 @@ mod tests {
         };
         let (schemas, checker) = crate::cli::offline_backends(&options).expect("backends");
         let mapper = DiscoveryRestMapper::new(
-            crate::cli::discovery::offline_discovery(Some(&dir), &[]).expect("discovery"),
+            crate::cli::discovery::offline_discovery(Some(&dir), None, &[]).expect("discovery"),
         );
         let _ = std::fs::remove_dir_all(&dir);
         let backends = Backends {

@@ -39,7 +39,7 @@ pub trait RestMapper: Send + Sync {
 
 /// One resource or subresource of a group version, as served by API discovery
 /// (`metav1.APIResource`).
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub struct ApiResource {
     /// Plural name; subresources are `<resource>/<subresource>`, e.g. `deployments/scale`.
     pub name: String,
@@ -56,7 +56,7 @@ pub struct ApiResource {
 }
 
 /// The resources of one version of an API group.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub struct ApiVersionResources {
     /// Version, e.g. `v1`.
     pub version: String,
@@ -65,7 +65,7 @@ pub struct ApiVersionResources {
 }
 
 /// One API group with its versions, in discovery order (`restmapper.APIGroupResources`).
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub struct ApiGroupResources {
     /// Group name, `""` for the core group.
     pub name: String,

@@ -3,7 +3,7 @@
 //! converted types of its kinds (computed on first use and kept for the document's life).
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use serde_json::{Map, Value};
 
@@ -70,16 +70,47 @@ impl KindError {
 }
 
 /// A parsed OpenAPI v3 document for one group-version.
+///
+/// A built-in document ([`OpenApiDocument::built_in`]) is read lazily: its kinds and resources
+/// come from the index generated with the embedded data, and its component schemas are
+/// decompressed and parsed the first time a kind of it is resolved, so that a run that needs a
+/// few kinds does not parse every document.
 #[derive(Debug)]
 pub struct OpenApiDocument {
     gv: GroupVersion,
     hash: String,
-    schemas: Map<String, Value>,
     /// Every GVK a component declares (also of other group-versions) → component name.
     kinds: HashMap<GroupVersionKind, String>,
     resources: Vec<ResourceInfo>,
-    malformed: Option<String>,
+    /// The component schemas, and why the document is unusable if it is; set on construction,
+    /// or on first use for a built-in document.
+    body: OnceLock<Body>,
+    /// Where a built-in document's text is: (Kubernetes minor, path in the embedded data).
+    built_in: Option<(String, String)>,
     cache: Mutex<HashMap<GroupVersionKind, Result<Arc<RootType>, KindError>>>,
+}
+
+/// What a document's component schemas are.
+#[derive(Debug, Default)]
+struct Body {
+    schemas: Map<String, Value>,
+    malformed: Option<String>,
+}
+
+/// What a built-in document's index records of it (generated from the document itself by
+/// [`OpenApiDocument::index`]; `tests`: the committed index equals a fresh one).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct DocumentIndex {
+    /// The group-version.
+    pub group: String,
+    /// The version.
+    pub version: String,
+    /// The content hash the document is loaded with.
+    pub hash: String,
+    /// Every GVK a component declares → component name, sorted.
+    pub kinds: Vec<(GroupVersionKind, String)>,
+    /// The resources of its paths.
+    pub resources: Vec<ResourceInfo>,
 }
 
 impl OpenApiDocument {
@@ -138,12 +169,65 @@ impl OpenApiDocument {
         OpenApiDocument {
             gv,
             hash,
-            schemas,
             kinds,
             resources,
-            malformed,
+            body: OnceLock::from(Body { schemas, malformed }),
+            built_in: None,
             cache: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// A built-in document of Kubernetes `minor` at `path` of the embedded data, known by its
+    /// index; its schemas are read on first use.
+    pub fn built_in(minor: &str, path: &str, index: DocumentIndex) -> Self {
+        OpenApiDocument {
+            gv: GroupVersion::new(index.group, index.version),
+            hash: index.hash,
+            kinds: index.kinds.into_iter().collect(),
+            resources: index.resources,
+            body: OnceLock::new(),
+            built_in: Some((minor.to_owned(), path.to_owned())),
+            cache: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// What an index of built-in documents records of this one; `None` when it is malformed
+    /// (a built-in document never is).
+    pub fn index(&self) -> Option<DocumentIndex> {
+        if self.malformed_reason().is_some() {
+            return None;
+        }
+        let mut kinds: Vec<(GroupVersionKind, String)> = self
+            .kinds
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        kinds.sort();
+        Some(DocumentIndex {
+            group: self.gv.group.clone(),
+            version: self.gv.version.clone(),
+            hash: self.hash.clone(),
+            kinds,
+            resources: self.resources.clone(),
+        })
+    }
+
+    fn body(&self) -> &Body {
+        self.body.get_or_init(|| {
+            let Some((minor, path)) = &self.built_in else {
+                return Body::default();
+            };
+            match super::embedded::document(minor, path) {
+                Ok(bytes) => {
+                    let parsed = Self::from_slice(self.gv.clone(), "", &bytes);
+                    parsed.body.into_inner().unwrap_or_default()
+                }
+                Err(reason) => Body {
+                    schemas: Map::new(),
+                    malformed: Some(reason),
+                },
+            }
+        })
     }
 
     /// A document that could not be obtained or parsed; every kind resolved through it reports
@@ -156,10 +240,13 @@ impl OpenApiDocument {
         OpenApiDocument {
             gv,
             hash,
-            schemas: Map::new(),
             kinds: HashMap::new(),
             resources: Vec::new(),
-            malformed: Some(reason),
+            body: OnceLock::from(Body {
+                schemas: Map::new(),
+                malformed: Some(reason),
+            }),
+            built_in: None,
             cache: Mutex::new(HashMap::new()),
         }
     }
@@ -176,7 +263,7 @@ impl OpenApiDocument {
 
     /// Why the whole document is unusable, if it is.
     pub fn malformed_reason(&self) -> Option<&str> {
-        self.malformed.as_deref()
+        self.body().malformed.as_deref()
     }
 
     /// The kinds of this group-version that a component declares, sorted.
@@ -198,12 +285,12 @@ impl OpenApiDocument {
 
     /// The component schemas.
     pub fn components(&self) -> Components<'_> {
-        Components::new(&self.schemas)
+        Components::new(&self.body().schemas)
     }
 
     /// The raw component schemas.
     pub fn schemas(&self) -> &Map<String, Value> {
-        &self.schemas
+        &self.body().schemas
     }
 
     /// GVKs of other group-versions that components of this document declare, sorted (e.g.
@@ -258,7 +345,7 @@ impl OpenApiDocument {
         options: ConvertOptions,
     ) -> Result<Arc<RootType>, KindError> {
         let kind = gvk.kind.as_str();
-        if let Some(reason) = &self.malformed {
+        if let Some(reason) = &self.body().malformed {
             return Err(KindError::Malformed {
                 gv: self.gv.clone(),
                 reason: reason.clone(),

@@ -10,6 +10,8 @@ use std::path::Path;
 
 use serde::Deserialize;
 
+use super::document::{DocumentIndex, OpenApiDocument};
+
 /// The archive.
 static DATA: &[u8] = include_bytes!("../../data/embedded-openapi.bin");
 
@@ -57,28 +59,83 @@ pub fn versions() -> Result<Vec<(String, String)>, String> {
 /// (`api/v1.json`, `apis/<group>/<version>.json`) and their JSON text.
 pub fn documents(minor: &str) -> Result<Vec<(String, Vec<u8>)>, String> {
     let (h, blobs) = header()?;
-    let v = h.versions.get(minor).ok_or_else(|| {
+    let v = version(&h, minor)?;
+    v.files
+        .iter()
+        .map(|(path, blob)| Ok((path.clone(), inflate(&h, blobs, path, *blob)?)))
+        .collect()
+}
+
+/// The JSON text of the document at `path` of Kubernetes `minor`.
+pub fn document(minor: &str, path: &str) -> Result<Vec<u8>, String> {
+    let (h, blobs) = header()?;
+    let blob = *version(&h, minor)?
+        .files
+        .get(path)
+        .ok_or_else(|| format!("embedded OpenAPI data: no {path} for Kubernetes {minor}"))?;
+    inflate(&h, blobs, path, blob)
+}
+
+fn version<'h>(h: &'h Header, minor: &str) -> Result<&'h Version, String> {
+    h.versions.get(minor).ok_or_else(|| {
         format!(
             "no built-in schemas for Kubernetes {minor} (built in: {})",
             h.versions.keys().cloned().collect::<Vec<_>>().join(", ")
         )
-    })?;
-    let mut out = Vec::with_capacity(v.files.len());
-    for (path, blob) in &v.files {
-        let (offset, len) = *h
-            .blobs
-            .get(*blob)
-            .ok_or("embedded OpenAPI data: bad blob index")?;
-        let compressed = blobs
-            .get(offset..offset + len)
-            .ok_or("embedded OpenAPI data: truncated blob")?;
-        let mut text = Vec::new();
-        flate2::read::ZlibDecoder::new(compressed)
-            .read_to_end(&mut text)
-            .map_err(|e| format!("embedded OpenAPI data: {path}: {e}"))?;
-        out.push((path.clone(), text));
-    }
-    Ok(out)
+    })
+}
+
+fn inflate(h: &Header, blobs: &[u8], path: &str, blob: usize) -> Result<Vec<u8>, String> {
+    let (offset, len) = *h
+        .blobs
+        .get(blob)
+        .ok_or("embedded OpenAPI data: bad blob index")?;
+    let compressed = blobs
+        .get(offset..offset + len)
+        .ok_or("embedded OpenAPI data: truncated blob")?;
+    let mut text = Vec::new();
+    flate2::read::ZlibDecoder::new(compressed)
+        .read_to_end(&mut text)
+        .map_err(|e| format!("embedded OpenAPI data: {path}: {e}"))?;
+    Ok(text)
+}
+
+/// What is derived from the documents of each version without reading them at run time
+/// (`data/embedded-index.json`: per minor, each document's [`DocumentIndex`] and the
+/// discovery snapshot of all of them). It is generated from the documents by
+/// `cli::discovery::embedded_index`, and a test fails when it is not what they give.
+static INDEX: &str = include_str!("../../data/embedded-index.json");
+
+#[derive(Debug, Deserialize)]
+struct MinorIndex<'a> {
+    documents: BTreeMap<String, DocumentIndex>,
+    #[serde(borrow)]
+    discovery: &'a serde_json::value::RawValue,
+}
+
+fn minor_index(minor: &str) -> Result<MinorIndex<'static>, String> {
+    let all: BTreeMap<&'static str, &'static serde_json::value::RawValue> =
+        serde_json::from_str(INDEX).map_err(|e| format!("embedded OpenAPI index: {e}"))?;
+    let raw = all
+        .get(minor)
+        .ok_or_else(|| format!("no built-in schemas for Kubernetes {minor}"))?;
+    serde_json::from_str(raw.get()).map_err(|e| format!("embedded OpenAPI index {minor}: {e}"))
+}
+
+/// The built-in documents of Kubernetes `minor`, read lazily (see
+/// [`OpenApiDocument::built_in`]).
+pub fn built_in_documents(minor: &str) -> Result<Vec<OpenApiDocument>, String> {
+    Ok(minor_index(minor)?
+        .documents
+        .into_iter()
+        .map(|(path, index)| OpenApiDocument::built_in(minor, &path, index))
+        .collect())
+}
+
+/// The discovery snapshot of the built-in documents of `minor`, as JSON (the policy layer's
+/// `ApiGroupResources` list, which this layer does not know).
+pub fn discovery_json(minor: &str) -> Result<&'static str, String> {
+    Ok(minor_index(minor)?.discovery.get())
 }
 
 /// Writes the documents of `minor` under `dir` (created), as `--openapi DIR` expects them.

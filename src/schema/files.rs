@@ -26,6 +26,9 @@ pub enum FilesError {
         /// The I/O error.
         source: std::io::Error,
     },
+    /// The built-in schemas could not be read.
+    #[error("{0}")]
+    BuiltIn(String),
     /// A CRD manifest could not be used.
     #[error("{path}: {reason}")]
     Crd {
@@ -59,6 +62,8 @@ pub struct FilesSource {
 pub struct FilesConfig {
     /// A folder laid out like `/openapi/v3`; optional.
     pub openapi_dir: Option<PathBuf>,
+    /// The built-in documents of this Kubernetes minor (`1.37`), under those of `openapi_dir`.
+    pub built_in: Option<String>,
     /// CRD manifests: files, or folders searched (non-recursively) for `*.yaml`, `*.yml`, `*.json`.
     pub crd_paths: Vec<PathBuf>,
     /// Conversion bounds.
@@ -72,6 +77,11 @@ impl FilesSource {
     /// kinds report why they cannot be typed); unreadable paths and unusable CRD manifests do.
     pub fn load(config: &FilesConfig) -> Result<Self, FilesError> {
         let mut documents: BTreeMap<GroupVersion, OpenApiDocument> = BTreeMap::new();
+        if let Some(minor) = &config.built_in {
+            for doc in super::embedded::built_in_documents(minor).map_err(FilesError::BuiltIn)? {
+                documents.insert(doc.group_version().clone(), doc);
+            }
+        }
         if let Some(dir) = &config.openapi_dir {
             for (gv, path) in list_documents(dir)? {
                 let doc = match read_limited(&path)? {

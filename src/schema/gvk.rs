@@ -77,7 +77,9 @@ impl fmt::Display for GroupVersion {
 }
 
 /// A kind in a group-version.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(
+    Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 pub struct GroupVersionKind {
     /// API group, `""` for the core group.
     pub group: String,

@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use super::gvk::{GroupVersion, GroupVersionKind, GroupVersionResource};
 
 /// A resource of a group-version.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ResourceInfo {
     /// Plural name, e.g. `deployments`.
     pub plural: String,
@@ -27,7 +27,7 @@ pub struct ResourceInfo {
 }
 
 /// A subresource and the kind it takes and returns (e.g. `scale` → `autoscaling/v1 Scale`).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct SubresourceInfo {
     /// Subresource name, e.g. `scale`.
     pub name: String,

@@ -36,7 +36,8 @@ fn reused_estimates_equal_fresh_ones_over_the_corpus() {
     assert!(policies.len() > 200, "{} policies", policies.len());
 
     let openapi = shared.join("openapi/v1.35");
-    let mapper = DiscoveryRestMapper::new(offline_discovery(Some(&openapi), &[]).expect("openapi"));
+    let mapper =
+        DiscoveryRestMapper::new(offline_discovery(Some(&openapi), None, &[]).expect("openapi"));
     let files = FilesSource::load(&FilesConfig {
         openapi_dir: Some(openapi),
         ..FilesConfig::default()

@@ -53,7 +53,7 @@ fn with_backends<T>(f: impl FnOnce(&Backends<'_>) -> T) -> T {
     };
     let (schemas, checker) = vapcheck::cli::offline_backends(&options).expect("backends");
     let mapper =
-        DiscoveryRestMapper::new(offline_discovery(Some(&openapi), &[]).expect("discovery"));
+        DiscoveryRestMapper::new(offline_discovery(Some(&openapi), None, &[]).expect("discovery"));
     f(&Backends {
         rest_mapper: &mapper,
         discovery: Some(&mapper),

@@ -23,7 +23,8 @@ fn with_backends(f: impl FnOnce(&Backends<'_>)) {
         ..SchemaOptions::default()
     };
     let (schemas, checker) = vapcheck::cli::offline_backends(&options).expect("backends");
-    let mapper = DiscoveryRestMapper::new(offline_discovery(Some(&dir), &[]).expect("discovery"));
+    let mapper =
+        DiscoveryRestMapper::new(offline_discovery(Some(&dir), None, &[]).expect("discovery"));
     f(&Backends {
         rest_mapper: &mapper,
         discovery: Some(&mapper),

@@ -64,7 +64,8 @@ fn with_backends<T>(f: impl FnOnce(&Backends<'_>) -> T) -> T {
         ..SchemaOptions::default()
     };
     let (schemas, checker) = vapcheck::cli::offline_backends(&options).expect("backends");
-    let mapper = DiscoveryRestMapper::new(offline_discovery(Some(&dir), &[]).expect("discovery"));
+    let mapper =
+        DiscoveryRestMapper::new(offline_discovery(Some(&dir), None, &[]).expect("discovery"));
     let out = f(&Backends {
         rest_mapper: &mapper,
         discovery: Some(&mapper),

@@ -11,7 +11,7 @@ use vapcheck::policy::{
 };
 
 fn mapper() -> DiscoveryRestMapper {
-    let groups = offline_discovery(Some(&shared_dir().join("openapi/v1.35")), &[])
+    let groups = offline_discovery(Some(&shared_dir().join("openapi/v1.35")), None, &[])
         .unwrap_or_else(|e| panic!("{e}"));
     DiscoveryRestMapper::new(groups)
 }

@@ -119,7 +119,7 @@ fn every_check_fits_a_2_mib_thread() {
         };
         let (schemas, checker) = vapcheck::cli::offline_backends(&options).expect("backends");
         let mapper = DiscoveryRestMapper::new(
-            offline_discovery(Some(&openapi), &[]).expect("offline discovery"),
+            offline_discovery(Some(&openapi), None, &[]).expect("offline discovery"),
         );
         let backends = Backends {
             rest_mapper: &mapper,

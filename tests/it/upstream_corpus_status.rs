@@ -29,7 +29,7 @@ fn strict_status_of_every_corpus_policy_is_upstreams() {
     };
     let (schemas, checker) = vapcheck::cli::offline_backends(&options).expect("backends");
     let mapper =
-        DiscoveryRestMapper::new(offline_discovery(Some(&openapi), &[]).expect("discovery"));
+        DiscoveryRestMapper::new(offline_discovery(Some(&openapi), None, &[]).expect("discovery"));
     let backends = Backends {
         rest_mapper: &mapper,
         discovery: Some(&mapper),

@@ -143,7 +143,7 @@ fn offline_openapi_mapping_against_a_real_cluster_on_the_corpus() {
     let Some(dir) = discovery_dir() else { return };
     let cluster = DiscoveryRestMapper::new(cluster_discovery(&dir));
     let offline = DiscoveryRestMapper::new(
-        offline_discovery(Some(&shared_dir().join("openapi/v1.35")), &[]).unwrap(),
+        offline_discovery(Some(&shared_dir().join("openapi/v1.35")), None, &[]).unwrap(),
     );
     let mut files = Vec::new();
     let mut stack = vec![shared_dir().join("corpus/policies")];
