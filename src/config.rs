@@ -64,6 +64,9 @@ pub struct Config {
     /// The Kubernetes version (`major.minor` or `major.minor.patch`) whose CEL libraries and
     /// built-in schemas are assumed. Empty (default): the version the API server reports.
     pub kubernetes_version: String,
+    /// Policy reports: one cluster-scoped report per policy and binding in the report API the
+    /// cluster serves (docs/reports.md).
+    pub reports: ReportsConfig,
 }
 
 impl Default for Config {
@@ -81,6 +84,7 @@ impl Default for Config {
             health: HealthConfig::default(),
             log: LogConfig::default(),
             kubernetes_version: String::new(),
+            reports: ReportsConfig::default(),
         }
     }
 }
@@ -181,6 +185,23 @@ impl Default for SecureMetrics {
             key_file: String::new(),
             authorize: true,
         }
+    }
+}
+
+/// Policy report settings, see [`Config::reports`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct ReportsConfig {
+    /// Write an `openreports.io/v1alpha1` ClusterReport (else, where only that API is served,
+    /// a `wgpolicyk8s.io/v1alpha2` ClusterPolicyReport) per policy and binding, kept current
+    /// and deleted with its object. Nothing is written, and nothing logged as an error, when
+    /// the cluster serves neither.
+    pub enabled: bool,
+}
+
+impl Default for ReportsConfig {
+    fn default() -> Self {
+        ReportsConfig { enabled: true }
     }
 }
 
@@ -755,6 +776,15 @@ pub const SETTINGS: &[Setting] = &[
             Ok(())
         },
     },
+    Setting {
+        key: "reports.enabled",
+        env: "VAPCHECK_REPORTS",
+        flag: "reports",
+        apply: |c, v| {
+            c.reports.enabled = parse_bool(v)?;
+            Ok(())
+        },
+    },
 ];
 
 /// Command-line flags of the controller, to be `#[command(flatten)]`ed into its subcommand.
@@ -829,11 +859,14 @@ pub struct ConfigArgs {
     /// Kubernetes version override, e.g. 1.37. Also VAPCHECK_KUBERNETES_VERSION.
     #[arg(long, value_name = "VERSION")]
     pub kubernetes_version: Option<String>,
+    /// Policy reports (OpenReports, wgpolicyk8s.io): true or false. Also VAPCHECK_REPORTS.
+    #[arg(long, value_name = "BOOL")]
+    pub reports: Option<String>,
 }
 
 impl ConfigArgs {
     /// The flag values by key, in the order of [`SETTINGS`].
-    fn values(&self) -> [(&'static str, Option<&String>); 21] {
+    fn values(&self) -> [(&'static str, Option<&String>); 22] {
         [
             ("mode", self.mode.as_ref()),
             ("statusMode", self.status_mode.as_ref()),
@@ -859,6 +892,7 @@ impl ConfigArgs {
             ("log.format", self.log_format.as_ref()),
             ("log.level", self.log_level.as_ref()),
             ("kubernetesVersion", self.kubernetes_version.as_ref()),
+            ("reports.enabled", self.reports.as_ref()),
         ]
     }
 

@@ -16,6 +16,7 @@ pub mod k8s_env;
 pub mod metrics;
 pub mod mutating;
 pub mod policy;
+pub mod reports;
 pub mod schema;
 pub mod sources;
 pub mod webhooks;

@@ -16,6 +16,9 @@
 //!    and in its log (naming the resource and the API server's reason), and recovers when the
 //!    permission returns.
 //!
+//! The policy report checks install the report CRDs of scripts/report-crds (both APIs; the
+//! wgpolicyk8s.io check removes the OpenReports CRDs while it runs).
+//!
 //! The tests change cluster-wide RBAC and the same policies, so they run one at a time.
 
 #[allow(dead_code)]
@@ -35,8 +38,11 @@ use k8s_openapi::api::authorization::v1::{
 };
 use k8s_openapi::api::core::v1::{ConfigMap, ServiceAccount};
 use k8s_openapi::api::events::v1::Event;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
-use kube::api::{DeleteParams, ListParams, PostParams};
+use kube::api::{
+    ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, PostParams,
+};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Api, Client, Config};
 use serde_json::{Value, json};
@@ -296,6 +302,8 @@ async fn setup() -> anyhow::Result<Setup> {
         apply(&admin, object).await?;
     }
     apply_yaml(&admin, &fixtures()).await?;
+    install_report_crds(&admin, "openreports").await?;
+    install_report_crds(&admin, "wgpolicy").await?;
     let token = Api::<ServiceAccount>::namespaced(admin.clone(), NS)
         .create_token_request(
             "vapcheck",
@@ -562,6 +570,12 @@ enum Check {
     /// For [`QUIET`]: `vapcheck_watch_forbidden` is 0 for the bindings and the param kind, and
     /// the log has no 403 / Forbidden.
     NothingRefused,
+    /// A policy with a typo created now gets an `openreports.io` ClusterReport with one
+    /// `fail`; deleted, its report is deleted (docs/reports.md).
+    OpenReport,
+    /// With the OpenReports CRDs removed (only `wgpolicyk8s.io` served), the same with a
+    /// ClusterPolicyReport; the OpenReports CRDs are installed again afterwards.
+    WgPolicyReport,
 }
 
 const CHECKS: &[Check] = &[
@@ -571,6 +585,8 @@ const CHECKS: &[Check] = &[
     Check::RepeatedEventCounted,
     Check::MutatingPolicyEvent,
     Check::NothingRefused,
+    Check::OpenReport,
+    Check::WgPolicyReport,
 ];
 
 /// The check that fails without `grant`, and what its failure must say.
@@ -628,6 +644,19 @@ fn needed_by(grant: &Grant) -> anyhow::Result<(Check, String)> {
             Check::RepeatedEventCounted,
             "not counted in a series".to_owned(),
         ),
+        ("openreports.io", "clusterreports", "create" | "patch") => {
+            (Check::OpenReport, "no ClusterReport".to_owned())
+        }
+        ("openreports.io", "clusterreports", "delete") => {
+            (Check::OpenReport, "ClusterReport not deleted".to_owned())
+        }
+        ("wgpolicyk8s.io", "clusterpolicyreports", "create" | "patch") => {
+            (Check::WgPolicyReport, "no ClusterPolicyReport".to_owned())
+        }
+        ("wgpolicyk8s.io", "clusterpolicyreports", "delete") => (
+            Check::WgPolicyReport,
+            "ClusterPolicyReport not deleted".to_owned(),
+        ),
         _ => bail!("no check is known to need {grant}: remove it from the chart or name its check"),
     })
 }
@@ -642,6 +671,8 @@ async fn run_check(setup: &Setup, c: &mut Controller, check: Check) -> anyhow::R
         Check::RepeatedEventCounted => repeated_event_counted(setup, c).await,
         Check::MutatingPolicyEvent => mutating_policy_event(setup, c).await,
         Check::NothingRefused => nothing_refused(c).await,
+        Check::OpenReport => policy_report(setup, OPENREPORTS).await,
+        Check::WgPolicyReport => wgpolicy_report(setup).await,
     };
     c.assert_alive()?;
     result.map_err(|e| match refusal_in(&c.log_text()) {
@@ -890,6 +921,123 @@ async fn repeated_event_counted(setup: &Setup, c: &Controller) -> anyhow::Result
     })
 }
 
+/// A report API: group, version, kind, plural.
+type ReportApi = (&'static str, &'static str, &'static str, &'static str);
+const OPENREPORTS: ReportApi = (
+    "openreports.io",
+    "v1alpha1",
+    "ClusterReport",
+    "clusterreports",
+);
+const WGPOLICY: ReportApi = (
+    "wgpolicyk8s.io",
+    "v1alpha2",
+    "ClusterPolicyReport",
+    "clusterpolicyreports",
+);
+
+/// Installs the report CRDs of `which` (`openreports` or `wgpolicy`, folders of
+/// scripts/report-crds) and waits until they are served.
+async fn install_report_crds(admin: &Client, which: &str) -> anyhow::Result<()> {
+    let dir = support::script_output("scripts/report-crds")?.join(which);
+    let mut names = Vec::new();
+    for entry in std::fs::read_dir(&dir).with_context(|| dir.display().to_string())? {
+        let text = std::fs::read_to_string(entry?.path())?;
+        for o in apply_yaml(admin, &text).await? {
+            names.push(o.metadata.name.unwrap_or_default());
+        }
+    }
+    let crds: Api<CustomResourceDefinition> = Api::all(admin.clone());
+    for name in names {
+        wait_for(&format!("CRD {name} established"), START, || async {
+            let crd = crds.get(&name).await?;
+            Ok(crd
+                .status
+                .and_then(|s| s.conditions)
+                .unwrap_or_default()
+                .iter()
+                .any(|c| c.type_ == "Established" && c.status == "True")
+                .then_some(()))
+        })
+        .await?;
+    }
+    Ok(())
+}
+
+fn report_api(admin: &Client, r: ReportApi) -> Api<DynamicObject> {
+    let gvk = GroupVersionKind::gvk(r.0, r.1, r.2);
+    Api::all_with(admin.clone(), &ApiResource::from_gvk_with_plural(&gvk, r.3))
+}
+
+/// A policy with a typo gets its report in `r` with one `fail`; deleted, the report goes.
+async fn policy_report(setup: &Setup, r: ReportApi) -> anyhow::Result<()> {
+    let name = format!("report-{}.rbac.e2e.vapcheck.dev", nonce());
+    apply_yaml(
+        &setup.admin,
+        &format!(
+            r#"
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata:
+  name: {name}
+spec:
+  matchConstraints:
+    resourceRules:
+      - apiGroups: ["apps"]
+        apiVersions: ["v1"]
+        operations: ["CREATE"]
+        resources: ["deployments"]
+  validations:
+    - expression: "object.replicas > 1"
+"#
+        ),
+    )
+    .await?;
+    let reports = report_api(&setup.admin, r);
+    let report = format!("vapcheck-vap-{name}");
+    let written = wait_for(
+        &format!("no {} {report} with one fail", r.2),
+        CHECK,
+        || async {
+            Ok(reports
+                .get_opt(&report)
+                .await?
+                .filter(|o| o.data["summary"]["fail"] == 1)
+                .map(|_| ()))
+        },
+    )
+    .await;
+    let policies: Api<ValidatingAdmissionPolicy> = Api::all(setup.admin.clone());
+    policies.delete(&name, &DeleteParams::default()).await?;
+    written?;
+    wait_for(&format!("{} not deleted: {report}", r.2), CHECK, || async {
+        Ok(reports.get_opt(&report).await?.is_none().then_some(()))
+    })
+    .await
+}
+
+/// [`policy_report`] in `wgpolicyk8s.io`, with the OpenReports CRDs removed meanwhile.
+async fn wgpolicy_report(setup: &Setup) -> anyhow::Result<()> {
+    let crds: Api<CustomResourceDefinition> = Api::all(setup.admin.clone());
+    for name in ["clusterreports.openreports.io", "reports.openreports.io"] {
+        crds.delete(name, &DeleteParams::default()).await?;
+    }
+    wait_for("the OpenReports CRDs to be gone", START, || async {
+        let list = crds.list(&ListParams::default()).await?;
+        Ok((!list.items.iter().any(|c| {
+            c.metadata
+                .name
+                .as_deref()
+                .is_some_and(|n| n.ends_with(".openreports.io"))
+        }))
+        .then_some(()))
+    })
+    .await?;
+    let outcome = policy_report(setup, WGPOLICY).await;
+    install_report_crds(&setup.admin, "openreports").await?;
+    outcome
+}
+
 async fn mutating_policy_event(setup: &Setup, c: &Controller) -> anyhow::Result<()> {
     let name = format!("map-{}.rbac.e2e.vapcheck.dev", nonce());
     apply_yaml(
@@ -1045,6 +1193,12 @@ async fn each_rule_of_the_chart_is_needed() -> anyhow::Result<()> {
             "ClusterRole patch validatingadmissionpolicies/status (admissionregistration.k8s.io)",
             "ClusterRole create events (events.k8s.io)",
             "ClusterRole patch events (events.k8s.io)",
+            "ClusterRole create clusterreports (openreports.io)",
+            "ClusterRole patch clusterreports (openreports.io)",
+            "ClusterRole delete clusterreports (openreports.io)",
+            "ClusterRole create clusterpolicyreports (wgpolicyk8s.io)",
+            "ClusterRole patch clusterpolicyreports (wgpolicyk8s.io)",
+            "ClusterRole delete clusterpolicyreports (wgpolicyk8s.io)",
             "ClusterRole list configmaps (core)",
             "ClusterRole watch configmaps (core)",
             "Role get leases (coordination.k8s.io)",
@@ -1096,7 +1250,7 @@ async fn each_rule_of_the_chart_is_needed() -> anyhow::Result<()> {
         );
         results.push((grant.to_string(), check));
     }
-    assert_eq!(results.len(), 14);
+    assert_eq!(results.len(), 20);
     Ok(())
 }
 

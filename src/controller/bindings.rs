@@ -220,6 +220,11 @@ impl BindingState {
         counts
     }
 
+    /// Name → uid of every binding in the store (`None` while the binding watch does not run).
+    pub fn present(&self) -> Option<HashMap<String, String>> {
+        super::reports::present_in(lock(&self.bindings).clone())
+    }
+
     /// A reference to the binding `name` for an Event (with its uid once it is in the store).
     pub fn binding_ref(&self, name: &str) -> k8s_openapi::api::core::v1::ObjectReference {
         let stored = lock(&self.bindings)

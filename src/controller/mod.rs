@@ -19,6 +19,7 @@ pub mod inputs;
 pub mod lease;
 pub mod memo;
 pub mod mutating;
+pub mod reports;
 pub mod slim;
 pub mod status;
 pub mod stored;
@@ -68,6 +69,9 @@ pub enum ReconcileError {
     /// An Event could not be published (MutatingAdmissionPolicies: their only output).
     #[error("publishing an event failed: {0}")]
     Event(String),
+    /// A policy report could not be written (`reports`).
+    #[error("writing a policy report failed: {0}")]
+    Report(String),
 }
 
 /// Shared state of the controller.
@@ -100,6 +104,8 @@ pub struct Context {
     bindings: bindings::BindingState,
     /// The MutatingAdmissionPolicy controller's state.
     mutating: mutating::MutatingState,
+    /// The policy reports this replica wrote (`reports`).
+    reports: reports::ReportState,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -141,6 +147,7 @@ impl Context {
             store: Mutex::new(None),
             bindings: bindings::BindingState::default(),
             mutating: mutating::MutatingState::default(),
+            reports: reports::ReportState::default(),
         })
     }
 
@@ -378,6 +385,7 @@ async fn check_and_write(
     let now = Time(k8s_openapi::jiff::Timestamp::now());
     let desired = desired_status(&computed, existing, mode, &now);
     publish_binding_events(ctx, existing, &binding_reports);
+    reports::publish_policy(ctx, policy, &computed, &binding_reports).await?;
     if is_up_to_date(existing, &desired, mode) {
         ctx.metrics.status_write(StatusWriteResult::Unchanged);
         return Ok(done(
@@ -777,6 +785,7 @@ async fn poll_schemas(ctx: Arc<Context>, shutdown: Shutdown) {
         }
         ctx.forget_deleted();
         ctx.mutating.forget_deleted(&ctx.metrics);
+        reports::sweep(&ctx).await;
         let refreshed = ctx.inputs.refresh().await;
         ctx.metrics.schema_fetch(inputs::fetch_result(&refreshed));
         ctx.metrics.set_schema_cache_kinds(ctx.inputs.kind_count());

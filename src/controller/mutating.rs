@@ -87,6 +87,12 @@ impl MutatingState {
         );
     }
 
+    /// Name → uid of every policy in the running controller's store (`None` while it does
+    /// not run).
+    pub(super) fn present(&self) -> Option<HashMap<String, String>> {
+        super::reports::present_in(lock(&self.store).clone())
+    }
+
     /// Forgets the policies no longer in the running controller's store (records, index and
     /// metric series).
     pub(super) fn forget_deleted(&self, metrics: &Metrics) {
@@ -297,6 +303,12 @@ async fn reconcile_inner(
     ctx.metrics.observe_estimated_costs(&computed.cost);
     lock(&ctx.mutating.index).set(name, Dependencies::of_mutating(policy, &computed));
     ctx.mutating.record_state(&ctx.metrics, name, &computed);
+    let subject = crate::reports::Subject {
+        kind: crate::reports::SubjectKind::MutatingPolicy,
+        name: name.to_owned(),
+        uid: policy.metadata.uid.clone().unwrap_or_default(),
+    };
+    super::reports::publish(ctx, subject, &crate::reports::policy_entries(&computed)).await?;
     if !ctx.fence.may_write() {
         return Ok(0);
     }

@@ -173,6 +173,13 @@ fn cluster_role_is_least_privilege() {
         format!("{adm} validatingadmissionpolicybindings watch"),
         "events.k8s.io events create".to_owned(),
         "events.k8s.io events patch".to_owned(),
+        // Policy reports (reports.enabled, on by default; docs/reports.md).
+        "openreports.io clusterreports create".to_owned(),
+        "openreports.io clusterreports patch".to_owned(),
+        "openreports.io clusterreports delete".to_owned(),
+        "wgpolicyk8s.io clusterpolicyreports create".to_owned(),
+        "wgpolicyk8s.io clusterpolicyreports patch".to_owned(),
+        "wgpolicyk8s.io clusterpolicyreports delete".to_owned(),
     ]
     .into_iter()
     .collect();

@@ -1,0 +1,656 @@
+//! Policy reports (issue 34, item 1): what vapcheck found on one object, as the body of one
+//! cluster-scoped report in the API the cluster serves, `openreports.io/v1alpha1`
+//! `ClusterReport` or the former `wgpolicyk8s.io/v1alpha2` `ClusterPolicyReport`.
+//!
+//! Pure: the controller (`controller::reports`) detects the API, applies the body with
+//! server-side apply and deletes it. The shapes follow the CRDs of the pinned modules
+//! (scripts/tools.version): `github.com/openreports/reports-api` v0.2.1
+//! `apis/openreports.io/v1alpha1/report_types.go` (`Report`, `ReportResult`, `ReportSummary`)
+//! and Kyverno's `config/crds/policyreport/wgpolicyk8s.io_clusterpolicyreports.yaml` (the same
+//! result shape, without the report-level `source`).
+//!
+//! One report per object (policy, binding; later webhook configuration): [`Subject`] names it,
+//! and one function per kind turns its check results into [`Entry`]s ([`policy_entries`],
+//! [`binding_entries`]). A new kind needs only such a function and a [`SubjectKind`].
+//! docs/reports.md has the mapping.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use crate::bindings::{BindingReport, Verdict};
+use crate::policy::narrowing::FindingClass;
+use crate::policy::{Gvk, PolicyStatus};
+
+/// The `source` of every report and result vapcheck writes.
+pub const SOURCE: &str = "vapcheck";
+/// The label every report vapcheck writes carries (`app.kubernetes.io/managed-by`).
+pub const MANAGED_BY: &str = "vapcheck";
+
+/// Rule ids of the results (the CLI's SARIF rule ids where the finding is the same).
+pub mod rule {
+    /// kube-apiserver rejects the object on create (`AcceptedOnCreate=False`).
+    pub const REJECTED: &str = "VAP001";
+    /// A type-checking warning of an expression for a matched kind.
+    pub const TYPE_WARNING: &str = "VAP100";
+    /// A matched kind that was not type-checked.
+    pub const KIND_NOT_CHECKED: &str = "VAP101";
+    /// An expression that errors at admission on valid objects.
+    pub const RUNTIME_ERROR: &str = "VAP110";
+    /// A binding that denies every request it matches.
+    pub const BINDING_DENIES_ALL: &str = "VAP130";
+    /// A binding that never evaluates anything.
+    pub const BINDING_INACTIVE: &str = "VAP131";
+    /// A binding that evaluates a policy with type-checking warnings on the kinds it matches.
+    pub const BINDING_WITH_WARNINGS: &str = "VAP132";
+}
+
+/// The report APIs vapcheck writes, in order of preference.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ReportApi {
+    /// `openreports.io/v1alpha1` `ClusterReport`.
+    OpenReports,
+    /// `wgpolicyk8s.io/v1alpha2` `ClusterPolicyReport`.
+    WgPolicy,
+}
+
+impl ReportApi {
+    /// Both, the preferred one first.
+    pub const ALL: [ReportApi; 2] = [ReportApi::OpenReports, ReportApi::WgPolicy];
+
+    /// The API group.
+    pub fn group(self) -> &'static str {
+        match self {
+            ReportApi::OpenReports => "openreports.io",
+            ReportApi::WgPolicy => "wgpolicyk8s.io",
+        }
+    }
+    /// The version.
+    pub fn version(self) -> &'static str {
+        match self {
+            ReportApi::OpenReports => "v1alpha1",
+            ReportApi::WgPolicy => "v1alpha2",
+        }
+    }
+    /// The cluster-scoped kind.
+    pub fn kind(self) -> &'static str {
+        match self {
+            ReportApi::OpenReports => "ClusterReport",
+            ReportApi::WgPolicy => "ClusterPolicyReport",
+        }
+    }
+    /// Its resource (plural).
+    pub fn resource(self) -> &'static str {
+        match self {
+            ReportApi::OpenReports => "clusterreports",
+            ReportApi::WgPolicy => "clusterpolicyreports",
+        }
+    }
+    /// `group/version`.
+    pub fn api_version(self) -> String {
+        format!("{}/{}", self.group(), self.version())
+    }
+}
+
+/// The kinds of object vapcheck reports on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum SubjectKind {
+    /// `admissionregistration.k8s.io/v1` ValidatingAdmissionPolicy.
+    ValidatingPolicy,
+    /// `admissionregistration.k8s.io/v1` MutatingAdmissionPolicy.
+    MutatingPolicy,
+    /// `admissionregistration.k8s.io/v1` ValidatingAdmissionPolicyBinding.
+    ValidatingBinding,
+}
+
+impl SubjectKind {
+    /// The object's kind.
+    pub fn kind(self) -> &'static str {
+        match self {
+            SubjectKind::ValidatingPolicy => "ValidatingAdmissionPolicy",
+            SubjectKind::MutatingPolicy => "MutatingAdmissionPolicy",
+            SubjectKind::ValidatingBinding => "ValidatingAdmissionPolicyBinding",
+        }
+    }
+    /// The object's apiVersion.
+    pub fn api_version(self) -> &'static str {
+        "admissionregistration.k8s.io/v1"
+    }
+    /// The prefix of its report's name: one per kind, so objects of different kinds with the
+    /// same name get different reports.
+    fn prefix(self) -> &'static str {
+        match self {
+            SubjectKind::ValidatingPolicy => "vap",
+            SubjectKind::MutatingPolicy => "map",
+            SubjectKind::ValidatingBinding => "vapb",
+        }
+    }
+}
+
+/// The object a report is about (its scope and owner).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Subject {
+    /// Its kind.
+    pub kind: SubjectKind,
+    /// `metadata.name`.
+    pub name: String,
+    /// `metadata.uid` (the owner reference needs it).
+    pub uid: String,
+}
+
+/// The maximum length of a custom resource's name (a DNS subdomain, k8s.io/apimachinery
+/// v0.37.1 `pkg/util/validation/validation.go`, `DNS1123SubdomainMaxLength`).
+const MAX_NAME: usize = 253;
+
+impl Subject {
+    /// The report's name: `vapcheck-<kind prefix>-<name>`; when that is longer than a name may
+    /// be, the object's name is cut and a hash of the whole name appended (object names are
+    /// DNS subdomains, so the result is one too).
+    pub fn report_name(&self) -> String {
+        let full = format!("vapcheck-{}-{}", self.kind.prefix(), self.name);
+        if full.len() <= MAX_NAME {
+            return full;
+        }
+        let hash = format!("-{:016x}", fnv1a(self.name.as_bytes()));
+        let mut cut = full[..MAX_NAME - hash.len()].to_owned();
+        // The cut must end with an alphanumeric character.
+        while cut.ends_with(['-', '.']) {
+            cut.pop();
+        }
+        cut + &hash
+    }
+}
+
+/// 64-bit FNV-1a: a stable hash (the same in every process and release).
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}
+
+/// A result's outcome (the CRDs' `Result` enum).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Outcome {
+    /// Nothing found.
+    Pass,
+    /// A finding that fails at admission or is rejected by the API server.
+    Fail,
+    /// A finding of static typing only (evaluation works), or a binding with no effect.
+    Warn,
+    /// The object could not be checked.
+    Error,
+    /// Something matched was not checked.
+    Skip,
+}
+
+/// A result's severity (the CRDs' `ResultSeverity` enum).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    /// Every matching request is affected.
+    Critical,
+    /// Requests fail or are decided wrongly.
+    High,
+    /// The policy does not do what it says for some kinds.
+    Medium,
+    /// Nothing fails, but something is not as intended.
+    Low,
+    /// For information.
+    Info,
+}
+
+/// One result of a report, before it is put in the API's shape.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    /// The rule id ([`rule`]); empty for a pass.
+    pub rule: &'static str,
+    /// The outcome.
+    pub outcome: Outcome,
+    /// Its severity.
+    pub severity: Severity,
+    /// The message.
+    pub message: String,
+    /// The field the finding is about (`spec.validations[0].expression`), if any.
+    pub field: Option<String>,
+    /// The matched kind (`apps/v1, Kind=Deployment`), if any.
+    pub kind: Option<String>,
+}
+
+impl Entry {
+    fn new(rule: &'static str, outcome: Outcome, severity: Severity, message: String) -> Entry {
+        Entry {
+            rule,
+            outcome,
+            severity,
+            message,
+            field: None,
+            kind: None,
+        }
+    }
+    fn field(mut self, field: &str) -> Entry {
+        if !field.is_empty() {
+            self.field = Some(field.to_owned());
+        }
+        self
+    }
+    fn kind(mut self, kind: impl Into<String>) -> Entry {
+        self.kind = Some(kind.into());
+        self
+    }
+}
+
+/// A pass result, when `entries` has no fail, warn or error.
+fn with_pass(mut entries: Vec<Entry>, message: &str) -> Vec<Entry> {
+    let clean = entries
+        .iter()
+        .all(|e| matches!(e.outcome, Outcome::Pass | Outcome::Skip));
+    if clean {
+        entries.insert(
+            0,
+            Entry::new("", Outcome::Pass, Severity::Info, message.to_owned()),
+        );
+    }
+    entries
+}
+
+/// The class of the type-checking warning on `field_ref` for `gvk`: the worst class of its
+/// findings (extended mode); `None` when the check classified none (strict mode).
+fn warning_class(status: &PolicyStatus, field_ref: &str, gvk: &Gvk) -> Option<FindingClass> {
+    status
+        .findings
+        .iter()
+        .filter(|f| f.field_ref == field_ref && &f.gvk == gvk)
+        .map(|f| f.class)
+        .min()
+}
+
+/// The results of one policy check (ValidatingAdmissionPolicy or MutatingAdmissionPolicy),
+/// from the same [`PolicyStatus`] the status, Events and metrics come from:
+///
+/// - `AcceptedOnCreate=False`: `fail` (`VAP001`, high), the condition's message;
+/// - `TypeChecked=False` (nothing could be checked): `error`, the condition's message;
+/// - each type-checking warning, per matched kind: `fail` (`VAP100`, high) when it fails at
+///   admission or was not classified (strict mode), `warn` (medium) when it is static typing
+///   only or unreachable;
+/// - each expression that errors on valid objects: `fail` (`VAP110`, high);
+/// - each matched kind not checked: `skip` (`VAP101`, info);
+/// - none of fail, warn or error: one `pass`.
+pub fn policy_entries(status: &PolicyStatus) -> Vec<Entry> {
+    let mut out = Vec::new();
+    for c in &status.conditions {
+        if c.status != "False" {
+            continue;
+        }
+        if c.type_ == crate::policy::status::ACCEPTED_ON_CREATE {
+            out.push(Entry::new(
+                rule::REJECTED,
+                Outcome::Fail,
+                Severity::High,
+                c.message.clone(),
+            ));
+        } else if c.type_ == crate::policy::status::TYPE_CHECKED {
+            out.push(Entry::new(
+                rule::KIND_NOT_CHECKED,
+                Outcome::Error,
+                Severity::Medium,
+                c.message.clone(),
+            ));
+        }
+    }
+    for w in &status.expression_results {
+        for r in &w.kinds {
+            let (outcome, severity) = match warning_class(status, &w.field_ref, &r.gvk) {
+                Some(FindingClass::StaticTypingOnly | FindingClass::Unreachable) => {
+                    (Outcome::Warn, Severity::Medium)
+                }
+                Some(FindingClass::FailsAtAdmission) | None => (Outcome::Fail, Severity::High),
+            };
+            out.push(
+                Entry::new(
+                    rule::TYPE_WARNING,
+                    outcome,
+                    severity,
+                    r.render().trim_end().to_owned(),
+                )
+                .field(&w.field_ref)
+                .kind(r.gvk.to_string()),
+            );
+        }
+    }
+    for f in &status.runtime {
+        let mut message = f.text_without_field();
+        if let Some(fixed) = &f.fixed_expression {
+            message.push_str(&format!("; fix: {fixed}"));
+        }
+        let mut e = Entry::new(rule::RUNTIME_ERROR, Outcome::Fail, Severity::High, message)
+            .field(&f.field_ref);
+        if let Some(k) = f.kinds.first() {
+            e = e.kind(k.clone());
+        }
+        out.push(e);
+    }
+    for s in &status.skipped {
+        out.push(Entry::new(
+            rule::KIND_NOT_CHECKED,
+            Outcome::Skip,
+            Severity::Info,
+            format!("not checked: {s}"),
+        ));
+    }
+    with_pass(out, "no findings")
+}
+
+/// The results of one binding, from its [`BindingReport`] (the `BindingsEffective` condition
+/// and the binding's Events come from the same report): denies every matching request →
+/// `fail` (`VAP130`, critical); inactive → `warn` (`VAP131`, low); evaluates a policy with
+/// type-checking warnings on the kinds it matches → `warn` (`VAP132`, medium); evaluates →
+/// `pass`.
+pub fn binding_entries(report: &BindingReport) -> Vec<Entry> {
+    let out = match &report.verdict {
+        Verdict::DeniesAllMatching => vec![Entry::new(
+            rule::BINDING_DENIES_ALL,
+            Outcome::Fail,
+            Severity::Critical,
+            report.reason.clone(),
+        )],
+        Verdict::Inactive => vec![Entry::new(
+            rule::BINDING_INACTIVE,
+            Outcome::Warn,
+            Severity::Low,
+            report.reason.clone(),
+        )],
+        Verdict::EvaluatesWithWarnings(kinds) => kinds
+            .iter()
+            .map(|k| {
+                Entry::new(
+                    rule::BINDING_WITH_WARNINGS,
+                    Outcome::Warn,
+                    Severity::Medium,
+                    report.reason.clone(),
+                )
+                .kind(k.to_string())
+            })
+            .collect(),
+        Verdict::Evaluates => Vec::new(),
+    };
+    with_pass(out, &report.reason)
+}
+
+/// An `ObjectReference` as the CRDs hold it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ObjectRef {
+    api_version: String,
+    kind: String,
+    name: String,
+    uid: String,
+}
+
+/// An owner reference.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OwnerRef {
+    api_version: String,
+    kind: String,
+    name: String,
+    uid: String,
+    controller: bool,
+}
+
+/// The report's metadata.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Meta {
+    name: String,
+    labels: BTreeMap<String, String>,
+    owner_references: Vec<OwnerRef>,
+}
+
+/// One result (`ReportResult`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ResultBody {
+    source: &'static str,
+    policy: String,
+    #[serde(skip_serializing_if = "str::is_empty")]
+    rule: &'static str,
+    result: Outcome,
+    severity: Severity,
+    message: String,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    properties: BTreeMap<String, String>,
+}
+
+/// The counts per outcome (`ReportSummary`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Summary {
+    pass: usize,
+    fail: usize,
+    warn: usize,
+    error: usize,
+    skip: usize,
+}
+
+/// A whole report, as applied.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Report {
+    api_version: String,
+    kind: &'static str,
+    metadata: Meta,
+    /// `openreports.io` only (`wgpolicyk8s.io` has it per result only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    source: Option<&'static str>,
+    scope: ObjectRef,
+    summary: Summary,
+    results: Vec<ResultBody>,
+}
+
+/// The report on `subject` with `entries`, in `api`'s shape. Each result's `policy` is the
+/// object's name (the report-level `scope` names the object too); `properties` hold the rule,
+/// severity, field and matched kind.
+pub fn report(api: ReportApi, subject: &Subject, entries: &[Entry]) -> Report {
+    let mut summary = Summary::default();
+    let results = entries
+        .iter()
+        .map(|e| {
+            match e.outcome {
+                Outcome::Pass => summary.pass += 1,
+                Outcome::Fail => summary.fail += 1,
+                Outcome::Warn => summary.warn += 1,
+                Outcome::Error => summary.error += 1,
+                Outcome::Skip => summary.skip += 1,
+            }
+            let mut properties = BTreeMap::new();
+            if !e.rule.is_empty() {
+                properties.insert("rule".to_owned(), e.rule.to_owned());
+                properties.insert("severity".to_owned(), severity_text(e.severity).to_owned());
+            }
+            if let Some(f) = &e.field {
+                properties.insert("field".to_owned(), f.clone());
+            }
+            if let Some(k) = &e.kind {
+                properties.insert("kind".to_owned(), k.clone());
+            }
+            ResultBody {
+                source: SOURCE,
+                policy: subject.name.clone(),
+                rule: e.rule,
+                result: e.outcome,
+                severity: e.severity,
+                message: e.message.clone(),
+                properties,
+            }
+        })
+        .collect();
+    Report {
+        api_version: api.api_version(),
+        kind: api.kind(),
+        metadata: Meta {
+            name: subject.report_name(),
+            labels: BTreeMap::from([(
+                "app.kubernetes.io/managed-by".to_owned(),
+                MANAGED_BY.to_owned(),
+            )]),
+            owner_references: vec![OwnerRef {
+                api_version: subject.kind.api_version().to_owned(),
+                kind: subject.kind.kind().to_owned(),
+                name: subject.name.clone(),
+                uid: subject.uid.clone(),
+                controller: true,
+            }],
+        },
+        source: (api == ReportApi::OpenReports).then_some(SOURCE),
+        scope: ObjectRef {
+            api_version: subject.kind.api_version().to_owned(),
+            kind: subject.kind.kind().to_owned(),
+            name: subject.name.clone(),
+            uid: subject.uid.clone(),
+        },
+        summary,
+        results,
+    }
+}
+
+fn severity_text(s: Severity) -> &'static str {
+    match s {
+        Severity::Critical => "critical",
+        Severity::High => "high",
+        Severity::Medium => "medium",
+        Severity::Low => "low",
+        Severity::Info => "info",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::{KindOutcome, KindResult, PolicyCondition};
+
+    fn gvk() -> Gvk {
+        Gvk {
+            group: "apps".into(),
+            version: "v1".into(),
+            kind: "Deployment".into(),
+        }
+    }
+
+    fn subject() -> Subject {
+        Subject {
+            kind: SubjectKind::ValidatingPolicy,
+            name: "p".into(),
+            uid: "u-1".into(),
+        }
+    }
+
+    fn warning_status(class: Option<FindingClass>) -> PolicyStatus {
+        let mut s = PolicyStatus::default();
+        s.expression_results
+            .push(crate::policy::status::ExpressionResults {
+                field_ref: "spec.validations[0].expression".into(),
+                kinds: vec![KindResult {
+                    gvk: gvk(),
+                    outcome: KindOutcome::Error("boom".into()),
+                }],
+            });
+        if let Some(class) = class {
+            s.findings.push(crate::policy::narrowing::Finding {
+                field_ref: "spec.validations[0].expression".into(),
+                gvk: gvk(),
+                upstream: true,
+                class,
+                why: "",
+                message: "m".into(),
+            });
+        }
+        s
+    }
+
+    #[test]
+    fn a_clean_policy_is_one_pass() {
+        let entries = policy_entries(&PolicyStatus::default());
+        assert_eq!(entries.len(), 1);
+        assert_eq!(entries[0].outcome, Outcome::Pass);
+        let r = serde_json::to_value(report(ReportApi::OpenReports, &subject(), &entries))
+            .expect("serialises");
+        assert_eq!(r["summary"]["pass"], 1);
+        assert_eq!(r["source"], "vapcheck");
+        assert_eq!(r["results"][0]["result"], "pass");
+        assert!(r["results"][0].get("rule").is_none());
+        let w = serde_json::to_value(report(ReportApi::WgPolicy, &subject(), &entries))
+            .expect("serialises");
+        assert!(w.get("source").is_none(), "{w}");
+        assert_eq!(w["results"][0]["source"], "vapcheck");
+        assert_eq!(w["apiVersion"], "wgpolicyk8s.io/v1alpha2");
+        assert_eq!(w["metadata"]["ownerReferences"][0]["uid"], "u-1");
+    }
+
+    #[test]
+    fn type_warnings_fail_or_warn_by_class() {
+        for (class, outcome) in [
+            (Some(FindingClass::FailsAtAdmission), Outcome::Fail),
+            (None, Outcome::Fail),
+            (Some(FindingClass::StaticTypingOnly), Outcome::Warn),
+            (Some(FindingClass::Unreachable), Outcome::Warn),
+        ] {
+            let entries = policy_entries(&warning_status(class));
+            assert_eq!(entries.len(), 1, "{class:?}: {entries:?}");
+            assert_eq!(entries[0].outcome, outcome, "{class:?}");
+            assert_eq!(entries[0].rule, rule::TYPE_WARNING);
+            assert_eq!(
+                entries[0].field.as_deref(),
+                Some("spec.validations[0].expression")
+            );
+            assert_eq!(entries[0].kind.as_deref(), Some("apps/v1, Kind=Deployment"));
+            assert_eq!(
+                entries[0].message,
+                "apps/v1, Kind=Deployment: type checking error: boom"
+            );
+        }
+    }
+
+    #[test]
+    fn rejected_and_unchecked_policies() {
+        let mut s = PolicyStatus::default();
+        for (t, status) in [
+            (crate::policy::status::ACCEPTED_ON_CREATE, "False"),
+            (crate::policy::status::TYPE_CHECKED, "False"),
+            (crate::policy::status::EXPRESSIONS_VALID, "False"),
+        ] {
+            s.conditions.push(PolicyCondition {
+                type_: t.into(),
+                status: status.into(),
+                observed_generation: None,
+                reason: "R".into(),
+                message: format!("{t} message"),
+            });
+        }
+        let entries = policy_entries(&s);
+        let got: Vec<(&str, Outcome)> = entries.iter().map(|e| (e.rule, e.outcome)).collect();
+        assert_eq!(
+            got,
+            [
+                (rule::REJECTED, Outcome::Fail),
+                (rule::KIND_NOT_CHECKED, Outcome::Error)
+            ]
+        );
+    }
+
+    #[test]
+    fn long_names_are_cut_with_a_hash() {
+        let short = subject().report_name();
+        assert_eq!(short, "vapcheck-vap-p");
+        let long = Subject {
+            name: "a".repeat(250),
+            ..subject()
+        };
+        let name = long.report_name();
+        assert_eq!(name.len(), MAX_NAME);
+        assert!(name.starts_with("vapcheck-vap-aaa"), "{name}");
+        let other = Subject {
+            name: format!("{}b", "a".repeat(249)),
+            ..subject()
+        };
+        assert_ne!(other.report_name(), name);
+    }
+}
