@@ -23,6 +23,7 @@ pub mod slim;
 pub mod status;
 pub mod stored;
 pub mod watch;
+pub mod webhooks;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -100,6 +101,8 @@ pub struct Context {
     bindings: bindings::BindingState,
     /// The MutatingAdmissionPolicy controller's state.
     mutating: mutating::MutatingState,
+    /// The admission webhook watcher's state.
+    webhooks: webhooks::WebhookState,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -141,6 +144,7 @@ impl Context {
             store: Mutex::new(None),
             bindings: bindings::BindingState::default(),
             mutating: mutating::MutatingState::default(),
+            webhooks: webhooks::WebhookState::default(),
         })
     }
 
@@ -713,6 +717,7 @@ async fn run_controller(ctx: Arc<Context>, stop: impl Future<Output = ()> + Send
     let _bindings = AbortOnDrop(tokio::spawn(bindings::watch_bindings(Arc::clone(&ctx))));
     let _orphans = AbortOnDrop(tokio::spawn(bindings::watch_orphans(Arc::clone(&ctx))));
     let _mutating = AbortOnDrop(tokio::spawn(mutating::run(Arc::clone(&ctx))));
+    let _webhooks = AbortOnDrop(tokio::spawn(webhooks::run(Arc::clone(&ctx))));
     ctx.metrics
         .set_max_concurrent_reconciles(ctx.config.concurrency);
     controller
@@ -788,6 +793,7 @@ async fn poll_schemas(ctx: Arc<Context>, shutdown: Shutdown) {
                 debug!(failed = ?changes.failed, "schema documents still failing");
             }
             Ok(changes) => {
+                ctx.webhooks.schemas_changed();
                 // Validating and mutating policies: the same index rules, each kind its own
                 // names and queue.
                 let validating = enqueue_affected(&ctx.index, &changes, |name| ctx.trigger(name));
