@@ -32,7 +32,9 @@
 //! `rootCertPool`), which keeps every `CERTIFICATE` block that parses and fails only when none
 //! does. Go's verifier checks the validity period of the root too (`crypto/x509`
 //! `Certificate.isValid`), so once every certificate of the bundle has expired no serving
-//! certificate can be verified. With several certificates (a CA rotation) vapcheck cannot know
+//! certificate can be verified: the call fails with `tls: failed to verify certificate: x509:
+//! certificate has expired or is not yet valid: current time <now> is after <notAfter>`
+//! (proven in e2e_webhook_controller). With several certificates (a CA rotation) vapcheck cannot know
 //! which one signed the serving certificate: the bundle counts as expired when its last
 //! certificate has, and its expiry is that certificate's `notAfter`.
 
@@ -281,7 +283,7 @@ pub fn assess(
                     out.problems.push(Problem {
                         kind: ProblemKind::CertificateExpired,
                         message: format!(
-                            "clientConfig.caBundle: every certificate has expired, the last ({subject}) at {at} (kube-apiserver: x509: certificate signed by unknown authority); {}",
+                            "clientConfig.caBundle: every certificate has expired, the last ({subject}) at {at} (kube-apiserver: x509: certificate has expired or is not yet valid); {}",
                             consequence(hook)
                         ),
                     });
