@@ -120,7 +120,7 @@ where
                 // A 403 (no RBAC) would repeat every two seconds: warn once.
                 Err(e) if !failing => {
                     failing = true;
-                    warn!(error = %e, resource = what, "the list/watch for webhooks failed; retrying");
+                    warn!(error = %e, "the {what} list/watch for webhooks failed; retrying");
                 }
                 Err(e) => debug!(error = %e, resource = what, "the list/watch failed"),
             }
