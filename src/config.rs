@@ -53,6 +53,10 @@ pub struct Config {
     /// How often the OpenAPI v3 discovery document (`/openapi/v3`) is polled for changed
     /// schema hashes (for aggregated APIs and cluster upgrades). Must be at least 1s.
     pub schema_poll_interval: Duration,
+    /// How long before its admission webhook `caBundle` certificates expire vapcheck warns
+    /// (`certificate_expiring`, a Warning Event on the webhook configuration). `0s` warns only
+    /// once they have expired.
+    pub webhook_certificate_warning: Duration,
     /// Leader election on a `coordination.k8s.io` Lease: only the leader writes statuses.
     pub leader_election: LeaderElection,
     /// The Prometheus metrics endpoint (`/metrics`).
@@ -79,6 +83,7 @@ impl Default for Config {
             concurrency: 4,
             recheck_period: Duration::from_secs(600),
             schema_poll_interval: Duration::from_secs(60),
+            webhook_certificate_warning: Duration::from_secs(720 * 3600),
             leader_election: LeaderElection::default(),
             metrics: MetricsConfig::default(),
             health: HealthConfig::default(),
@@ -651,6 +656,15 @@ pub const SETTINGS: &[Setting] = &[
         },
     },
     Setting {
+        key: "webhookCertificateWarning",
+        env: "VAPCHECK_WEBHOOK_CERTIFICATE_WARNING",
+        flag: "webhook-certificate-warning",
+        apply: |c, v| {
+            c.webhook_certificate_warning = parse_duration(v)?;
+            Ok(())
+        },
+    },
+    Setting {
         key: "leaderElection.enabled",
         env: "VAPCHECK_LEADER_ELECTION",
         flag: "leader-election",
@@ -817,6 +831,10 @@ pub struct ConfigArgs {
     /// OpenAPI discovery poll interval, e.g. 1m. Also VAPCHECK_SCHEMA_POLL_INTERVAL.
     #[arg(long, value_name = "DURATION")]
     pub schema_poll_interval: Option<String>,
+    /// Warn this long before a webhook caBundle certificate expires, e.g. 720h. Also
+    /// VAPCHECK_WEBHOOK_CERTIFICATE_WARNING.
+    #[arg(long, value_name = "DURATION")]
+    pub webhook_certificate_warning: Option<String>,
     /// Leader election: true or false. Also VAPCHECK_LEADER_ELECTION.
     #[arg(long, value_name = "BOOL")]
     pub leader_election: Option<String>,
@@ -875,6 +893,10 @@ impl ConfigArgs {
             ("concurrency", self.concurrency.as_ref()),
             ("recheckPeriod", self.recheck_period.as_ref()),
             ("schemaPollInterval", self.schema_poll_interval.as_ref()),
+            (
+                "webhookCertificateWarning",
+                self.webhook_certificate_warning.as_ref(),
+            ),
             ("leaderElection.enabled", self.leader_election.as_ref()),
             ("leaderElection.leaseName", self.lease_name.as_ref()),
             (

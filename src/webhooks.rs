@@ -8,6 +8,9 @@
 //! the namespace as kube-apiserver creates it), and only an empty `objectSelector` counts as
 //! matching every object: a selector on other labels could exclude the objects in question.
 
+pub mod availability;
+pub mod match_conditions;
+
 use std::collections::BTreeMap;
 
 use crate::apiserver::webhook::{Webhook, WebhookConfiguration, default_configuration};

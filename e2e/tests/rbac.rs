@@ -567,6 +567,10 @@ enum Check {
     RepeatedEventCounted,
     /// A MutatingAdmissionPolicy with a typo created now gets a Warning Event from this replica.
     MutatingPolicyEvent,
+    /// A ValidatingWebhookConfiguration whose `clientConfig.service` names a Service that does
+    /// not exist gets a Warning Event `WebhookServiceNotFound` from this replica (the webhook
+    /// watcher needs the lists of both configuration kinds, Services and EndpointSlices).
+    WebhookReported,
     /// For [`QUIET`]: `vapcheck_watch_forbidden` is 0 for the bindings and the param kind, and
     /// the log has no 403 / Forbidden.
     NothingRefused,
@@ -584,6 +588,7 @@ const CHECKS: &[Check] = &[
     Check::BindingsEvaluated,
     Check::RepeatedEventCounted,
     Check::MutatingPolicyEvent,
+    Check::WebhookReported,
     Check::NothingRefused,
     Check::OpenReport,
     Check::WgPolicyReport,
@@ -640,6 +645,34 @@ fn needed_by(grant: &Grant) -> anyhow::Result<(Check, String)> {
             Check::NothingRefused,
             "vapcheck_watch_forbidden{resource=\"configmaps\"} = 1".to_owned(),
         ),
+        (a, "validatingwebhookconfigurations" | "mutatingwebhookconfigurations", "list")
+            if a == adm =>
+        {
+            (
+                Check::WebhookReported,
+                "no WebhookServiceNotFound Event from this replica".to_owned(),
+            )
+        }
+        ("", "services", "list") | ("discovery.k8s.io", "endpointslices", "list") => (
+            Check::WebhookReported,
+            "no WebhookServiceNotFound Event from this replica".to_owned(),
+        ),
+        (a, r @ ("validatingwebhookconfigurations" | "mutatingwebhookconfigurations"), "watch")
+            if a == adm =>
+        {
+            (
+                Check::NothingRefused,
+                format!("the {r} list/watch for webhooks failed"),
+            )
+        }
+        ("", "services", "watch") => (
+            Check::NothingRefused,
+            "the services list/watch for webhooks failed".to_owned(),
+        ),
+        ("discovery.k8s.io", "endpointslices", "watch") => (
+            Check::NothingRefused,
+            "the endpointslices.discovery.k8s.io list/watch for webhooks failed".to_owned(),
+        ),
         ("events.k8s.io", "events", "patch") => (
             Check::RepeatedEventCounted,
             "not counted in a series".to_owned(),
@@ -670,6 +703,7 @@ async fn run_check(setup: &Setup, c: &mut Controller, check: Check) -> anyhow::R
         Check::BindingsEvaluated => bindings_evaluated(setup).await.map(|_| ()),
         Check::RepeatedEventCounted => repeated_event_counted(setup, c).await,
         Check::MutatingPolicyEvent => mutating_policy_event(setup, c).await,
+        Check::WebhookReported => webhook_reported(setup, c).await,
         Check::NothingRefused => nothing_refused(c).await,
         Check::OpenReport => policy_report(setup, OPENREPORTS).await,
         Check::WgPolicyReport => wgpolicy_report(setup).await,
@@ -1082,6 +1116,51 @@ spec:
     outcome.map_err(|e| anyhow!("no Warning Event from this replica: {e:#}"))
 }
 
+async fn webhook_reported(setup: &Setup, c: &Controller) -> anyhow::Result<()> {
+    let name = format!("wh-{}.rbac.e2e.vapcheck.dev", nonce());
+    apply_yaml(
+        &setup.admin,
+        &format!(
+            r#"
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingWebhookConfiguration
+metadata:
+  name: {name}
+webhooks:
+  - name: missing.rbac.e2e.vapcheck.dev
+    clientConfig:
+      service: {{namespace: {NS}, name: no-such-service-{name}}}
+    failurePolicy: Ignore
+    sideEffects: None
+    admissionReviewVersions: ["v1"]
+    objectSelector: {{matchLabels: {{never: matches}}}}
+    rules:
+      - apiGroups: [""]
+        apiVersions: ["v1"]
+        operations: ["CREATE"]
+        resources: ["configmaps"]
+"#
+        ),
+    )
+    .await?;
+    let outcome = wait_for(
+        &format!("{name}: a WebhookServiceNotFound Event from {}", c.name),
+        CHECK,
+        || async {
+            let events = events_on(&setup.admin, &name, &c.name).await?;
+            Ok(events
+                .iter()
+                .any(|e| e.reason.as_deref() == Some("WebhookServiceNotFound"))
+                .then_some(()))
+        },
+    )
+    .await;
+    let configs: Api<k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration> =
+        Api::all(setup.admin.clone());
+    configs.delete(&name, &DeleteParams::default()).await?;
+    outcome.map_err(|e| anyhow!("no WebhookServiceNotFound Event from this replica: {e:#}"))
+}
+
 /// The first line of `log` that reports a refusal (an API error `Forbidden`, a 403).
 fn refusal_in(log: &str) -> Option<&str> {
     log.lines()
@@ -1199,6 +1278,14 @@ async fn each_rule_of_the_chart_is_needed() -> anyhow::Result<()> {
             "ClusterRole create clusterpolicyreports (wgpolicyk8s.io)",
             "ClusterRole patch clusterpolicyreports (wgpolicyk8s.io)",
             "ClusterRole delete clusterpolicyreports (wgpolicyk8s.io)",
+            "ClusterRole list validatingwebhookconfigurations (admissionregistration.k8s.io)",
+            "ClusterRole watch validatingwebhookconfigurations (admissionregistration.k8s.io)",
+            "ClusterRole list mutatingwebhookconfigurations (admissionregistration.k8s.io)",
+            "ClusterRole watch mutatingwebhookconfigurations (admissionregistration.k8s.io)",
+            "ClusterRole list services (core)",
+            "ClusterRole watch services (core)",
+            "ClusterRole list endpointslices (discovery.k8s.io)",
+            "ClusterRole watch endpointslices (discovery.k8s.io)",
             "ClusterRole list configmaps (core)",
             "ClusterRole watch configmaps (core)",
             "Role get leases (coordination.k8s.io)",
@@ -1250,7 +1337,7 @@ async fn each_rule_of_the_chart_is_needed() -> anyhow::Result<()> {
         );
         results.push((grant.to_string(), check));
     }
-    assert_eq!(results.len(), 20);
+    assert_eq!(results.len(), 28);
     Ok(())
 }
 

@@ -38,7 +38,7 @@ use super::vap::{
 };
 
 /// Which of the two configuration kinds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum WebhookKind {
     /// `ValidatingWebhookConfiguration`.
     Validating,

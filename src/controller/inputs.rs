@@ -151,6 +151,24 @@ impl LiveInputs {
         Ok(status)
     }
 
+    /// The type check of a webhook configuration's match conditions against the same snapshot
+    /// ([`crate::webhooks::match_conditions::type_check`], as `vapcheck check` does it), and
+    /// the `matchPolicy: Exact` bypasses discovery shows
+    /// ([`crate::webhooks::exact_match_bypass`]). CPU-bound.
+    pub fn check_webhooks(
+        &self,
+        config: &crate::apiserver::webhook::WebhookConfiguration,
+    ) -> Result<(Option<PolicyStatus>, Vec<crate::webhooks::Advice>), String> {
+        let status = self.with_backends(|options, backends| {
+            crate::webhooks::match_conditions::type_check(config, options, Some(backends))
+        })?;
+        let bypass = self
+            .api_groups()
+            .map(|groups| crate::webhooks::exact_match_bypass(config, &groups))
+            .unwrap_or_default();
+        Ok((status, bypass))
+    }
+
     /// Runs `f` with the backends of the current snapshot.
     fn with_backends<R>(
         &self,

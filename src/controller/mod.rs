@@ -24,6 +24,7 @@ pub mod slim;
 pub mod status;
 pub mod stored;
 pub mod watch;
+pub mod webhooks;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -106,6 +107,8 @@ pub struct Context {
     mutating: mutating::MutatingState,
     /// The policy reports this replica wrote (`reports`).
     reports: reports::ReportState,
+    /// The admission webhook watcher's state.
+    webhooks: webhooks::WebhookState,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -148,6 +151,7 @@ impl Context {
             bindings: bindings::BindingState::default(),
             mutating: mutating::MutatingState::default(),
             reports: reports::ReportState::default(),
+            webhooks: webhooks::WebhookState::default(),
         })
     }
 
@@ -721,6 +725,7 @@ async fn run_controller(ctx: Arc<Context>, stop: impl Future<Output = ()> + Send
     let _bindings = AbortOnDrop(tokio::spawn(bindings::watch_bindings(Arc::clone(&ctx))));
     let _orphans = AbortOnDrop(tokio::spawn(bindings::watch_orphans(Arc::clone(&ctx))));
     let _mutating = AbortOnDrop(tokio::spawn(mutating::run(Arc::clone(&ctx))));
+    let _webhooks = AbortOnDrop(tokio::spawn(webhooks::run(Arc::clone(&ctx))));
     ctx.metrics
         .set_max_concurrent_reconciles(ctx.config.concurrency);
     controller
@@ -797,6 +802,7 @@ async fn poll_schemas(ctx: Arc<Context>, shutdown: Shutdown) {
                 debug!(failed = ?changes.failed, "schema documents still failing");
             }
             Ok(changes) => {
+                ctx.webhooks.schemas_changed();
                 // Validating and mutating policies: the same index rules, each kind its own
                 // names and queue.
                 let validating = enqueue_affected(&ctx.index, &changes, |name| ctx.trigger(name));

@@ -1,0 +1,230 @@
+//! The type checking of webhook match conditions, shared by `vapcheck check`
+//! (`cli::webhooks`) and `vapcheck controller` (`controller::webhooks`). Pure: no I/O.
+
+use crate::apiserver::webhook::{Webhook, WebhookConfiguration};
+
+/// The type checking of a configuration's match conditions (extended mode only: kube-apiserver
+/// compiles them with `object` and `oldObject` untyped, so strict mode has nothing to say), or
+/// `None` without schema backends or match conditions.
+///
+/// Each webhook is checked as the ValidatingAdmissionPolicy that has its rules, match policy,
+/// selectors, failure policy and match conditions (one validation `true`, whose results are
+/// dropped): the same analysis and runtime-safety findings as a policy's match conditions, at
+/// `webhooks[i].matchConditions[j].expression`, with their cost estimates and the limits they
+/// can exceed (the per-call limit and the match conditions' budget, the same for webhooks and
+/// policies). The notes on matched kinds that were not checked and the per-kind budget sums are
+/// left out. `namespaceObject` is [`unbound_variable_findings`].
+pub fn type_check(
+    config: &WebhookConfiguration,
+    options: &crate::policy::CheckOptions,
+    backends: Option<&crate::policy::Backends<'_>>,
+) -> Option<crate::policy::PolicyStatus> {
+    let backends = backends?;
+    if options.mode != crate::policy::Mode::Extended
+        || config
+            .webhooks()
+            .iter()
+            .all(|w| w.match_conditions().is_empty())
+    {
+        return None;
+    }
+    let mut status = crate::policy::PolicyStatus::default();
+    for (i, hook) in config.webhooks().iter().enumerate() {
+        if hook.match_conditions().is_empty() {
+            continue;
+        }
+        let policy = as_policy(config.name(), hook);
+        let checked = crate::policy::check_policy(&policy, options, backends);
+        let kinds: Vec<String> = checked
+            .checked_kinds
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        merge_match_condition_results(&mut status, checked, &format!("webhooks[{i}]"));
+        status
+            .runtime
+            .extend(unbound_variable_findings(hook, i, &kinds));
+    }
+    Some(status)
+}
+
+/// `namespaceObject` selected in a webhook's match condition: the variable is declared (the
+/// expression compiles) but `Match` binds no namespace, so it is null and the selection errors
+/// with `no such key: <field>` in every request (seen on kube-apiserver 1.37.1, e2e_webhooks).
+/// One finding per condition, at the first such selection.
+pub fn unbound_variable_findings(
+    hook: &Webhook,
+    index: usize,
+    kinds: &[String],
+) -> Vec<crate::policy::runtime::RuntimeFinding> {
+    use crate::policy::runtime::{RuntimeClass, RuntimeFinding, Witness};
+    use cel::common::ast::Expr;
+    let fail = hook.failure_policy.as_deref() != Some("Ignore");
+    let operation = hook
+        .rules()
+        .iter()
+        .flat_map(|r| r.operations.iter().flatten())
+        .map(|o| match o.as_str() {
+            "UPDATE" => "UPDATE",
+            "DELETE" => "DELETE",
+            "CONNECT" => "CONNECT",
+            _ => "CREATE",
+        })
+        .next()
+        .unwrap_or("CREATE");
+    let mut out = Vec::new();
+    for (j, mc) in hook.match_conditions().iter().enumerate() {
+        let Ok(parsed) = crate::cel::parse::parse(&mc.expression) else {
+            continue;
+        };
+        let mut first = None;
+        crate::cel::parse::walk(parsed.expr(), |e| {
+            if first.is_none()
+                && let Expr::Select(s) = &e.expr
+                && !s.test
+                && matches!(&s.operand.expr, Expr::Ident(n) if n == "namespaceObject")
+            {
+                first = Some((e.id, s.field.clone()));
+            }
+        });
+        let Some((id, field)) = first else {
+            continue;
+        };
+        out.push(RuntimeFinding {
+            field_ref: format!("webhooks[{index}].matchConditions[{j}].expression"),
+            kinds: kinds.to_vec(),
+            class: RuntimeClass::Unbound,
+            pos: parsed.location(id).map(|l| crate::policy::narrowing::Pos {
+                line: l.line,
+                column: l.column,
+            }),
+            access: format!("namespaceObject.{field}"),
+            error: format!("no such key: {field}"),
+            consequence: if fail {
+                "kube-apiserver denies every matching request (a matchCondition error, failurePolicy Fail)".into()
+            } else {
+                "the webhook is never called (a matchCondition error, failurePolicy Ignore)".into()
+            },
+            witness: Witness {
+                operation,
+                object: serde_json::Value::Null,
+            },
+            fix: None,
+            fixed_expression: None,
+        });
+    }
+    out
+}
+
+/// The ValidatingAdmissionPolicy with the webhook's matching and match conditions.
+fn as_policy(
+    name: &str,
+    hook: &Webhook,
+) -> k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicy {
+    use k8s_openapi::api::admissionregistration::v1::{
+        MatchResources, NamedRuleWithOperations, ValidatingAdmissionPolicy,
+        ValidatingAdmissionPolicySpec, Validation,
+    };
+    let rules = hook
+        .rules()
+        .iter()
+        .map(|r| NamedRuleWithOperations {
+            api_groups: r.api_groups.clone(),
+            api_versions: r.api_versions.clone(),
+            operations: r.operations.clone(),
+            resource_names: None,
+            resources: r.resources.clone(),
+            scope: r.scope.clone(),
+        })
+        .collect();
+    ValidatingAdmissionPolicy {
+        metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+            name: Some(name.to_owned()),
+            ..Default::default()
+        },
+        spec: Some(ValidatingAdmissionPolicySpec {
+            failure_policy: Some(hook.failure_policy.clone().unwrap_or_else(|| "Fail".into())),
+            match_constraints: Some(MatchResources {
+                resource_rules: Some(rules),
+                match_policy: hook.match_policy.clone(),
+                namespace_selector: hook.namespace_selector.clone(),
+                object_selector: hook.object_selector.clone(),
+                exclude_resource_rules: None,
+            }),
+            match_conditions: hook.match_conditions.clone(),
+            validations: Some(vec![Validation {
+                expression: "true".into(),
+                ..Default::default()
+            }]),
+            ..Default::default()
+        }),
+        status: None,
+    }
+}
+
+/// Moves the results about `spec.matchConditions` of `checked` into `status`, at `prefix`
+/// (`webhooks[i]`); everything else (the placeholder validation, the policy's own conditions,
+/// the cost) is dropped.
+fn merge_match_condition_results(
+    status: &mut crate::policy::PolicyStatus,
+    checked: crate::policy::PolicyStatus,
+    prefix: &str,
+) {
+    const FROM: &str = "spec.matchConditions";
+    let to = format!("{prefix}.matchConditions");
+    let remap = |f: &str| f.strip_prefix(FROM).map(|rest| format!("{to}{rest}"));
+    for (mut w, mut r) in checked
+        .expression_warnings
+        .into_iter()
+        .zip(checked.expression_results)
+    {
+        if let Some(f) = remap(&w.field_ref) {
+            w.field_ref = f.clone();
+            r.field_ref = f;
+            status.expression_warnings.push(w);
+            status.expression_results.push(r);
+        }
+    }
+    for mut f in checked.findings {
+        if let Some(n) = remap(&f.field_ref) {
+            f.field_ref = n;
+            status.findings.push(f);
+        }
+    }
+    for mut r in checked.runtime {
+        if let Some(n) = remap(&r.field_ref) {
+            r.field_ref = n;
+            r.consequence = r
+                .consequence
+                .replace("the policy is skipped", "the webhook is not called");
+            status.runtime.push(r);
+        }
+    }
+    // The cost: the match conditions' estimates and what can exceed the per-call limit or
+    // their own budget (`RuntimeCELCostBudgetMatchConditions`, per webhook as per policy:
+    // the same matcher); a sum is given at the webhook's `matchConditions`.
+    for mut e in checked.cost.expressions {
+        if let Some(n) = remap(&e.field_ref) {
+            e.field_ref = n;
+            status.cost.expressions.push(e);
+        }
+    }
+    for mut f in checked.cost.findings {
+        let field = match &f.field_ref {
+            Some(r) => remap(r),
+            None if f.limit == crate::policy::CostLimit::RuntimeCELCostBudgetMatchConditions => {
+                Some(to.clone())
+            }
+            None => None,
+        };
+        if let Some(n) = field {
+            f.field_ref = Some(n);
+            status.cost.findings.push(f);
+        }
+    }
+    for k in checked.checked_kinds {
+        if !status.checked_kinds.contains(&k) {
+            status.checked_kinds.push(k);
+        }
+    }
+}
