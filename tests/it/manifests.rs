@@ -173,6 +173,15 @@ fn cluster_role_is_least_privilege() {
         format!("{adm} validatingadmissionpolicybindings watch"),
         "events.k8s.io events create".to_owned(),
         "events.k8s.io events patch".to_owned(),
+        // Admission webhooks (docs/webhooks.md, "In the cluster"): read only.
+        format!("{adm} validatingwebhookconfigurations list"),
+        format!("{adm} validatingwebhookconfigurations watch"),
+        format!("{adm} mutatingwebhookconfigurations list"),
+        format!("{adm} mutatingwebhookconfigurations watch"),
+        " services list".to_owned(),
+        " services watch".to_owned(),
+        "discovery.k8s.io endpointslices list".to_owned(),
+        "discovery.k8s.io endpointslices watch".to_owned(),
         // Policy reports (reports.enabled, on by default; docs/reports.md).
         "openreports.io clusterreports create".to_owned(),
         "openreports.io clusterreports patch".to_owned(),
@@ -379,18 +388,7 @@ fn deployment_is_hardened_and_probed() {
 
 #[test]
 fn alerts_use_metrics_that_exist() {
-    let metrics = vapcheck::metrics::Metrics::new();
-    // Families with per-value labels appear once they have a series.
-    metrics.set_policy_warnings(vapcheck::metrics::PolicyKind::Validating, "p", 1);
-    metrics.schema_fetch(vapcheck::metrics::SchemaFetchResult::Error);
-    metrics.set_leader("vapcheck", true);
-    metrics.watch_status().succeeded();
-    let exposed = metrics.encode_prometheus_text();
-    let families: BTreeSet<&str> = exposed
-        .lines()
-        .filter_map(|l| l.strip_prefix("# TYPE "))
-        .filter_map(|l| l.split(' ').next())
-        .collect();
+    let families = exposed_families();
     let rule = object("PrometheusRule", "vapcheck");
     let mut alerts = BTreeSet::new();
     for group in rule["spec"]["groups"].as_array().into_iter().flatten() {
@@ -882,6 +880,20 @@ fn exposed_families() -> BTreeSet<String> {
         .start_reconcile()
         .finish(vapcheck::metrics::ReconcileResult::Success);
     metrics.observe_typecheck(std::time::Duration::from_millis(1));
+    metrics.set_webhook(
+        &vapcheck::metrics::WebhookLabels {
+            kind: "ValidatingWebhookConfiguration",
+            configuration: "c".into(),
+            webhook: "w.example.com".into(),
+        },
+        &vapcheck::metrics::WebhookValues {
+            failure_policy: "Fail".into(),
+            state: vapcheck::webhooks::availability::State::Available,
+            ready_endpoints: Some(1),
+            ca_not_after: Some(0),
+            findings: 0,
+        },
+    );
     let mut families: BTreeSet<String> = metrics
         .encode_prometheus_text()
         .lines()
