@@ -68,7 +68,8 @@ test:
 ## kube-apiserver restarts with 100 policies, KCM alone vs vapcheck alone (vapcheck within 10 s).
 ## Then the whole-command cost comparison (e2e/bench/cost-command) once, on the same debug
 ## binary: it proves the script still runs and that both sides give the same findings; its
-## numbers are not measurements (`make bench` measures on a release build). The in-process
+## numbers are not measurements (`make bench` measures on a release build); and the one-file
+## check bench (e2e/bench/single-file) for one round on 3 files, its target not enforced. The in-process
 ## cost bench (benches/cost_estimation.rs) runs as a smoke test in the cargo-test stage.
 ## Full size, release build: e2e/bench/cold 5000, e2e/bench/steady 500 600,
 ## e2e/bench/recovery 5000 10.
@@ -81,15 +82,19 @@ bench-smoke:
 		cargo test --test e2e_bench_recovery -- --ignored --exact recovery_kcm_vs_vapcheck --nocapture
 	cargo build --bin vapcheck
 	VAPCHECK_BENCH_BIN="$${CARGO_TARGET_DIR:-target}/debug/vapcheck" e2e/bench/cost-command 1
+	VAPCHECK_BENCH_NO_TARGET=1 VAPCHECK_BENCH_BIN="$${CARGO_TARGET_DIR:-target}/debug/vapcheck" \
+		e2e/bench/single-file 1 3
 
 ## make bench: the measuring runs, on a release build (not part of `make test`, whose
 ## bench-smoke proves they run): what the CEL cost estimates add to a corpus check
 ## (docs/cost.md): check_policy in paired rounds (the median ratio, target under 1.10, is
 ## printed with its verdict), and the whole `vapcheck check` of the corpus with and without
-## --no-cost-estimates.
+## --no-cost-estimates; and `vapcheck check` on one policy file, as a pre-commit hook runs it
+## (e2e/bench/single-file: target at most 50 ms wall, beside the corpus check and --version).
 bench:
 	cargo bench --bench cost_estimation -- 7
 	e2e/bench/cost-command 9
+	e2e/bench/single-file 11 20
 
 ## A fuzzing smoke run, 20 seconds per target (seeds included): check (CEL parse + check),
 ## k8s_expr (an expression in every site of a policy, checked against real kinds and by the

@@ -86,23 +86,23 @@ pub fn offline_discovery(
     Ok(merge_discovery(snapshots))
 }
 
-/// `data/embedded-index.json`: for each Kubernetes minor built in, what is derived from its
-/// documents (each document's index, and the discovery snapshot of all of them), so that a run
-/// reads only the documents of the kinds it needs (src/schema/embedded.rs).
-pub fn embedded_index() -> Result<String, String> {
+/// `data/embedded-index/<minor>.json` for each Kubernetes minor built in: what is derived from
+/// its documents (each document's index, and the discovery snapshot of all of them), so that a
+/// run reads only the documents of the kinds it needs (src/schema/embedded.rs).
+pub fn embedded_index() -> Result<Vec<(String, String)>, String> {
     use crate::schema::{GroupVersion, OpenApiDocument};
-    let mut out = String::from("{");
-    for (n, (minor, _)) in crate::schema::embedded::versions()?.iter().enumerate() {
+    let mut out = Vec::new();
+    for (minor, _) in crate::schema::embedded::versions()? {
         let mut documents = serde_json::Map::new();
         let mut values = Vec::new();
-        for (path, bytes) in crate::schema::embedded::documents(minor)? {
+        for (path, bytes) in crate::schema::embedded::documents(&minor)? {
             let value: Value =
                 serde_json::from_slice(&bytes).map_err(|e| format!("{minor} {path}: {e}"))?;
-            let gv = document_group_version(&path)
+            let (group, version) = document_group_version(&path)
                 .ok_or_else(|| format!("{minor} {path}: not an OpenAPI document path"))?;
             let hash = format!("{:016x}", crate::schema::files::fnv1a64(&bytes));
             let doc =
-                OpenApiDocument::from_value(GroupVersion::new(gv.0, gv.1), hash, value.clone());
+                OpenApiDocument::from_value(GroupVersion::new(group, version), hash, value.clone());
             let index = doc
                 .index()
                 .ok_or_else(|| format!("{minor} {path}: malformed"))?;
@@ -114,12 +114,8 @@ pub fn embedded_index() -> Result<String, String> {
         }
         let discovery = discovery_from_openapi(&values);
         let entry = serde_json::json!({"documents": documents, "discovery": discovery});
-        if n > 0 {
-            out.push(',');
-        }
-        out.push_str(&format!("\n{}:{}", Value::from(minor.as_str()), entry));
+        out.push((minor, format!("{entry}\n")));
     }
-    out.push_str("\n}\n");
     Ok(out)
 }
 
@@ -137,22 +133,32 @@ fn document_group_version(path: &str) -> Option<(String, String)> {
 mod tests {
     #[test]
     fn embedded_index_is_current() {
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/data/embedded-index.json");
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/data/embedded-index");
         let generated = super::embedded_index().expect("index");
-        // Only VAPCHECK_BLESS=1 rewrites the file, and never under CI (tests/it/support.rs).
+        let minors: Vec<&str> = generated.iter().map(|(m, _)| m.as_str()).collect();
+        assert_eq!(
+            minors,
+            crate::schema::embedded::indexed_versions(),
+            "src/schema/embedded.rs INDEX lists every built-in version"
+        );
+        // Only VAPCHECK_BLESS=1 rewrites the files, and never under CI (tests/it/support.rs).
         let bless = std::env::var_os("VAPCHECK_BLESS").is_some_and(|v| v == "1");
         let under_ci = std::env::var_os("CI").is_some_and(|v| !v.is_empty() && v != "false");
         assert!(
             !(bless && under_ci),
             "VAPCHECK_BLESS=1 under CI: generated files are never rewritten in CI"
         );
-        if bless {
-            std::fs::write(path, &generated).unwrap_or_else(|e| panic!("write {path}: {e}"));
+        for (minor, text) in &generated {
+            let path = format!("{dir}/{minor}.json");
+            if bless {
+                std::fs::create_dir_all(dir).unwrap_or_else(|e| panic!("{dir}: {e}"));
+                std::fs::write(&path, text).unwrap_or_else(|e| panic!("write {path}: {e}"));
+            }
+            let on_disk = std::fs::read_to_string(&path).unwrap_or_default();
+            assert!(
+                on_disk == *text,
+                "{path} is stale; run `VAPCHECK_BLESS=1 cargo test --lib cli::discovery` to regenerate"
+            );
         }
-        let on_disk = std::fs::read_to_string(path).unwrap_or_default();
-        assert!(
-            on_disk == generated,
-            "data/embedded-index.json is stale; run `VAPCHECK_BLESS=1 cargo test --lib cli::discovery` to regenerate"
-        );
     }
 }

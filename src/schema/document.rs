@@ -217,9 +217,27 @@ impl OpenApiDocument {
             let Some((minor, path)) = &self.built_in else {
                 return Body::default();
             };
-            match super::embedded::document(minor, path) {
-                Ok(bytes) => {
-                    let parsed = Self::from_slice(self.gv.clone(), "", &bytes);
+            // Only the component schemas: the paths, most of a document's text, are what the
+            // index already holds (its resources), and are skipped without being built.
+            #[derive(serde::Deserialize)]
+            struct Text {
+                #[serde(default)]
+                components: Option<ComponentsText>,
+            }
+            #[derive(serde::Deserialize)]
+            struct ComponentsText {
+                #[serde(default)]
+                schemas: Option<Value>,
+            }
+            let parsed = super::embedded::document(minor, path).and_then(|bytes| {
+                serde_json::from_slice::<Text>(&bytes)
+                    .map_err(|e| format!("embedded OpenAPI data: {path}: {e}"))
+            });
+            match parsed {
+                Ok(text) => {
+                    let schemas = text.components.and_then(|c| c.schemas);
+                    let value = serde_json::json!({"components": {"schemas": schemas}});
+                    let parsed = Self::from_value(self.gv.clone(), "", value);
                     parsed.body.into_inner().unwrap_or_default()
                 }
                 Err(reason) => Body {
