@@ -18,6 +18,7 @@ pub mod mutating;
 pub mod policy;
 pub mod schema;
 pub mod sources;
+pub mod suppress;
 pub mod webhooks;
 
 /// The Kubernetes release vapcheck is pinned to (major.minor.patch), read from

@@ -20,6 +20,7 @@ const CORE: &[&str] = &[
     "bindings",
     "engine",
     "webhooks",
+    "suppress",
 ];
 /// Schemas: types used by the core, and the files, embedded and live sources of them.
 const SCHEMA: &[&str] = &["schema"];
