@@ -446,6 +446,83 @@ mod tests {
         assert_eq!(from_annotations(None, None), Ok(None));
     }
 
+    /// The condition loses the suppressed warning; upstream's warnings stay as they were.
+    #[test]
+    fn status_text_is_kept_and_the_condition_computed_again() {
+        use k8s_openapi::api::admissionregistration::v1::ExpressionWarning;
+        let warnings: Vec<ExpressionWarning> = (0..2)
+            .map(|i| ExpressionWarning {
+                field_ref: format!("spec.validations[{i}].expression"),
+                warning: format!("apps/v1, Kind=Deployment: ERROR: <input>:1:7: w{i}"),
+            })
+            .collect();
+        let status = |mode| PolicyStatus {
+            observed_generation: Some(3),
+            conditions: vec![match mode {
+                Mode::Strict => expressions_valid_condition(Some(3), &warnings, 2, true),
+                Mode::Extended => {
+                    expressions_valid_condition_classified(Some(3), &warnings, &[], &[], 2, true)
+                }
+            }],
+            expression_warnings: warnings.clone(),
+            expressions_checked: 2,
+            ..PolicyStatus::default()
+        };
+        for mode in [Mode::Strict, Mode::Extended] {
+            let mut s = status(mode);
+            let one = Directive {
+                entries: parse_entries("VAP100@spec.validations[0]").unwrap(),
+                reason: None,
+            };
+            let applied = apply_to_status(&mut s, &one, mode);
+            assert_eq!(
+                applied,
+                Applied {
+                    suppressed: vec!["VAP100 spec.validations[0].expression".to_owned()],
+                    warnings: 1,
+                    runtime: 0
+                }
+            );
+            assert_eq!(s.expression_warnings, warnings);
+            let c = &s.conditions[0];
+            // Extended: without a finding failing at admission, static typing only.
+            let want = match mode {
+                Mode::Strict => (
+                    "False",
+                    "ExpressionWarnings",
+                    "1 expression with warnings: spec.validations[1].expression",
+                ),
+                Mode::Extended => (
+                    "True",
+                    "StaticTypingOnly",
+                    "1 expression with warnings, none failing at admission: spec.validations[1].expression (static typing only)",
+                ),
+            };
+            assert_eq!(
+                (c.status.as_str(), c.reason.as_str(), c.message.as_str()),
+                want,
+                "{mode:?}"
+            );
+            let all = Directive {
+                entries: parse_entries("VAP100").unwrap(),
+                reason: None,
+            };
+            let mut s = status(mode);
+            assert_eq!(apply_to_status(&mut s, &all, mode).warnings, 0);
+            assert_eq!(s.expression_warnings, warnings);
+            let c = &s.conditions[0];
+            assert_eq!(
+                (c.status.as_str(), c.reason.as_str(), c.message.as_str()),
+                (
+                    "True",
+                    REASON_FINDINGS_SUPPRESSED,
+                    "findings suppressed by vapcheck.io/ignore: VAP100 spec.validations[0].expression; VAP100 spec.validations[1].expression"
+                )
+            );
+            assert_eq!(c.observed_generation, Some(3));
+        }
+    }
+
     #[test]
     fn comments_on_their_line_and_above() {
         let text = "a: 1 # vapcheck:ignore VAP110 -- known, see #12\n  # vapcheck:ignore VAP100@spec.x, VAP101\nb: '# vapcheck:ignore VAP110'\nc: \"x\" # vapcheck:ignored VAP110\nd: x#vapcheck:ignore VAP110\n# vapcheck:ignore VAP9\n";

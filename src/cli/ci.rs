@@ -993,6 +993,14 @@ mod tests {
         );
     }
 
+    /// The rules a suppression may name are the rules.
+    #[test]
+    fn suppressible_rules_are_the_rules() {
+        let mut ids: Vec<&str> = Rule::ALL.iter().map(|r| r.id()).collect();
+        ids.sort_unstable();
+        assert_eq!(ids, crate::suppress::RULE_IDS);
+    }
+
     #[test]
     fn cel_error_positions() {
         let t =
