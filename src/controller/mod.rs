@@ -162,15 +162,7 @@ impl Context {
     }
 
     fn record_state(&self, name: &str, computed: &PolicyStatus, applied: &suppress::Applied) {
-        let mut state = state_of(computed);
-        // Every finding suppressed: as if there were none.
-        if state == PolicyState::Warnings && applied.warnings == 0 && applied.runtime == 0 {
-            state = if computed.skipped.is_empty() {
-                PolicyState::Clean
-            } else {
-                PolicyState::Partial
-            };
-        }
+        let state = suppression::state(state_of(computed), computed, applied);
         let counts = lock(&self.states).set(name, state);
         self.metrics
             .set_policy_states(PolicyKind::Validating, counts);

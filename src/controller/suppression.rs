@@ -8,6 +8,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::runtime::events::{Event, EventType};
 
 use crate::config;
+use crate::metrics::PolicyState;
 use crate::policy::{Mode, PolicyStatus};
 use crate::suppress::{self, ANNOTATION, Applied, Directive, REASON_ANNOTATION};
 
@@ -78,5 +79,61 @@ pub(super) fn invalid_event(error: &str) -> Event {
         ))),
         action: "TypeCheck".to_owned(),
         secondary: None,
+    }
+}
+
+/// The `vapcheck_policies` state of a checked policy once its suppressed findings are left
+/// out: a policy whose findings are all suppressed is `clean` (`partial` with kinds skipped).
+pub(super) fn state(state: PolicyState, computed: &PolicyStatus, applied: &Applied) -> PolicyState {
+    if state != PolicyState::Warnings || applied.warnings > 0 || applied.runtime > 0 {
+        return state;
+    }
+    if computed.skipped.is_empty() {
+        PolicyState::Clean
+    } else {
+        PolicyState::Partial
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::{SkipReason, SkipSubject, Skipped};
+
+    #[test]
+    fn all_suppressed_is_clean_or_partial() {
+        let none_left = Applied {
+            suppressed: vec!["VAP100 spec.validations[0].expression".to_owned()],
+            warnings: 0,
+            runtime: 0,
+        };
+        let one_left = Applied {
+            warnings: 1,
+            ..none_left.clone()
+        };
+        let clean = PolicyStatus::default();
+        let skipped = PolicyStatus {
+            skipped: vec![Skipped {
+                subject: SkipSubject::Rule(0),
+                reason: SkipReason::Wildcard,
+            }],
+            ..PolicyStatus::default()
+        };
+        assert_eq!(
+            state(PolicyState::Warnings, &clean, &none_left),
+            PolicyState::Clean
+        );
+        assert_eq!(
+            state(PolicyState::Warnings, &skipped, &none_left),
+            PolicyState::Partial
+        );
+        assert_eq!(
+            state(PolicyState::Warnings, &clean, &one_left),
+            PolicyState::Warnings
+        );
+        assert_eq!(
+            state(PolicyState::Failed, &clean, &none_left),
+            PolicyState::Failed
+        );
     }
 }
