@@ -226,6 +226,41 @@ fn comments_on_the_line_above_and_the_key_line() {
         "{validated}"
     );
 
+    // A baseline records the suppressed findings with their suppressions; against an empty
+    // one only the finding left is new and counts.
+    let out = check(dir.path(), &["--write-baseline", "b.sarif", "c.yaml"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let written: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("b.sarif")).unwrap())
+            .unwrap();
+    let with_suppressions = written["runs"][0]["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r.get("suppressions").is_some())
+        .count();
+    assert_eq!(with_suppressions, 3);
+    assert_eq!(
+        check(dir.path(), &["--baseline", "b.sarif", "c.yaml"])
+            .status
+            .code(),
+        Some(0)
+    );
+    std::fs::write(
+        dir.path().join("empty.sarif"),
+        r#"{"runs": [{"results": []}]}"#,
+    )
+    .unwrap();
+    let out = check(dir.path(), &["--baseline", "empty.sarif", "c.yaml"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stdout(&out).ends_with(
+            "3 findings suppressed\nbaseline empty.sarif: 0 of 4 findings baselined, 4 new\n"
+        ),
+        "{}",
+        stdout(&out)
+    );
+
     // GitHub: the one finding left, and the count.
     let github = stdout(&check(dir.path(), &["-o", "github", "c.yaml"]));
     assert_eq!(github.lines().count(), 2, "{github}");
