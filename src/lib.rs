@@ -19,6 +19,7 @@ pub mod policy;
 pub mod reports;
 pub mod schema;
 pub mod sources;
+pub mod suppress;
 pub mod webhooks;
 
 /// The Kubernetes release vapcheck is pinned to (major.minor.patch), read from

@@ -913,3 +913,135 @@ async fn a_status_write_to_a_deleted_policy_ends_as_gone() -> anyhow::Result<()>
     assert_eq!(stored.status.and_then(|s| s.observed_generation), Some(1));
     Ok(())
 }
+
+/// The `vapcheck.io/ignore` annotation (issue 34, item 2): a suppressed warning leaves
+/// upstream's `typeChecking` text as it is, but `ExpressionsValid` is `True`
+/// (`FindingsSuppressed`), no Warning Event is recorded and the per-policy gauge counts 0.
+/// Taking the annotation away brings all three back; an annotation that does not parse is a
+/// Warning Event naming the bad entry and suppresses nothing.
+#[tokio::test]
+async fn the_ignore_annotation_suppresses_conditions_events_and_gauges_not_the_status_text()
+-> anyhow::Result<()> {
+    use k8s_openapi::api::events::v1::Event;
+    use kube::api::ListParams;
+    let (_, client) = shared().await?;
+    let name = "suppressed.e2e.vapcheck.dev";
+    let plain = replicas_policy(name, "object.replicas > 1");
+    let annotated = |value: &str| {
+        plain.replace(
+            &format!("  name: {name}\n"),
+            &format!(
+                "  name: {name}\n  annotations:\n    vapcheck.io/ignore: \"{value}\"\n    vapcheck.io/ignore-reason: replicas are set by the autoscaler\n"
+            ),
+        )
+    };
+    let events: Api<Event> = Api::all(client.clone());
+    let warning_events = |reason: &'static str| {
+        let events = events.clone();
+        async move {
+            let list = events
+                .list(&ListParams::default().fields(&format!("regarding.name={name}")))
+                .await?;
+            anyhow::Ok(
+                list.items
+                    .into_iter()
+                    .filter(|e| {
+                        e.reason.as_deref() == Some(reason) && e.type_.as_deref() == Some("Warning")
+                    })
+                    .collect::<Vec<_>>(),
+            )
+        }
+    };
+    let gauge = |n: usize| {
+        format!(
+            "vapcheck_policy_expression_warnings{{kind=\"ValidatingAdmissionPolicy\",policy=\"{name}\"}} {n}\n"
+        )
+    };
+
+    // 1. Suppressed: the status text is upstream's, the condition True, the gauge 0.
+    apply_yaml(&client, &annotated("VAP100@spec.validations[0]")).await?;
+    let policy = wait_for_policy(&client, name, "FindingsSuppressed", |_, s| {
+        condition(s, "ExpressionsValid").is_some_and(|c| c.reason == "FindingsSuppressed")
+    })
+    .await?;
+    // Logged once vapcheck serves; it has, since it wrote the status.
+    let addr = shared_metrics_addr()?;
+    let status = policy.status.clone().unwrap_or_default();
+    let warnings = warnings_of(&status);
+    assert_eq!(warnings.len(), 1, "{warnings:#?}");
+    assert_eq!(warnings[0].warning.trim_end(), REPLICAS_WARNING);
+    let valid = condition(&status, "ExpressionsValid").context("no ExpressionsValid")?;
+    assert_eq!(valid.status, "True");
+    assert_eq!(
+        valid.message,
+        "findings suppressed by vapcheck.io/ignore: VAP100 spec.validations[0].expression"
+    );
+    wait_for("the gauge at 0", DEADLINE, || async {
+        Ok(support::http_get(&addr, "/metrics")?
+            .contains(&gauge(0))
+            .then_some(()))
+    })
+    .await?;
+    // An Event would follow the status write within milliseconds.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(warning_events("ExpressionWarnings").await?.len(), 0);
+
+    // 2. Without the annotation: the finding counts again.
+    apply_yaml(&client, &plain).await?;
+    let fails = wait_for("one ExpressionWarnings Event", DEADLINE, || async {
+        let found = warning_events("ExpressionWarnings").await?;
+        Ok((!found.is_empty()).then_some(found))
+    })
+    .await?;
+    assert_eq!(fails.len(), 1, "{fails:#?}");
+    let policy = wait_for_policy(&client, name, "no annotation", |p, _| {
+        p.metadata
+            .annotations
+            .as_ref()
+            .is_none_or(|a| !a.contains_key("vapcheck.io/ignore"))
+    })
+    .await?;
+    let status = policy.status.unwrap_or_default();
+    assert_eq!(warnings_of(&status)[0].warning.trim_end(), REPLICAS_WARNING);
+    let valid = condition(&status, "ExpressionsValid").context("no ExpressionsValid")?;
+    assert_eq!(
+        (valid.status.as_str(), valid.reason.as_str()),
+        ("False", "ExpressionWarnings")
+    );
+    wait_for("the gauge at 1", DEADLINE, || async {
+        Ok(support::http_get(&addr, "/metrics")?
+            .contains(&gauge(1))
+            .then_some(()))
+    })
+    .await?;
+    // 3. An annotation that does not parse: a Warning Event naming the entry, nothing
+    //    suppressed.
+    apply_yaml(&client, &annotated("VAP100, VAP10")).await?;
+    let invalid = wait_for("an InvalidSuppression Event", DEADLINE, || async {
+        let found = warning_events("InvalidSuppression").await?;
+        Ok((!found.is_empty()).then_some(found))
+    })
+    .await?;
+    let note = invalid[0].note.clone().unwrap_or_default();
+    assert!(
+        note.starts_with(
+            "metadata.annotations[vapcheck.io/ignore]: entry \"VAP10\": unknown rule \"VAP10\""
+        ) && note.ends_with("; nothing is suppressed"),
+        "{note}"
+    );
+    let policy = wait_for_policy(&client, name, "the bad annotation", |p, _| {
+        p.metadata.annotations.as_ref().is_some_and(|a| {
+            a.get("vapcheck.io/ignore")
+                .is_some_and(|v| v.contains("VAP10,") || v.ends_with("VAP10"))
+        })
+    })
+    .await?;
+    let status = policy.status.unwrap_or_default();
+    let valid = condition(&status, "ExpressionsValid").context("no ExpressionsValid")?;
+    assert_eq!(
+        (valid.status.as_str(), valid.reason.as_str()),
+        ("False", "ExpressionWarnings")
+    );
+
+    Ok(())
+}

@@ -902,3 +902,61 @@ spec:
     assert!(!log.contains("ERROR"), "{log}");
     Ok(())
 }
+
+/// The `vapcheck.io/ignore` annotation on a MAP (issue 34, item 2): its suppressed finding
+/// makes no Event; without the annotation the same MAP gets its Warning Event.
+#[tokio::test]
+async fn the_ignore_annotation_keeps_a_maps_finding_out_of_events() -> anyhow::Result<()> {
+    let cluster = shared_cluster()?;
+    let client = cluster.client().await?;
+    let vapcheck = Vapcheck::start(
+        cluster.kubeconfig(),
+        "maps-suppress",
+        &["--lease-name", "vapcheck-e2e-maps-suppress"],
+    )?;
+    wait_until_watching(&vapcheck).await?;
+    let case = "suppressed";
+    let name = policy_name(case);
+    let plain = map_and_binding(case, &apply_configuration("Object{dataz: {\"k\": \"v\"}}"));
+    let annotated = plain.replacen(
+        &format!("  name: {name}\nspec:\n  failurePolicy"),
+        &format!(
+            "  name: {name}\n  annotations:\n    vapcheck.io/ignore: \"VAP100@spec.mutations[0]\"\n    vapcheck.io/ignore-reason: e2e\nspec:\n  failurePolicy"
+        ),
+        1,
+    );
+    assert_ne!(annotated, plain, "the annotation was not added");
+    apply_yaml(&client, &annotated).await?;
+    let reconciled = || {
+        vapcheck
+            .log_text()
+            .lines()
+            .any(|l| l.contains("reconciled") && l.contains(&name))
+    };
+    wait_for(&format!("{name}: checked"), START, || async {
+        Ok(reconciled().then_some(()))
+    })
+    .await?;
+    // Events follow the check at once; give them a moment.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let events = events_by(&client, &name, Some(vapcheck.pid())).await?;
+    assert_eq!(events.len(), 0, "{events:#?}");
+
+    apply_yaml(&client, &plain).await?;
+    let event = wait_for(&format!("{name}: a Warning Event"), START, || async {
+        Ok(
+            warnings(&events_by(&client, &name, Some(vapcheck.pid())).await?)
+                .first()
+                .map(|e| (*e).clone()),
+        )
+    })
+    .await?;
+    assert!(
+        event
+            .note
+            .as_deref()
+            .is_some_and(|n| n.contains("undefined field 'dataz'")),
+        "{event:?}"
+    );
+    Ok(())
+}

@@ -9,6 +9,7 @@ use serde_json::{Value, json};
 use super::input::{Origin, document_text};
 use super::output::{CheckedPolicy, STATIC_MANIFESTS_KIND};
 use super::positions::{Position, ScalarPositions, SpannedDocument, Step, parse_path};
+use super::suppressed::{Level, RuleSettings, Suppression};
 use crate::policy::{Issue, KindOutcome};
 
 /// The class of a finding: its SARIF `ruleId`.
@@ -82,7 +83,7 @@ impl Rule {
             Rule::Webhook(p) => p.description(),
         }
     }
-    fn level(self) -> &'static str {
+    pub fn level(self) -> &'static str {
         match self {
             Rule::Rejected | Rule::StaticManifests | Rule::NotDecoded | Rule::RuntimeError => {
                 "error"
@@ -116,6 +117,8 @@ pub struct Finding {
     pub file: String,
     /// Line and column, when the source could be read again.
     pub position: Option<Position>,
+    /// The index of its object in the checked entries.
+    pub entry: usize,
     /// The object's kind and name.
     pub kind: &'static str,
     /// The object's name.
@@ -193,12 +196,13 @@ fn place(
 /// Every finding of `checked`, in output order, at its source position.
 pub fn findings(checked: &[CheckedPolicy], sources: &BTreeMap<String, String>) -> Vec<Finding> {
     let mut out = Vec::new();
-    for c in checked {
+    for (entry, c) in checked.iter().enumerate() {
         if let Some(u) = &c.undecoded {
             out.push(Finding {
                 rule: Rule::NotDecoded,
                 file: u.origin.source.clone(),
                 position: u.position,
+                entry,
                 kind: c.kind,
                 name: c.name.clone(),
                 field_ref: u.field.clone(),
@@ -239,6 +243,7 @@ pub fn findings(checked: &[CheckedPolicy], sources: &BTreeMap<String, String>) -
                 rule,
                 file: c.origin.source.clone(),
                 position,
+                entry,
                 kind: c.kind,
                 name: c.name.clone(),
                 field_ref: field,
@@ -260,6 +265,7 @@ pub fn findings(checked: &[CheckedPolicy], sources: &BTreeMap<String, String>) -
                 rule: Rule::KindNotChecked,
                 file: c.origin.source.clone(),
                 position: place(doc.as_ref(), &field).0,
+                entry,
                 kind: c.kind,
                 name: c.name.clone(),
                 field_ref: field,
@@ -278,6 +284,7 @@ pub fn findings(checked: &[CheckedPolicy], sources: &BTreeMap<String, String>) -
                     rule: Rule::TypeWarning,
                     file: c.origin.source.clone(),
                     position,
+                    entry,
                     kind: c.kind,
                     name: c.name.clone(),
                     field_ref: w.field_ref.clone(),
@@ -331,6 +338,7 @@ pub fn findings(checked: &[CheckedPolicy], sources: &BTreeMap<String, String>) -
                 rule: Rule::Webhook(a.rule),
                 file: c.origin.source.clone(),
                 position: place(doc.as_ref(), &a.field_ref).0,
+                entry,
                 kind: c.kind,
                 name: c.name.clone(),
                 field_ref: a.field_ref.clone(),
@@ -361,6 +369,7 @@ pub fn findings(checked: &[CheckedPolicy], sources: &BTreeMap<String, String>) -
                 rule: Rule::RuntimeError,
                 file: c.origin.source.clone(),
                 position,
+                entry,
                 kind: c.kind,
                 name: c.name.clone(),
                 field_ref: f.field_ref.clone(),
@@ -477,8 +486,22 @@ fn gh_property(s: &str) -> String {
 
 /// `-o github`: one `::error` / `::warning` workflow command per finding.
 pub fn render_github(findings: &[Finding]) -> String {
+    render_github_marked(findings, Marks::default())
+}
+
+/// [`render_github`] with [`Marks`]: no command for a baselined or suppressed finding, the
+/// levels of the configuration, and one `::notice` counting the suppressed findings.
+pub fn render_github_marked(findings: &[Finding], marks: Marks<'_>) -> String {
     let mut out = String::new();
-    for f in findings {
+    let mut suppressed = 0usize;
+    for (i, f) in findings.iter().enumerate() {
+        if marks.suppression(i).is_some() {
+            suppressed += 1;
+            continue;
+        }
+        if marks.baselined.and_then(|b| b.get(i)).is_some_and(|b| *b) {
+            continue;
+        }
         let mut props = vec![format!("file={}", gh_property(&f.file))];
         if let Some(p) = f.position {
             props.push(format!("line={}", p.line));
@@ -486,7 +509,7 @@ pub fn render_github(findings: &[Finding]) -> String {
         }
         props.push(format!("title={}", gh_property(&title(f))));
         let message = full_message(f);
-        let command = match f.rule.level() {
+        let command = match marks.level(f) {
             "note" => "notice",
             level => level,
         };
@@ -497,7 +520,19 @@ pub fn render_github(findings: &[Finding]) -> String {
             gh_data(&message)
         ));
     }
+    if suppressed > 0 {
+        out.push_str(&format!(
+            "::notice title=vapcheck::{}\n",
+            gh_data(&suppressed_count(suppressed))
+        ));
+    }
     out
+}
+
+/// `N finding(s) suppressed`.
+pub fn suppressed_count(n: usize) -> String {
+    let s = if n == 1 { "" } else { "s" };
+    format!("{n} finding{s} suppressed")
 }
 
 /// A fingerprint that does not move when unrelated text moves: the rule, the object, the
@@ -541,6 +576,48 @@ pub fn render_sarif_baselined(
     findings: &[Finding],
     baselined: Option<&[bool]>,
 ) -> Result<String, String> {
+    render_sarif_marked(
+        findings,
+        Marks {
+            baselined,
+            ..Marks::default()
+        },
+    )
+}
+
+/// What a run says about each finding beyond the finding: whether it is in the baseline,
+/// whether it is suppressed ([`super::suppressed`]) and the levels `.vapcheck.yaml` sets.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Marks<'a> {
+    /// `baselined[i]`: whether `findings[i]` is in the baseline.
+    pub baselined: Option<&'a [bool]>,
+    /// `suppressed[i]`: why `findings[i]` is suppressed.
+    pub suppressed: Option<&'a [Option<Suppression>]>,
+    /// The per-rule severities.
+    pub settings: Option<&'a RuleSettings>,
+}
+
+impl Marks<'_> {
+    /// The suppression of finding `i`.
+    pub fn suppression(&self, i: usize) -> Option<&Suppression> {
+        self.suppressed
+            .and_then(|s| s.get(i))
+            .and_then(Option::as_ref)
+    }
+    /// The level of `f`: the one `.vapcheck.yaml` sets, else its rule's.
+    pub fn level(&self, f: &Finding) -> &'static str {
+        self.settings
+            .and_then(|s| s.level(f.rule))
+            .and_then(Level::sarif)
+            .unwrap_or(f.rule.level())
+    }
+}
+
+/// [`render_sarif`] with [`Marks`]: `baselineState` (`unchanged` or `new`), `suppressions`
+/// (kind `inSource` for an annotation or a comment, `external` for the configuration, the
+/// reason as `justification`) and the levels set by the configuration.
+pub fn render_sarif_marked(findings: &[Finding], marks: Marks<'_>) -> Result<String, String> {
+    let baselined = marks.baselined;
     let rules: Vec<Value> = Rule::ALL
         .iter()
         .map(|r| {
@@ -582,7 +659,7 @@ pub fn render_sarif_baselined(
             let mut result = json!({
                 "ruleId": f.rule.id(),
                 "ruleIndex": Rule::ALL.iter().position(|r| *r == f.rule).unwrap_or(0),
-                "level": f.rule.level(),
+                "level": marks.level(f),
                 "message": {"text": format!("{}: {}", title(f), full_message(f))},
                 "locations": [location],
                 "partialFingerprints": {FINGERPRINT_KEY: fingerprint(f)},
@@ -590,6 +667,14 @@ pub fn render_sarif_baselined(
             });
             if let Some(old) = baselined.and_then(|b| b.get(i)) {
                 result["baselineState"] = json!(if *old { "unchanged" } else { "new" });
+            }
+            if let Some(sup) = marks.suppression(i) {
+                let mut suppression = json!({"kind": sup.by.sarif_kind(), "status": "accepted"});
+                if let Some(reason) = &sup.reason {
+                    suppression["justification"] = json!(reason);
+                }
+                suppression["properties"] = json!({"by": sup.by.as_str(), "entry": sup.entry});
+                result["suppressions"] = json!([suppression]);
             }
             if let Some(fix) = &f.fix {
                 result["fixes"] = json!([{
@@ -668,8 +753,33 @@ fn xml(s: &str) -> String {
 /// `-o junit`: one test suite per object, one test case per field with findings (and one
 /// passing case per clean object).
 pub fn render_junit(checked: &[CheckedPolicy], findings: &[Finding]) -> String {
+    render_junit_marked(checked, findings, Marks::default())
+}
+
+/// [`render_junit`] with [`Marks`]: a field whose findings are all suppressed or notes is a
+/// skipped case (each suppressed one named so), else a failure of the others.
+pub fn render_junit_marked(
+    checked: &[CheckedPolicy],
+    findings: &[Finding],
+    marks: Marks<'_>,
+) -> String {
     let mut suites = String::new();
     let (mut total, mut failed) = (0usize, 0usize);
+    let index_of = |f: &Finding| {
+        findings
+            .iter()
+            .position(|g| std::ptr::eq(g, f))
+            .unwrap_or(usize::MAX)
+    };
+    let suppression = |f: &Finding| {
+        marks
+            .suppressed
+            .is_some()
+            .then(|| marks.suppression(index_of(f)))
+            .flatten()
+    };
+    // Counts for the case: neither suppressed nor a note.
+    let counts = |f: &Finding| suppression(f).is_none() && marks.level(f) != "note";
     for c in checked {
         let mine: Vec<&Finding> = findings
             .iter()
@@ -687,7 +797,7 @@ pub fn render_junit(checked: &[CheckedPolicy], findings: &[Finding]) -> String {
         let suite_name = format!("{} {}", c.kind, c.name);
         let mut cases = String::new();
         let n = by_field.len().max(1);
-        let notes_only = |fs: &[&Finding]| fs.iter().all(|f| f.rule == Rule::KindNotChecked);
+        let notes_only = |fs: &[&Finding]| !fs.iter().any(|f| counts(f));
         let failing = by_field.values().filter(|fs| !notes_only(fs)).count();
         let skipped = by_field.len() - failing;
         total += n;
@@ -703,7 +813,22 @@ pub fn render_junit(checked: &[CheckedPolicy], findings: &[Finding]) -> String {
         for (field, fs) in &by_field {
             let line = fs.iter().find_map(|f| f.position).map(|p| p.line);
             if notes_only(fs) {
-                let message: Vec<&str> = fs.iter().map(|f| f.message.as_str()).collect();
+                let message: Vec<String> = fs
+                    .iter()
+                    .map(|f| match suppression(f) {
+                        Some(sup) => format!(
+                            "suppressed by {} ({}{}): {}",
+                            sup.by.as_str(),
+                            sup.entry,
+                            sup.reason
+                                .as_deref()
+                                .map(|r| format!(": {r}"))
+                                .unwrap_or_default(),
+                            f.message
+                        ),
+                        None => f.message.clone(),
+                    })
+                    .collect();
                 cases.push_str(&format!(
                     "    <testcase classname=\"{}\" name=\"{}\" file=\"{}\"{}>\n      <skipped message=\"{}\"/>\n    </testcase>\n",
                     xml(&suite_name),
@@ -714,6 +839,11 @@ pub fn render_junit(checked: &[CheckedPolicy], findings: &[Finding]) -> String {
                 ));
                 continue;
             }
+            let fs: Vec<&Finding> = fs
+                .iter()
+                .copied()
+                .filter(|f| suppression(f).is_none())
+                .collect();
             let body: Vec<String> = fs
                 .iter()
                 .map(|f| {
@@ -861,6 +991,14 @@ mod tests {
                 ),
             ]
         );
+    }
+
+    /// The rules a suppression may name are the rules.
+    #[test]
+    fn suppressible_rules_are_the_rules() {
+        let mut ids: Vec<&str> = Rule::ALL.iter().map(|r| r.id()).collect();
+        ids.sort_unstable();
+        assert_eq!(ids, crate::suppress::RULE_IDS);
     }
 
     #[test]

@@ -33,6 +33,13 @@ pub struct ConfigFile {
     pub fail_on: Option<String>,
     /// `--baseline`.
     pub baseline: Option<PathBuf>,
+    /// Findings to suppress: `rule` (`RULE` or `RULE@FIELD`), optionally `files` (files or
+    /// folders), `objects` (`NAME` or `KIND/NAME`) and a `reason` (no flag).
+    #[serde(default)]
+    pub ignore: Vec<super::suppressed::IgnoreItem>,
+    /// Levels by rule id: `error`, `warning`, `note` or `off` (no flag).
+    #[serde(default)]
+    pub severity: std::collections::BTreeMap<String, String>,
 }
 
 /// The file to read: `explicit`, else the first [`FILE_NAME`] in `cwd` or a folder above it.
@@ -114,6 +121,7 @@ pub fn apply(args: &CheckArgs, file: &ConfigFile, dir: &Path) -> Result<CheckArg
     if out.gate.baseline.is_none() {
         out.gate.baseline = file.baseline.as_ref().map(rel);
     }
+    out.rules = super::suppressed::RuleSettings::parse(&file.ignore, &file.severity, dir)?;
     Ok(out)
 }
 

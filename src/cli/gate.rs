@@ -12,6 +12,7 @@ use serde_json::Value;
 
 use super::ci::{Finding, Rule, fingerprint};
 use super::output::CheckedPolicy;
+use super::suppressed::Level;
 use super::{EXIT_OK, EXIT_REJECTED, EXIT_WARNINGS};
 
 /// `--fail-on`: the least severe class of finding that makes `check` fail.
@@ -89,6 +90,40 @@ impl Found {
                 Rule::TypeWarning | Rule::Webhook(_) => found.warning = true,
                 Rule::KindNotChecked => {}
             }
+        }
+        found
+    }
+
+    /// What these findings hold, each at the level `.vapcheck.yaml` gives its rule: a rule's
+    /// own level keeps its class (VAP001-VAP003 exit 3), another `error` counts as an
+    /// error, `warning` as a warning, `note` (and `off`) not at all.
+    pub fn of_findings_leveled<'a>(
+        findings: impl IntoIterator<Item = (&'a Finding, Option<Level>)>,
+    ) -> Self {
+        let mut found = Found::default();
+        for (f, level) in findings {
+            let own = Found::of_findings([f]);
+            let set = match level.and_then(Level::sarif) {
+                None => {
+                    if level == Some(Level::Off) {
+                        continue;
+                    }
+                    own
+                }
+                Some(l) if l == f.rule.level() => own,
+                Some("error") => Found {
+                    error: true,
+                    ..Found::default()
+                },
+                Some("warning") => Found {
+                    warning: true,
+                    ..Found::default()
+                },
+                Some(_) => Found::default(),
+            };
+            found.rejected |= set.rejected;
+            found.error |= set.error;
+            found.warning |= set.warning;
         }
         found
     }

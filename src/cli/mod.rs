@@ -12,6 +12,7 @@ pub mod live;
 pub mod mutating;
 pub mod output;
 pub mod positions;
+pub mod suppressed;
 pub mod webhooks;
 
 use std::collections::BTreeMap;
@@ -139,14 +140,17 @@ pub struct CheckArgs {
     /// type-checked.
     #[arg(long = "static-manifests", value_name = "DIR")]
     pub static_manifests: Option<PathBuf>,
-    /// Settings file (mode, kubernetesVersion, openapi, crds, failOn, baseline; the command
-    /// line wins over it) [default: the first .vapcheck.yaml in the working directory or a
+    /// Settings file (mode, kubernetesVersion, openapi, crds, failOn, baseline, ignore,
+    /// severity; the command line wins over it) [default: the first .vapcheck.yaml in the working directory or a
     /// folder above it].
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
     /// When the run fails: `--fail-on`, `--baseline`, `--write-baseline` (gate.rs).
     #[command(flatten)]
     pub gate: gate::GateArgs,
+    /// `ignore:` and `severity:` of .vapcheck.yaml (suppressed.rs; no flags).
+    #[arg(skip)]
+    pub rules: suppressed::RuleSettings,
     /// Policy files (YAML or JSON, one or many documents): ValidatingAdmissionPolicies,
     /// MutatingAdmissionPolicies, their bindings, and Validating and
     /// MutatingWebhookConfigurations; `-` reads standard input; a folder stands for the .yaml,
@@ -510,7 +514,8 @@ pub fn run_check(
                 .map(std::path::Path::to_path_buf)
                 .unwrap_or_default();
             match config_file::read(&path).and_then(|file| config_file::apply(args, &file, &dir)) {
-                Ok(merged) => {
+                Ok(mut merged) => {
+                    merged.rules.file = Some(path.clone());
                     from_file = merged;
                     &from_file
                 }
@@ -798,41 +803,51 @@ pub fn run_check(
         Some(Err(e)) => return fail(&e),
         None => None,
     };
-    // Only the formats that place findings in the source need them, and baselines.
+    // Suppressions and per-rule levels (suppressed.rs): looked for only when a source names
+    // them or the configuration sets them.
+    let suppressing = suppressed::wanted(&args.rules, &sources);
+    // Only the formats that place findings in the source need them, and baselines and
+    // suppressions.
     let findings = match args.output {
         OutputFormat::Json | OutputFormat::Yaml
-            if baseline.is_none() && gate.write_baseline.is_none() =>
+            if baseline.is_none() && gate.write_baseline.is_none() && !suppressing =>
         {
             Vec::new()
         }
         _ => ci::findings(&checked, &sources),
     };
+    let (suppressions, malformed) = if suppressing {
+        suppressed::suppressions(&checked, &findings, &sources, &args.rules)
+    } else {
+        (Vec::new(), Vec::new())
+    };
+    let marks_of = |baselined| ci::Marks {
+        baselined,
+        suppressed: suppressing.then_some(suppressions.as_slice()),
+        settings: suppressing.then_some(&args.rules),
+    };
     let baselined = baseline.as_ref().map(|b| gate::baselined(&findings, b));
     if let Some(path) = &gate.write_baseline {
-        let written = ci::render_sarif(&findings)
+        let written = ci::render_sarif_marked(&findings, marks_of(None))
             .and_then(|log| std::fs::write(path, log).map_err(|e| e.to_string()));
         if let Err(e) = written {
             return fail(&format!("--write-baseline {}: {e}", path.display()));
         }
     }
+    let marks = marks_of(baselined.as_deref());
     let rendered = match args.output {
+        OutputFormat::Json if suppressing => {
+            output::render_json_suppressed(&checked, &findings, &suppressions)
+        }
+        OutputFormat::Yaml if suppressing => {
+            output::render_yaml_suppressed(&checked, &findings, &suppressions)
+        }
         OutputFormat::Json => render_json(&checked),
         OutputFormat::Yaml => render_yaml(&checked),
-        OutputFormat::Sarif => ci::render_sarif_baselined(&findings, baselined.as_deref()),
-        OutputFormat::Junit => Ok(ci::render_junit(&checked, &findings)),
+        OutputFormat::Sarif => ci::render_sarif_marked(&findings, marks),
+        OutputFormat::Junit => Ok(ci::render_junit_marked(&checked, &findings, marks)),
         // Annotations for new findings only.
-        OutputFormat::Github => Ok(match &baselined {
-            Some(old) => {
-                let new: Vec<ci::Finding> = findings
-                    .iter()
-                    .zip(old)
-                    .filter(|(_, old)| !**old)
-                    .map(|(f, _)| f.clone())
-                    .collect();
-                ci::render_github(&new)
-            }
-            None => ci::render_github(&findings),
-        }),
+        OutputFormat::Github => Ok(ci::render_github_marked(&findings, marks)),
         OutputFormat::Text => {
             let locate = |p: &CheckedPolicy, field: &str| {
                 findings
@@ -851,6 +866,7 @@ pub fn run_check(
                 use_colour(stdout_is_terminal, no_color.as_deref()),
                 &locate,
             );
+            text.push_str(&output::render_suppressed_text(&findings, &suppressions));
             if let (Some(old), Some(path)) = (&baselined, &gate.baseline) {
                 let n = old.iter().filter(|b| **b).count();
                 text.push_str(&format!(
@@ -888,18 +904,26 @@ pub fn run_check(
     if !unchecked.is_empty() {
         return fail(&format!("could not check: {}", unchecked.join(", ")));
     }
-    // What counts for the exit status (gate.rs): every finding, those not in the baseline,
-    // or none when they were just written as one.
+    // A suppression that does not parse is never ignored silently.
+    if !malformed.is_empty() {
+        for m in &malformed {
+            let _ = writeln!(stderr, "vapcheck: invalid suppression: {m}");
+        }
+        return EXIT_UNUSABLE;
+    }
+    // What counts for the exit status (gate.rs): every finding not suppressed and not in the
+    // baseline, at the level the configuration gives its rule, or none when they were just
+    // written as a baseline.
     let found = match (&baselined, &gate.write_baseline) {
         (_, Some(_)) => gate::Found::default(),
-        (Some(old), None) => gate::Found::of_findings(
-            findings
-                .iter()
-                .zip(old)
-                .filter(|(_, old)| !**old)
-                .map(|(f, _)| f),
-        ),
-        (None, None) => gate::Found::of_entries(&checked),
+        (None, None) if !suppressing => gate::Found::of_entries(&checked),
+        (old, None) => {
+            gate::Found::of_findings_leveled(findings.iter().enumerate().filter_map(|(i, f)| {
+                let counts = marks.suppression(i).is_none()
+                    && !old.as_ref().is_some_and(|b| b.get(i).is_some_and(|b| *b));
+                counts.then(|| (f, args.rules.level(f.rule)))
+            }))
+        }
     };
     found.exit_code(gate.fail_on.unwrap_or_default())
 }

@@ -109,6 +109,123 @@ pub struct OutputEntry<'a> {
     /// A document that does not decode (or a file that cannot be read): where and why.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub decode_error: Option<OutputDecodeError<'a>>,
+    /// The findings on the object that are suppressed (by its `vapcheck.io/ignore`
+    /// annotation, a `# vapcheck:ignore` comment or `.vapcheck.yaml`): still in `status`,
+    /// not counted for the exit status. Absent when none is.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub suppressed: Vec<OutputSuppressed<'a>>,
+}
+
+/// One suppressed finding of an [`OutputEntry`].
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OutputSuppressed<'a> {
+    /// The rule id (`VAP110`).
+    pub rule: &'static str,
+    /// The field.
+    #[serde(skip_serializing_if = "str::is_empty")]
+    pub field: &'a str,
+    /// The matched kind.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub matched_kind: Option<&'a str>,
+    /// 1-based line.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub line: Option<usize>,
+    /// `annotation`, `comment` or `configuration`.
+    pub by: &'static str,
+    /// The entry that matched.
+    pub entry: &'a str,
+    /// The reason given.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<&'a str>,
+    /// The finding's message.
+    pub message: &'a str,
+}
+
+/// The entries with their suppressed findings (`suppressed[i]`: of `findings[i]`).
+fn entries_suppressed<'a>(
+    policies: &'a [CheckedPolicy],
+    findings: &'a [super::ci::Finding],
+    suppressed: &'a [Option<super::suppressed::Suppression>],
+) -> Vec<OutputEntry<'a>> {
+    let mut out = entries(policies);
+    for (f, s) in findings.iter().zip(suppressed) {
+        if let (Some(s), Some(entry)) = (s, out.get_mut(f.entry)) {
+            entry.suppressed.push(OutputSuppressed {
+                rule: f.rule.id(),
+                field: &f.field_ref,
+                matched_kind: f.matched_kind.as_deref(),
+                line: f.position.map(|p| p.line),
+                by: s.by.as_str(),
+                entry: &s.entry,
+                reason: s.reason.as_deref(),
+                message: &f.message,
+            });
+        }
+    }
+    out
+}
+
+/// `-o json` with the suppressed findings of each entry.
+pub fn render_json_suppressed(
+    policies: &[CheckedPolicy],
+    findings: &[super::ci::Finding],
+    suppressed: &[Option<super::suppressed::Suppression>],
+) -> Result<String, String> {
+    serde_json::to_string_pretty(&entries_suppressed(policies, findings, suppressed))
+        .map(|s| s + "\n")
+        .map_err(|e| e.to_string())
+}
+
+/// `-o yaml` with the suppressed findings of each entry.
+pub fn render_yaml_suppressed(
+    policies: &[CheckedPolicy],
+    findings: &[super::ci::Finding],
+    suppressed: &[Option<super::suppressed::Suppression>],
+) -> Result<String, String> {
+    serde_saphyr::to_string(&entries_suppressed(policies, findings, suppressed))
+        .map_err(|e| e.to_string())
+}
+
+/// The text output's lines for suppressed findings (empty when none is): one per finding,
+/// then their count.
+pub fn render_suppressed_text(
+    findings: &[super::ci::Finding],
+    suppressed: &[Option<super::suppressed::Suppression>],
+) -> String {
+    let mut out = String::new();
+    let mut n = 0usize;
+    for (f, s) in findings.iter().zip(suppressed) {
+        let Some(s) = s else { continue };
+        n += 1;
+        let at = match f.position {
+            Some(p) => format!("{}:{}:{}", f.file, p.line, p.column),
+            None => f.file.clone(),
+        };
+        let field = if f.field_ref.is_empty() {
+            String::new()
+        } else {
+            format!(" {}", f.field_ref)
+        };
+        let reason = s
+            .reason
+            .as_deref()
+            .map(|r| format!(": {r}"))
+            .unwrap_or_default();
+        out.push_str(&format!(
+            "suppressed {} {} {}{field} at {at} (by {} {}{reason})\n",
+            f.rule.id(),
+            f.kind,
+            f.name,
+            s.by.as_str(),
+            s.entry
+        ));
+    }
+    if n > 0 {
+        out.push_str(&super::ci::suppressed_count(n));
+        out.push('\n');
+    }
+    out
 }
 
 /// The `decodeError` of an [`OutputEntry`]: the file, document (0: the file as a whole), list
@@ -241,6 +358,7 @@ pub fn entries(policies: &[CheckedPolicy]) -> Vec<OutputEntry<'_>> {
                 field: &u.field,
                 message: &u.message,
             }),
+            suppressed: Vec::new(),
         })
         .collect()
 }
@@ -629,6 +747,7 @@ mod tests {
             findings: Vec::new(),
             runtime: Vec::new(),
             cost: Default::default(),
+            expressions_checked: 1,
         };
         let good = PolicyStatus {
             observed_generation: None,

@@ -23,6 +23,7 @@ pub mod reports;
 pub mod slim;
 pub mod status;
 pub mod stored;
+pub mod suppression;
 pub mod watch;
 pub mod webhooks;
 
@@ -49,6 +50,7 @@ use crate::metrics::{
     WatchRestartReason,
 };
 use crate::policy::PolicyStatus;
+use crate::suppress;
 
 use self::index::{Dependencies, TriggerIndex};
 use self::inputs::LiveInputs;
@@ -170,21 +172,15 @@ impl Context {
         (!period.is_zero()).then(|| period / 2)
     }
 
-    fn record_state(&self, name: &str, computed: &PolicyStatus) {
-        let state = state_of(computed);
+    fn record_state(&self, name: &str, computed: &PolicyStatus, applied: &suppress::Applied) {
+        let state = suppression::state(state_of(computed), computed, applied);
         let counts = lock(&self.states).set(name, state);
         self.metrics
             .set_policy_states(PolicyKind::Validating, counts);
-        self.metrics.set_policy_warnings(
-            PolicyKind::Validating,
-            name,
-            computed.expression_warnings.len(),
-        );
-        self.metrics.set_policy_runtime_errors(
-            PolicyKind::Validating,
-            name,
-            computed.runtime.len(),
-        );
+        self.metrics
+            .set_policy_warnings(PolicyKind::Validating, name, applied.warnings);
+        self.metrics
+            .set_policy_runtime_errors(PolicyKind::Validating, name, applied.runtime);
         self.metrics.set_policy_rejected_on_create(
             PolicyKind::Validating,
             name,
@@ -381,8 +377,16 @@ async fn check_and_write(
             Checked::Partial(outcome)
         }
     };
+    // The vapcheck.io/ignore annotation (suppression.rs): ExpressionsValid and the gauges
+    // without the suppressed findings; typeChecking unchanged.
+    let (applied, invalid) =
+        suppression::apply_validating(&policy.metadata, &mut computed, ctx.config.mode);
+    if let Some(e) = &invalid {
+        ctx.events
+            .send(suppression::invalid_event(e), policy.object_ref(&()));
+    }
     lock(&ctx.index).set(name, Dependencies::of(policy, &computed));
-    ctx.record_state(name, &computed);
+    ctx.record_state(name, &computed, &applied);
 
     let mode = ctx.config.status_mode;
     let existing = policy.status.as_ref();

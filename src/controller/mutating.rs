@@ -294,13 +294,20 @@ async fn reconcile_inner(
     let inputs = Arc::clone(&ctx.inputs);
     let checked = Arc::clone(policy);
     let started = Instant::now();
-    let computed: PolicyStatus =
+    let mut computed: PolicyStatus =
         tokio::task::spawn_blocking(move || inputs.check_mutating(&checked))
             .await
             .map_err(|e| ReconcileError::Check(e.to_string()))?
             .map_err(ReconcileError::Check)?;
     ctx.metrics.observe_typecheck(started.elapsed());
     ctx.metrics.observe_estimated_costs(&computed.cost);
+    // The vapcheck.io/ignore annotation: suppressed warnings make no Event and no count.
+    if let Some(e) = super::suppression::apply_mutating(&policy.metadata, &mut computed) {
+        ctx.events.send(
+            super::suppression::invalid_event(&e),
+            policy.object_ref(&()),
+        );
+    }
     lock(&ctx.mutating.index).set(name, Dependencies::of_mutating(policy, &computed));
     ctx.mutating.record_state(&ctx.metrics, name, &computed);
     let subject = crate::reports::Subject {

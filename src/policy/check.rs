@@ -457,6 +457,7 @@ pub fn check_input_parsed<'p>(
         expression_warnings,
         expression_results,
         conditions,
+        expressions_checked: sites.len(),
         checked_kinds,
         skipped,
         findings,

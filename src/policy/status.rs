@@ -80,6 +80,9 @@ pub struct PolicyStatus {
     pub expression_results: Vec<ExpressionResults>,
     /// `TypeChecked` then `ExpressionsValid`.
     pub conditions: Vec<PolicyCondition>,
+    /// How many expressions were checked (`ExpressionsValid`'s count; the condition is
+    /// computed again from it when findings are suppressed, [`crate::suppress`]).
+    pub expressions_checked: usize,
     /// Kinds the expressions were checked against, in checking order.
     pub checked_kinds: Vec<Gvk>,
     /// Everything matched but not checked, with reasons.

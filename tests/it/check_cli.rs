@@ -177,6 +177,7 @@ fn args(output: OutputFormat, mode: ModeArg, files: &[&str]) -> CheckArgs {
         static_manifests: None,
         config: None,
         gate: Default::default(),
+        rules: Default::default(),
         files: files.iter().map(PathBuf::from).collect(),
     }
 }

@@ -174,7 +174,7 @@ fn junit_has_a_failing_case_per_field() {
 
 /// Runs a registry validator (scripts/ci-validators: jsonschema with the official SARIF
 /// 2.1.0 schema, junitparser) on an output; its installation failing fails the test.
-fn validate(kind: &str, text: &str) -> String {
+pub(crate) fn validate(kind: &str, text: &str) -> String {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let out = Command::new(root.join("scripts/ci-validators"))
         .output()

@@ -21,6 +21,7 @@ const CORE: &[&str] = &[
     "engine",
     "webhooks",
     "reports",
+    "suppress",
 ];
 /// Schemas: types used by the core, and the files, embedded and live sources of them.
 const SCHEMA: &[&str] = &["schema"];
