@@ -38,6 +38,10 @@ pub enum Practice {
     /// `matchPolicy: Exact` on a resource served in other versions too: requests through them
     /// bypass the webhook ("Matching requests: matchPolicy").
     ExactMatchBypass,
+    /// A `namespaceSelector` or `objectSelector` no label set satisfies: the webhook is never
+    /// called for the requests it selects ("Matching requests: namespaceSelector" and
+    /// "objectSelector").
+    SelectsNothing,
 }
 
 impl Practice {
@@ -48,6 +52,7 @@ impl Practice {
             Practice::FailClosedKubeSystem => "VAP121",
             Practice::FailClosedOwnPods => "VAP122",
             Practice::ExactMatchBypass => "VAP123",
+            Practice::SelectsNothing => "VAP124",
         }
     }
 
@@ -58,6 +63,7 @@ impl Practice {
             Practice::FailClosedKubeSystem => "WebhookFailClosedOnKubeSystem",
             Practice::FailClosedOwnPods => "WebhookFailClosedOnItsOwnPods",
             Practice::ExactMatchBypass => "WebhookBypassedThroughOtherVersions",
+            Practice::SelectsNothing => "WebhookSelectorSelectsNothing",
         }
     }
 
@@ -76,6 +82,9 @@ impl Practice {
             Practice::ExactMatchBypass => {
                 "A webhook with matchPolicy Exact names some versions of a resource that is served in others too: requests through those versions are not sent to it."
             }
+            Practice::SelectsNothing => {
+                "A webhook's namespaceSelector or objectSelector has requirements no labels can satisfy together: the webhook is not called for the requests it was meant to intercept."
+            }
         }
     }
 
@@ -90,15 +99,17 @@ impl Practice {
                 format!("{DOCS}#avoiding-deadlocks-in-self-hosted-webhooks")
             }
             Practice::ExactMatchBypass => format!("{DOCS}#matching-requests-matchpolicy"),
+            Practice::SelectsNothing => format!("{DOCS}#matching-requests-namespaceselector"),
         }
     }
 
     /// Every practice, in id order.
-    pub const ALL: [Practice; 4] = [
+    pub const ALL: [Practice; 5] = [
         Practice::ExcludedResource,
         Practice::FailClosedKubeSystem,
         Practice::FailClosedOwnPods,
         Practice::ExactMatchBypass,
+        Practice::SelectsNothing,
     ];
 }
 
@@ -180,6 +191,7 @@ pub fn advise(config: &WebhookConfiguration) -> Vec<Advice> {
     for (i, hook) in c.webhooks().iter().enumerate() {
         let path = format!("webhooks[{i}]");
         out.extend(excluded_resources(hook, &path));
+        out.extend(selects_nothing(hook, &path));
         if hook.failure_policy.as_deref() != Some("Fail") || !matches_every_object(hook) {
             continue;
         }
@@ -362,6 +374,45 @@ fn excluded_resources(hook: &Webhook, path: &str) -> Vec<Advice> {
     out
 }
 
+/// A selector whose requirements conflict outright (the same key `In` disjoint sets, `In` and a
+/// `NotIn` of all its values, or required and `DoesNotExist`; [`selector::may_overlap`] of the
+/// selector with itself). kube-apiserver matches them as follows (k8s.io/apiserver v0.37.1
+/// `admission/plugin/webhook/predicates/namespace/matcher.go` `MatchNamespaceSelector`: a
+/// cluster-scoped object other than a Namespace is never exempted by the namespaceSelector;
+/// `predicates/object/matcher.go` `MatchObjectSelector`: the new or the old object's labels
+/// must match), so a namespaceSelector that selects nothing leaves only other cluster-scoped
+/// objects, and an objectSelector that selects nothing leaves no request at all.
+fn selects_nothing(hook: &Webhook, path: &str) -> Vec<Advice> {
+    let mut out = Vec::new();
+    let selectors = [
+        ("namespaceSelector", &hook.namespace_selector),
+        ("objectSelector", &hook.object_selector),
+    ];
+    for (field, sel) in selectors {
+        let Some(sel) = sel else { continue };
+        let Ok(parsed) = selector::parse(Some(sel), field) else {
+            continue; // kube-apiserver rejects it on create: the verdict says why.
+        };
+        if selector::may_overlap(&parsed, &parsed) {
+            continue;
+        }
+        let message = if field == "namespaceSelector" {
+            "the namespaceSelector selects no namespace (its requirements contradict each \
+             other): the webhook is never called for namespaced objects or Namespaces, only for \
+             other cluster-scoped objects its rules match"
+        } else {
+            "the objectSelector selects no object (its requirements contradict each other): the \
+             webhook is never called"
+        };
+        out.push(Advice {
+            rule: Practice::SelectsNothing,
+            field_ref: format!("{path}.{field}"),
+            message: message.into(),
+        });
+    }
+    out
+}
+
 /// Whether the webhook's `objectSelector` selects every object (empty after defaulting).
 fn matches_every_object(hook: &Webhook) -> bool {
     selector::parse(hook.object_selector.as_ref(), "objectSelector")
@@ -428,6 +479,45 @@ mod tests {
                 "subjectaccessreviews.authorization.k8s.io is excluded from admission webhooks; this rule will have no effect",
             ]
         );
+    }
+
+    #[test]
+    fn selectors_that_select_nothing() {
+        let hook = |ns: serde_json::Value, obj: serde_json::Value| {
+            json!({"name": "a.b.c", "failurePolicy": "Ignore",
+                "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["configmaps"]}],
+                "namespaceSelector": ns, "objectSelector": obj})
+        };
+        let name = "kubernetes.io/metadata.name";
+        let contradiction = json!({"matchLabels": {name: "a"},
+            "matchExpressions": [{"key": name, "operator": "NotIn", "values": ["a", "b"]}]});
+        assert_eq!(
+            rules(&advise(&config(hook(contradiction.clone(), json!({}))))),
+            [("VAP124", "webhooks[0].namespaceSelector")]
+        );
+        let absent = json!({"matchExpressions": [{"key": "team", "operator": "Exists"},
+            {"key": "team", "operator": "DoesNotExist"}]});
+        assert_eq!(
+            rules(&advise(&config(hook(json!({}), absent)))),
+            [("VAP124", "webhooks[0].objectSelector")]
+        );
+        let disjoint = json!({"matchExpressions": [{"key": "t", "operator": "In", "values": ["x"]},
+            {"key": "t", "operator": "In", "values": ["y"]}]});
+        assert_eq!(
+            rules(&advise(&config(hook(disjoint, json!({}))))),
+            [("VAP124", "webhooks[0].namespaceSelector")]
+        );
+        // Satisfiable: NotIn holds for an absent key; In and NotIn leave a value; other keys.
+        for fine in [
+            json!({}),
+            json!({"matchExpressions": [{"key": "t", "operator": "NotIn", "values": ["x"]},
+                {"key": "t", "operator": "DoesNotExist"}]}),
+            json!({"matchExpressions": [{"key": "t", "operator": "In", "values": ["x", "y"]},
+                {"key": "t", "operator": "NotIn", "values": ["x"]}]}),
+            json!({"matchLabels": {"a": "1"}, "matchExpressions": [{"key": "b", "operator": "DoesNotExist"}]}),
+        ] {
+            assert_eq!(rules(&advise(&config(hook(fine.clone(), fine)))), []);
+        }
     }
 
     #[test]

@@ -267,12 +267,19 @@ async fn practice_findings_happen_at_admission() -> anyhow::Result<()> {
         })
         .collect();
     let want: BTreeMap<String, Vec<String>> = [
-        ("wh-kube-system", "VAP121 webhooks[0].rules[0]"),
-        ("wh-self-hosted", "VAP122 webhooks[0].rules[0]"),
-        ("wh-excluded", "VAP120 webhooks[0].rules[0]"),
+        ("wh-kube-system", vec!["VAP121 webhooks[0].rules[0]"]),
+        ("wh-self-hosted", vec!["VAP122 webhooks[0].rules[0]"]),
+        ("wh-excluded", vec!["VAP120 webhooks[0].rules[0]"]),
+        (
+            "wh-selects-nothing",
+            vec![
+                "VAP124 webhooks[0].namespaceSelector",
+                "VAP124 webhooks[1].objectSelector",
+            ],
+        ),
     ]
     .into_iter()
-    .map(|(n, r)| (n.to_owned(), vec![r.to_owned()]))
+    .map(|(n, r)| (n.to_owned(), r.into_iter().map(str::to_owned).collect()))
     .collect();
     ensure!(
         got == want,
@@ -314,6 +321,12 @@ async fn practice_findings_happen_at_admission() -> anyhow::Result<()> {
         Err(kube::Error::Api(status)) => Ok(Err(status.message)),
         Err(e) => Err(anyhow::Error::from(e)),
     };
+    // VAP124: both webhooks of wh-selects-nothing match this ConfigMap's creation but for their
+    // selectors; were either called, its unreachable address would deny it (failurePolicy Fail).
+    let own_namespace: Api<ConfigMap> = Api::namespaced(client.clone(), &namespace);
+    let labelled = serde_json::from_value(json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": format!("webhook-{}", support::unix_ms()), "labels": {"team": "a"}}}))?;
+    let selected_by_nothing = create(&own_namespace, &labelled).await;
     // Clean up before judging, so that a failure leaves no webhook behind.
     delete_configurations(&client, &applied).await?;
     namespaces
@@ -321,6 +334,8 @@ async fn practice_findings_happen_at_admission() -> anyhow::Result<()> {
         .await?;
     let in_kube_system = in_kube_system?;
     let own_pod = own_pod?;
+    let selected_by_nothing = selected_by_nothing?;
+    eprintln!("webhooks: ConfigMap in {namespace}: {selected_by_nothing:?}");
     eprintln!("webhooks: ConfigMap in kube-system: {in_kube_system:?}");
     eprintln!("webhooks: Pod in {namespace}: {own_pod:?}");
     let mut report = String::new();
@@ -332,8 +347,13 @@ async fn practice_findings_happen_at_admission() -> anyhow::Result<()> {
     {
         report.push_str(&format!("Pod in {namespace}: {own_pod:?}\n"));
     }
+    if selected_by_nothing.is_err() {
+        report.push_str(&format!(
+            "ConfigMap in {namespace} (selected by nothing): {selected_by_nothing:?}\n"
+        ));
+    }
     if !report.is_empty() {
-        bail!("kube-apiserver did not deny as the findings say:\n{report}");
+        bail!("kube-apiserver did not answer as the findings say:\n{report}");
     }
     Ok(())
 }

@@ -94,7 +94,7 @@ impl Rule {
     }
     /// In SARIF's `rules` order (`ruleIndex`): new rules are appended so that the indexes of
     /// the others do not move.
-    const ALL: [Rule; 10] = [
+    const ALL: [Rule; 11] = [
         Rule::Rejected,
         Rule::StaticManifests,
         Rule::TypeWarning,
@@ -105,6 +105,7 @@ impl Rule {
         Rule::Webhook(crate::webhooks::Practice::ALL[2]),
         Rule::NotDecoded,
         Rule::Webhook(crate::webhooks::Practice::ALL[3]),
+        Rule::Webhook(crate::webhooks::Practice::ALL[4]),
     ];
 }
 
