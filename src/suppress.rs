@@ -34,9 +34,9 @@ pub const REASON_FINDINGS_SUPPRESSED: &str = "FindingsSuppressed";
 
 /// Every rule id a suppression may name (the ids of `cli::ci::Rule`; a test there keeps the
 /// two lists equal).
-pub const RULE_IDS: [&str; 10] = [
+pub const RULE_IDS: [&str; 11] = [
     "VAP001", "VAP002", "VAP003", "VAP100", "VAP101", "VAP110", "VAP120", "VAP121", "VAP122",
-    "VAP123",
+    "VAP123", "VAP124",
 ];
 
 /// The rule of type-checking warnings (`status.typeChecking.expressionWarnings`).
