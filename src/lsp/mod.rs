@@ -7,6 +7,7 @@
 //! messages, this one answers them; notifications that arrive while a check runs are taken
 //! together, so that a burst of edits is checked once.
 
+pub mod hover;
 pub mod text;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -26,7 +27,7 @@ use lsp_types::{
 
 use self::text::Encoding;
 use crate::cli::documents::{self, Source};
-use crate::cli::{BackendProvider, CheckArgs, ci, config_file};
+use crate::cli::{BackendProvider, CheckArgs, LoadedBackends, SchemaOptions, ci, config_file};
 
 /// Runs the server on standard input and output until the client's `exit`. `Err` is why it
 /// stopped otherwise (the connection broke, the client sent something that is not JSON-RPC).
@@ -75,6 +76,7 @@ pub fn serve(connection: &Connection, provider: &dyn BackendProvider) -> Result<
         root,
         open: BTreeMap::new(),
         published: BTreeSet::new(),
+        backends: None,
     };
     server.check_and_publish();
     server.main_loop()
@@ -92,6 +94,7 @@ fn capabilities(encoding: Encoding) -> ServerCapabilities {
                 ..TextDocumentSyncOptions::default()
             },
         )),
+        hover_provider: Some(lsp_types::HoverProviderCapability::Simple(true)),
         ..ServerCapabilities::default()
     }
 }
@@ -120,6 +123,9 @@ struct Server<'a> {
     open: BTreeMap<PathBuf, String>,
     /// The files whose last published diagnostics were not empty.
     published: BTreeSet<PathBuf>,
+    /// The backends of hover, kept while the settings stay the same and no file is saved (a
+    /// CRD the settings name may have changed).
+    backends: Option<(SchemaOptions, LoadedBackends)>,
 }
 
 impl Server<'_> {
@@ -169,12 +175,88 @@ impl Server<'_> {
     }
 
     fn request(&mut self, req: Request) {
-        let response = Response::new_err(
-            req.id,
-            ErrorCode::MethodNotFound as i32,
-            format!("vapcheck lsp does not answer {}", req.method),
-        );
+        use lsp_types::request::{HoverRequest, Request as _};
+        let response = match req.method.as_str() {
+            HoverRequest::METHOD => {
+                match serde_json::from_value::<lsp_types::HoverParams>(req.params) {
+                    Ok(p) => {
+                        let hover = self.hover(&p.text_document_position_params);
+                        Response::new_ok(req.id, hover)
+                    }
+                    Err(e) => Response::new_err(
+                        req.id,
+                        ErrorCode::InvalidParams as i32,
+                        format!("textDocument/hover: {e}"),
+                    ),
+                }
+            }
+            _ => Response::new_err(
+                req.id,
+                ErrorCode::MethodNotFound as i32,
+                format!("vapcheck lsp does not answer {}", req.method),
+            ),
+        };
         self.send(response.into());
+    }
+
+    /// The text of a file: its open buffer, else the file on disk.
+    fn text_of(&self, path: &Path) -> Option<String> {
+        match self.open.get(path) {
+            Some(t) => Some(t.clone()),
+            None => std::fs::read_to_string(path).ok(),
+        }
+    }
+
+    /// Hover: the types at the cursor ([`hover`]); `None` outside an expression.
+    fn hover(&mut self, at: &lsp_types::TextDocumentPositionParams) -> Option<lsp_types::Hover> {
+        let path = text::uri_to_path(at.text_document.uri.as_str())?;
+        let content = self.text_of(&path)?;
+        let byte = text::offset(&content, at.position, self.encoding);
+        let before = &content[..byte];
+        let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+        let cursor = crate::cli::positions::Position {
+            line: before.matches('\n').count() + 1,
+            column: before[line_start..].chars().count() + 1,
+        };
+        let found = hover::expression_at(&path.display().to_string(), &content, cursor)?;
+        let args = self.settings().ok()?;
+        let options = schema_options(&args);
+        if self.backends.as_ref().is_none_or(|(o, _)| *o != options) {
+            let provider = self.provider;
+            let loaded =
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| provider.load(&options)));
+            match loaded {
+                Ok(Ok(b)) => self.backends = Some((options, b)),
+                Ok(Err(e)) => {
+                    self.log(&e);
+                    return None;
+                }
+                Err(_) => return None,
+            }
+        }
+        let (_, loaded) = self.backends.as_ref()?;
+        let backends = crate::policy::Backends {
+            rest_mapper: loaded.rest_mapper.as_ref(),
+            discovery: loaded.discovery.as_deref(),
+            schemas: loaded.schemas.as_ref(),
+            checker: loaded.checker.as_ref(),
+        };
+        let check = crate::policy::CheckOptions {
+            mode: args.mode().into(),
+            kind_limit: args.kind_limit,
+            estimate_costs: false,
+        };
+        let value = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            hover::hover_text(&found, &check, &backends)
+        }))
+        .ok()?;
+        Some(lsp_types::Hover {
+            contents: lsp_types::HoverContents::Markup(lsp_types::MarkupContent {
+                kind: lsp_types::MarkupKind::Markdown,
+                value,
+            }),
+            range: None,
+        })
     }
 
     /// Handles a notification; whether the workspace's text changed.
@@ -225,8 +307,12 @@ impl Server<'_> {
                     Err(e) => self.log(&format!("didClose: {e:?}")),
                 }
             }
-            // The file on disk changed: saved, or changed by another program.
-            DidSaveTextDocument::METHOD | DidChangeWatchedFiles::METHOD => true,
+            // The file on disk changed: saved, or changed by another program (a CRD the
+            // settings name, maybe: the backends are loaded again).
+            DidSaveTextDocument::METHOD | DidChangeWatchedFiles::METHOD => {
+                self.backends = None;
+                true
+            }
             _ => false,
         }
     }
@@ -363,6 +449,24 @@ impl Server<'_> {
             )
             .into(),
         );
+    }
+}
+
+/// The schema options of `check` with these settings, offline: `--openapi`, else the
+/// built-in schemas of the target version (`cli::analyse_input` chooses so too without a
+/// cluster), and `--crd`.
+fn schema_options(args: &CheckArgs) -> SchemaOptions {
+    let minor = args
+        .kubernetes_version
+        .map_or(crate::apiserver::Server::PINNED.minor, |v| v.minor);
+    SchemaOptions {
+        openapi: args.openapi.clone(),
+        built_in: args.openapi.is_none().then(|| format!("1.{minor}")),
+        crds: args.crds.clone(),
+        kubeconfig: None,
+        context: None,
+        in_cluster: false,
+        kubernetes_version: args.kubernetes_version,
     }
 }
 

@@ -591,3 +591,75 @@ fn neovim_shows_the_diagnostics_and_clears_them_after_the_fix() {
     );
     assert!(status.success(), "nvim: {status}, {err}");
 }
+
+/// The hover text at `line`, `character` of `uri` (`null` when there is none).
+fn hover(server: &mut Server, uri: &str, line: u32, character: u32) -> Value {
+    let r = server.request(
+        "textDocument/hover",
+        json!({"textDocument": {"uri": uri}, "position": {"line": line, "character": character}}),
+    );
+    r["result"]["contents"]["value"].clone()
+}
+
+#[test]
+fn hover_gives_the_selection_and_expression_types_per_kind() {
+    let ws = workspace();
+    let root = ws.path().canonicalize().expect("canonical");
+    let mut server = Server::start(&root);
+    let init = server.initialize(&root);
+    assert_eq!(init["result"]["capabilities"]["hoverProvider"], json!(true));
+    let policy = uri(&root.join("policy.yaml"));
+    let fixed = DEPLOYMENT_POLICY.replace("replicsa", "replicas");
+    server.notify(
+        "textDocument/didOpen",
+        json!({"textDocument": {"uri": policy, "languageId": "yaml", "version": 1,
+                                "text": fixed}}),
+    );
+    // Line 12 is `  - expression: "object.spec.replicas <= 5"`: `replicas` at 29..37 (the
+    // unsaved buffer's text, not the file's), `spec` at 24..28.
+    let deployment = "apps/v1, Kind=Deployment";
+    let expression =
+        format!("`spec.validations[0].expression` (the expression)\n\n- `{deployment}`: `bool`\n");
+    assert_eq!(
+        hover(&mut server, &policy, 12, 33),
+        json!(format!(
+            "`object.spec.replicas`\n\n- `{deployment}`: `int`\n\n{expression}"
+        ))
+    );
+    // The cursor just after the identifier still names it.
+    assert_eq!(
+        hover(&mut server, &policy, 12, 37),
+        hover(&mut server, &policy, 12, 29)
+    );
+    assert_eq!(
+        hover(&mut server, &policy, 12, 25),
+        json!(format!(
+            "`object.spec`\n\n- `{deployment}`: `Deployment.spec`\n\n{expression}"
+        ))
+    );
+    // On an operator: the expression only.
+    assert_eq!(hover(&mut server, &policy, 12, 39), json!(expression));
+    // Outside any expression: nothing.
+    assert_eq!(hover(&mut server, &policy, 3, 4), Value::Null);
+    assert_eq!(hover(&mut server, &policy, 40, 0), Value::Null);
+    // The custom resource of the CRD another file defines (named by .vapcheck.yaml), in the
+    // first document of a multi-document file; line 12 is
+    // `  - expression: "object.spec.size < 10"`.
+    let widgets = uri(&root.join("widgets.yaml"));
+    let widget = "example.com/v1, Kind=Widget";
+    assert_eq!(
+        hover(&mut server, &widgets, 12, 31),
+        json!(format!(
+            "`object.spec.size`\n\n- `{widget}`: `int`\n\n`spec.validations[0].expression` (the expression)\n\n- `{widget}`: `bool`\n"
+        ))
+    );
+    // In the third document, the typo: the selection does not check.
+    assert_eq!(
+        hover(&mut server, &widgets, 28, 31),
+        json!(format!(
+            "`object.spec.sise`\n\n- `{widget}`: does not check: ERROR: <input>:1:12: undefined field 'sise'\n\n`spec.validations[0].expression` (the expression)\n\n- `{widget}`: does not check: ERROR: <input>:1:12: undefined field 'sise'\n"
+        ))
+    );
+    let (code, stderr) = server.shutdown();
+    assert_eq!((code, stderr.as_str()), (0, ""));
+}
