@@ -7,6 +7,7 @@
 //! messages, this one answers them; notifications that arrive while a check runs are taken
 //! together, so that a burst of edits is checked once.
 
+pub mod complete;
 pub mod hover;
 pub mod text;
 
@@ -95,6 +96,10 @@ fn capabilities(encoding: Encoding) -> ServerCapabilities {
             },
         )),
         hover_provider: Some(lsp_types::HoverProviderCapability::Simple(true)),
+        completion_provider: Some(lsp_types::CompletionOptions {
+            trigger_characters: Some(vec![".".into()]),
+            ..lsp_types::CompletionOptions::default()
+        }),
         ..ServerCapabilities::default()
     }
 }
@@ -175,8 +180,21 @@ impl Server<'_> {
     }
 
     fn request(&mut self, req: Request) {
-        use lsp_types::request::{HoverRequest, Request as _};
+        use lsp_types::request::{Completion, HoverRequest, Request as _};
         let response = match req.method.as_str() {
+            Completion::METHOD => {
+                match serde_json::from_value::<lsp_types::CompletionParams>(req.params) {
+                    Ok(p) => {
+                        let items = self.complete(&p.text_document_position);
+                        Response::new_ok(req.id, items)
+                    }
+                    Err(e) => Response::new_err(
+                        req.id,
+                        ErrorCode::InvalidParams as i32,
+                        format!("textDocument/completion: {e}"),
+                    ),
+                }
+            }
             HoverRequest::METHOD => {
                 match serde_json::from_value::<lsp_types::HoverParams>(req.params) {
                     Ok(p) => {
@@ -207,8 +225,12 @@ impl Server<'_> {
         }
     }
 
-    /// Hover: the types at the cursor ([`hover`]); `None` outside an expression.
-    fn hover(&mut self, at: &lsp_types::TextDocumentPositionParams) -> Option<lsp_types::Hover> {
+    /// The policy expression at a position, with the settings and the backends (loaded
+    /// when the settings changed).
+    fn expression_at(
+        &mut self,
+        at: &lsp_types::TextDocumentPositionParams,
+    ) -> Option<(hover::AtCursor, CheckArgs)> {
         let path = text::uri_to_path(at.text_document.uri.as_str())?;
         let content = self.text_of(&path)?;
         let byte = text::offset(&content, at.position, self.encoding);
@@ -234,6 +256,15 @@ impl Server<'_> {
                 Err(_) => return None,
             }
         }
+        Some((found, args))
+    }
+
+    /// Runs `f` on the backends (loaded by [`Self::expression_at`]), a panic being `None`.
+    fn with_backends<T>(
+        &self,
+        args: &CheckArgs,
+        f: impl FnOnce(&crate::policy::CheckOptions, &crate::policy::Backends<'_>) -> T,
+    ) -> Option<T> {
         let (_, loaded) = self.backends.as_ref()?;
         let backends = crate::policy::Backends {
             rest_mapper: loaded.rest_mapper.as_ref(),
@@ -246,10 +277,29 @@ impl Server<'_> {
             kind_limit: args.kind_limit,
             estimate_costs: false,
         };
-        let value = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            hover::hover_text(&found, &check, &backends)
-        }))
-        .ok()?;
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(&check, &backends))).ok()
+    }
+
+    /// Completion: the fields of `object` and `oldObject` selections ([`complete`]).
+    fn complete(
+        &mut self,
+        at: &lsp_types::TextDocumentPositionParams,
+    ) -> Vec<lsp_types::CompletionItem> {
+        let Some((found, args)) = self.expression_at(at) else {
+            return Vec::new();
+        };
+        self.with_backends(&args, |options, backends| {
+            complete::items(&found, options, backends)
+        })
+        .unwrap_or_default()
+    }
+
+    /// Hover: the types at the cursor ([`hover`]); `None` outside an expression.
+    fn hover(&mut self, at: &lsp_types::TextDocumentPositionParams) -> Option<lsp_types::Hover> {
+        let (found, args) = self.expression_at(at)?;
+        let value = self.with_backends(&args, |options, backends| {
+            hover::hover_text(&found, options, backends)
+        })?;
         Some(lsp_types::Hover {
             contents: lsp_types::HoverContents::Markup(lsp_types::MarkupContent {
                 kind: lsp_types::MarkupKind::Markdown,

@@ -7,24 +7,25 @@
 
 use k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicy;
 
-use super::backend::{EnvRequest, ObjectDecl, ParamsDecl, SchemaLookup};
+use super::backend::{EnvRequest, ObjectDecl, ParamsDecl, SchemaLookup, SchemaType};
 use super::check::{Backends, CheckOptions, params_type, variable_pairs};
 use super::expressions::Mode;
 use super::gvk::Gvk;
 use super::kinds::{KindSelection, ResetOnce, extend_selection, types_to_check_with};
 use super::types::OutputType;
 
-/// `text`'s type per kind the policy is checked against, in the selection's order; `Err` is
-/// cel-go's issues text (or the environment's error). Kinds whose schema does not resolve
-/// are left out, as `check_policy` skips them.
-pub fn types_per_kind(
+/// The kinds the policy is checked against, in the selection's order, with the schema type
+/// of each (`None`: untyped); kinds whose schema does not resolve are left out, as
+/// `check_policy` skips them.
+pub fn object_types(
     policy: &ValidatingAdmissionPolicy,
     options: &CheckOptions,
     backends: &Backends<'_>,
-    text: &str,
-) -> Vec<(Gvk, Result<OutputType, String>)> {
-    let spec = policy.spec.as_ref();
-    let constraints = spec.and_then(|s| s.match_constraints.as_ref());
+) -> Vec<(Gvk, Option<SchemaType>)> {
+    let constraints = policy
+        .spec
+        .as_ref()
+        .and_then(|s| s.match_constraints.as_ref());
     let mut reset = ResetOnce::default();
     let strict = types_to_check_with(&constraints, backends.rest_mapper, &mut reset);
     let KindSelection { kinds, .. } = match options.mode {
@@ -38,16 +39,32 @@ pub fn types_per_kind(
             &mut reset,
         ),
     };
+    kinds
+        .into_iter()
+        .filter_map(|gvk| match backends.schemas.resolve(&gvk) {
+            Ok(SchemaLookup::Typed(t)) => Some((gvk, Some(t))),
+            Ok(SchemaLookup::Untyped) => Some((gvk, None)),
+            Err(_) => None,
+        })
+        .collect()
+}
+
+/// `text`'s type per kind the policy is checked against, in the selection's order; `Err` is
+/// cel-go's issues text (or the environment's error). Kinds whose schema does not resolve
+/// are left out, as `check_policy` skips them.
+pub fn types_per_kind(
+    policy: &ValidatingAdmissionPolicy,
+    options: &CheckOptions,
+    backends: &Backends<'_>,
+    text: &str,
+) -> Vec<(Gvk, Result<OutputType, String>)> {
+    let spec = policy.spec.as_ref();
+    let kinds = object_types(policy, options, backends);
     let params = params_type(spec.and_then(|s| s.param_kind.as_ref()), backends.schemas);
     let variables = variable_pairs(spec.and_then(|s| s.variables.as_deref()));
     let parsed = backends.checker.parse(text);
     let mut out = Vec::new();
-    for gvk in kinds {
-        let object = match backends.schemas.resolve(&gvk) {
-            Ok(SchemaLookup::Typed(t)) => Some(t),
-            Ok(SchemaLookup::Untyped) => None,
-            Err(_) => continue,
-        };
+    for (gvk, object) in kinds {
         let request = EnvRequest {
             gvk: &gvk,
             object: object.as_ref().map_or(ObjectDecl::Dyn, ObjectDecl::Typed),

@@ -541,7 +541,7 @@ fn nvim() -> Option<PathBuf> {
 }
 
 #[test]
-fn neovim_shows_the_diagnostics_and_clears_them_after_the_fix() {
+fn neovim_shows_diagnostics_hover_and_completion() {
     let Some(nvim) = nvim() else { return };
     let ws = workspace();
     let root = ws.path().canonicalize().expect("canonical");
@@ -582,11 +582,16 @@ fn neovim_shows_the_diagnostics_and_clears_them_after_the_fix() {
     let got = std::fs::read_to_string(&out)
         .unwrap_or_else(|e| panic!("{}: {e}; nvim: {status}, {err}", out.display()));
     // Neovim's diagnostics (0-based line and columns in bytes, severity, code, message) as
-    // published, then after the typo is fixed in the buffer: none.
+    // published, then after the typo is fixed in the buffer: none; the hover on `replicas`
+    // and the completion after `object.spec.`.
+    let hover = "`object.spec.replicas`\\n\\n- `apps/v1, Kind=Deployment`: `int`\\n\\n`spec.validations[0].expression` (the expression)\\n\\n- `apps/v1, Kind=Deployment`: `bool`\\n";
+    let completion = "minReadySeconds,paused,progressDeadlineSeconds,replicas,revisionHistoryLimit,selector,strategy,template";
     let message = "ValidatingAdmissionPolicy replicas: type-checking warning (apps/v1, Kind=Deployment): spec.validations[0].expression: ERROR: <input>:1:12: undefined field 'replicsa'\\n | object.spec.replicsa <= 5\\n | ...........^";
     assert_eq!(
         got,
-        format!("published 1\n12:28-12:37 2 VAP100 {message}\nfixed 0\n"),
+        format!(
+            "published 1\n12:28-12:37 2 VAP100 {message}\nfixed 0\nhover {hover}\ncompletion {completion}\n"
+        ),
         "nvim: {status}, {err}"
     );
     assert!(status.success(), "nvim: {status}, {err}");
@@ -659,6 +664,98 @@ fn hover_gives_the_selection_and_expression_types_per_kind() {
         json!(format!(
             "`object.spec.sise`\n\n- `{widget}`: does not check: ERROR: <input>:1:12: undefined field 'sise'\n\n`spec.validations[0].expression` (the expression)\n\n- `{widget}`: does not check: ERROR: <input>:1:12: undefined field 'sise'\n"
         ))
+    );
+    let (code, stderr) = server.shutdown();
+    assert_eq!((code, stderr.as_str()), (0, ""));
+}
+
+/// The completion items at `line`, `character` of `uri`: label and detail each.
+fn completion(server: &mut Server, uri: &str, line: u32, character: u32) -> Vec<(String, String)> {
+    let r = server.request(
+        "textDocument/completion",
+        json!({"textDocument": {"uri": uri}, "position": {"line": line, "character": character}}),
+    );
+    r["result"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{r}"))
+        .iter()
+        .map(|i| {
+            assert_eq!(i["kind"], json!(5), "a field: {i}");
+            (
+                i["label"].as_str().unwrap_or_default().to_owned(),
+                i["detail"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn completion_offers_the_schema_fields_of_the_selection() {
+    let ws = workspace();
+    let root = ws.path().canonicalize().expect("canonical");
+    let mut server = Server::start(&root);
+    let init = server.initialize(&root);
+    assert_eq!(
+        init["result"]["capabilities"]["completionProvider"]["triggerCharacters"],
+        json!(["."])
+    );
+    let policy = uri(&root.join("policy.yaml"));
+    let edit = |server: &mut Server, expression: &str, version: i32| {
+        let text = DEPLOYMENT_POLICY.replace("object.spec.replicsa <= 5", expression);
+        server.notify(
+            "textDocument/didChange",
+            json!({"textDocument": {"uri": policy, "version": version},
+                   "contentChanges": [{"text": text}]}),
+        );
+    };
+    server.notify(
+        "textDocument/didOpen",
+        json!({"textDocument": {"uri": policy, "languageId": "yaml", "version": 1,
+                                "text": DEPLOYMENT_POLICY}}),
+    );
+    // Line 12: `  - expression: "object.spec."`, the cursor after the last `.` (column 29).
+    edit(&mut server, "object.spec.", 2);
+    let d = "apps/v1, Kind=Deployment";
+    let spec: Vec<(String, String)> = [
+        ("minReadySeconds", "int"),
+        ("paused", "bool"),
+        ("progressDeadlineSeconds", "int"),
+        ("replicas", "int"),
+        ("revisionHistoryLimit", "int"),
+        ("selector", "Deployment.spec.selector"),
+        ("strategy", "Deployment.spec.strategy"),
+        ("template", "Deployment.spec.template"),
+    ]
+    .iter()
+    .map(|(n, t)| ((*n).to_owned(), format!("{t} ({d})")))
+    .collect();
+    assert_eq!(completion(&mut server, &policy, 12, 29), spec);
+    // What is typed filters; `oldObject` and optional selections too.
+    edit(&mut server, "has(oldObject.?spec.re", 3);
+    assert_eq!(
+        completion(&mut server, &policy, 12, 39),
+        spec.iter()
+            .filter(|(n, _)| n.starts_with("re"))
+            .cloned()
+            .collect::<Vec<_>>()
+    );
+    // Elsewhere: nothing.
+    assert_eq!(completion(&mut server, &policy, 12, 21), Vec::new());
+    assert_eq!(completion(&mut server, &policy, 3, 3), Vec::new());
+    // The CRD's kind, from the other file.
+    let widgets = uri(&root.join("widgets.yaml"));
+    let text = WIDGET_POLICIES.replace("object.spec.size < 10", "object.spec.");
+    server.notify(
+        "textDocument/didOpen",
+        json!({"textDocument": {"uri": widgets, "languageId": "yaml", "version": 1,
+                                "text": text}}),
+    );
+    assert_eq!(
+        completion(&mut server, &widgets, 12, 29),
+        [(
+            "size".to_owned(),
+            "int (example.com/v1, Kind=Widget)".to_owned()
+        )]
     );
     let (code, stderr) = server.shutdown();
     assert_eq!((code, stderr.as_str()), (0, ""));

@@ -1,6 +1,7 @@
--- Neovim as the editor of tests/it/lsp.rs (neovim_shows_the_diagnostics_and_clears_them_after_the_fix):
+-- Neovim as the editor of tests/it/lsp.rs (neovim_shows_diagnostics_hover_and_completion):
 -- starts `vapcheck lsp` for the file opened, waits for its diagnostics, writes them, fixes the
--- typo in the buffer (an unsaved change), waits until they are cleared, writes that, quits.
+-- typo in the buffer (an unsaved change), waits until they are cleared, writes that, hovers
+-- `replicas` and asks for completion after `object.spec.`, writes both, quits.
 -- Works with Neovim 0.7 (Debian 12's) and later: vim.lsp.start_client + buf_attach_client.
 local bin = os.getenv("VAPCHECK_BIN")
 local root = os.getenv("VAPCHECK_LSP_ROOT")
@@ -49,6 +50,27 @@ vim.api.nvim_create_autocmd("VimEnter", {
       return finish(1)
     end
     dump("fixed")
+    -- Hover on `replicas` (line 13, 0-based 12; `replicas` at columns 29..37).
+    local pos = { textDocument = vim.lsp.util.make_text_document_params(0),
+                  position = { line = 12, character = 33 } }
+    local hovers = vim.lsp.buf_request_sync(0, "textDocument/hover", pos, 60000) or {}
+    for _, r in pairs(hovers) do
+      if r.result then
+        table.insert(lines, "hover " .. string.gsub(r.result.contents.value, "\n", "\\n"))
+      end
+    end
+    -- Completion after `object.spec.` (an unsaved edit of the buffer).
+    vim.api.nvim_buf_set_lines(0, 12, 13, false, { '  - expression: "object.spec."' })
+    pos.position = { line = 12, character = 29 }
+    local completions = vim.lsp.buf_request_sync(0, "textDocument/completion", pos, 60000) or {}
+    for _, r in pairs(completions) do
+      local items = r.result and (r.result.items or r.result) or {}
+      local labels = {}
+      for _, item in ipairs(items) do
+        table.insert(labels, item.label)
+      end
+      table.insert(lines, "completion " .. table.concat(labels, ","))
+    end
     vim.lsp.stop_client(id)
     vim.wait(5000, function() return vim.lsp.client_is_stopped(id) end, 20)
     finish(0)
