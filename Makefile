@@ -11,7 +11,8 @@ SHELL := /bin/bash
 ## from the pinned release with the control plane); the cel-go differential test uses the
 ## oracle built by the golden stage. The Helm chart (charts/vapcheck): helm lint of its test
 ## matrix (scripts/check-chart), its alerts checked and unit-tested by promtool
-## (scripts/promtool-rules); helm and Prometheus are pinned in scripts/tools.version and cached
+## (scripts/promtool-rules); Neovim (Debian's package, installed under CI by scripts/nvim-path)
+## drives `vapcheck lsp` in tests/it/lsp.rs; helm and Prometheus are pinned in scripts/tools.version and cached
 ## under $VAPCHECK_CACHE by scripts/helm-path and scripts/prometheus-path. The container image
 ## (`make image`, the Dockerfile's scratch target) is built before the cargo tests, whose
 ## e2e_image unpacks and runs it (VAPCHECK_IMAGE_OCI). After the cargo tests, the pre-commit
@@ -45,13 +46,14 @@ test:
 	@scripts/stage prometheus scripts/prometheus-path >/dev/null && \
 		scripts/stage alert-rules scripts/promtool-rules
 	@kubectl="$$(scripts/stage kubectl scripts/kubectl-path)" && \
+		nvim="$$(scripts/stage nvim scripts/nvim-path)" && \
 		helm="$$(scripts/helm-path)" && \
 		scripts/stage cluster-binaries e2e/cluster/build && \
 		image="$$(scripts/stage image scripts/build-image)" && \
 		VAPCHECK_KUBECTL="$$kubectl" scripts/stage oracle-replays \
 			cargo test --test it -- --exact --nocapture $(ORACLE_REPLAY_TESTS) && \
 		VAPCHECK_KUBECTL="$$kubectl" VAPCHECK_HELM="$$helm" VAPCHECK_IMAGE_OCI="$$image" \
-			scripts/stage cargo-test \
+			VAPCHECK_NVIM="$$nvim" scripts/stage cargo-test \
 			cargo test --all-targets --no-fail-fast -- --exact $(addprefix --skip ,$(ORACLE_REPLAY_TESTS))
 	@scripts/stage pre-commit scripts/test-pre-commit
 	@scripts/stage krew scripts/test-krew

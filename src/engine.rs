@@ -314,6 +314,25 @@ impl ExpressionChecker for KubeChecker {
         })
     }
 
+    fn fields_at(&self, object: &SchemaType, path: &[String]) -> Option<Vec<(String, String)>> {
+        let root = root_of(object).ok()?;
+        let mut t = root.root();
+        for step in path {
+            match t {
+                DeclType::Object(o) => t = o.field(step)?,
+                _ => return None,
+            }
+        }
+        match t {
+            DeclType::Object(o) => Some(
+                o.fields()
+                    .map(|(name, t)| (name.to_owned(), output_type(&cel_type(t)).to_string()))
+                    .collect(),
+            ),
+            _ => None,
+        }
+    }
+
     fn is_absent_field(&self, object: &SchemaType, path: &[String]) -> bool {
         // A property without a CEL type (`is_unexposed`) still exists in objects.
         test_last_field(object, path, |o, last| {

@@ -13,6 +13,7 @@ pub mod controller;
 pub mod engine;
 pub mod health;
 pub mod k8s_env;
+pub mod lsp;
 pub mod metrics;
 pub mod mutating;
 pub mod policy;

@@ -24,6 +24,9 @@ enum Command {
     Check(Box<CheckArgs>),
     /// Run the controller: keep every ValidatingAdmissionPolicy's status up to date.
     Controller(Box<ControllerArgs>),
+    /// Language server for editors, over standard input and output: the findings of `check`
+    /// on the workspace folder as diagnostics (docs/editor.md).
+    Lsp,
 }
 
 /// Arguments of `vapcheck controller`: every setting of the configuration file as a flag.
@@ -95,6 +98,21 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Controller(args) => run_controller(&args),
+        Command::Lsp => {
+            let factory = |options: &vapcheck::cli::SchemaOptions, _: &[_]| {
+                vapcheck::cli::offline_backends(options)
+            };
+            let provider = FilesOrLive {
+                files: OfflineProvider { factory: &factory },
+            };
+            match vapcheck::lsp::run_stdio(&provider) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("vapcheck lsp: {e}");
+                    ExitCode::from(1)
+                }
+            }
+        }
         Command::Check(args) => {
             let stdout = std::io::stdout();
             let env = CheckEnvironment {

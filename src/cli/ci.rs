@@ -876,6 +876,27 @@ pub fn render_junit_marked(
     )
 }
 
+/// What the editor server (`crate::lsp`) shows of a finding, as SARIF gives it.
+impl Rule {
+    /// SARIF's `level`: `error`, `warning` or `note`.
+    pub fn severity(self) -> &'static str {
+        self.level()
+    }
+
+    /// SARIF's `helpUri`, for the rules that have one.
+    pub fn help(self) -> Option<String> {
+        match self {
+            Rule::Webhook(p) => Some(p.help_uri()),
+            _ => None,
+        }
+    }
+}
+
+/// A finding's message as SARIF's `message.text` gives it: its title, the field and the text.
+pub fn message_text(f: &Finding) -> String {
+    format!("{}: {}", title(f), full_message(f))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -99,26 +99,61 @@ fn unreadable(source: &str, cause: &str) -> Undecoded {
     }
 }
 
+/// One source of a run: its name (a path as given, `<stdin>`) and its bytes, or why it could
+/// not be read.
+#[derive(Debug)]
+pub struct Source {
+    /// The name findings carry.
+    pub name: String,
+    /// Its content, or the cause it could not be read.
+    pub bytes: Result<Vec<u8>, String>,
+}
+
 /// Reads every FILE (folders walked, [`expand`]; standard input once for `-`): every
 /// policy, binding and other object, and every document that does not decode or file that
 /// cannot be read as an [`Undecoded`] (MutatingAdmissionPolicies are decoded later, from
 /// `others`).
 pub fn read(files: &[PathBuf], stdin: &mut dyn Read) -> Input {
-    let (paths, mut undecoded) = expand(files);
-    let mut input = Input::default();
+    let (paths, undecoded) = expand(files);
+    let mut sources = Vec::new();
     let mut stdin_read = false;
     for f in &paths {
-        let (source, bytes) = if f.as_os_str() == "-" {
+        if f.as_os_str() == "-" {
             if stdin_read {
                 continue;
             }
             stdin_read = true;
             let mut buf = Vec::new();
             let r = stdin.read_to_end(&mut buf).map(|_| buf);
-            ("<stdin>".to_owned(), r)
+            sources.push(Source {
+                name: "<stdin>".to_owned(),
+                bytes: r.map_err(|e| e.to_string()),
+            });
         } else {
-            (f.display().to_string(), std::fs::read(f))
-        };
+            sources.push(Source {
+                name: f.display().to_string(),
+                bytes: std::fs::read(f).map_err(|e| e.to_string()),
+            });
+        }
+    }
+    from_sources(paths, undecoded, sources)
+}
+
+/// The input of the sources, as [`read`] makes it from the files: `paths` are the files in
+/// input order (for [`source_names`]), `undecoded` what was found before reading them (a
+/// folder that cannot be listed). The editor server (`crate::lsp`) gives the unsaved text of
+/// its open buffers this way.
+pub fn from_sources(
+    paths: Vec<PathBuf>,
+    mut undecoded: Vec<Undecoded>,
+    sources: Vec<Source>,
+) -> Input {
+    let mut input = Input::default();
+    for Source {
+        name: source,
+        bytes,
+    } in sources
+    {
         let text = match bytes {
             Ok(b) => match String::from_utf8(b) {
                 Ok(t) => t,
@@ -131,7 +166,7 @@ pub fn read(files: &[PathBuf], stdin: &mut dyn Read) -> Input {
                 }
             },
             Err(e) => {
-                undecoded.push(unreadable(&source, &e.to_string()));
+                undecoded.push(unreadable(&source, &e));
                 continue;
             }
         };

@@ -530,273 +530,11 @@ pub fn run_check(
         files: input.paths.clone(),
         ..args.clone()
     };
-    let documents::Input {
-        objects: inputs,
-        others,
-        texts: input_sources,
-        mut undecoded,
-        read,
-        ..
-    } = input;
-    let static_files = match &args.static_manifests {
-        Some(dir) => match read_static_dir(dir) {
-            Ok(files) => Some((dir.display().to_string(), files)),
+    let Analysis { checked, sources } =
+        match analyse_input(args, input, provider, kubeconfig_env, in_cluster) {
+            Ok(analysis) => analysis,
             Err(e) => return fail(&e),
-        },
-        None => None,
-    };
-    // MutatingAdmissionPolicies and bindings: the API server's verdict, and type checking of
-    // the policies (mutating.rs).
-    let (mutating_objects, bad_mutating) = mutating::read_lenient(&others);
-    undecoded.extend(bad_mutating);
-    // Validating and MutatingWebhookConfigurations: the API server's verdict and their match
-    // conditions (webhooks.rs).
-    let (webhook_objects, bad_webhooks) = webhooks::read_lenient(&others);
-    undecoded.extend(bad_webhooks);
-    documents::locate(&mut undecoded, &input_sources);
-    if let Some(message) = documents::nothing_to_check(
-        read,
-        &undecoded,
-        inputs.len() + mutating_objects.len() + webhook_objects.len(),
-        others.len(),
-    )
-    .filter(|_| static_files.is_none())
-    {
-        return fail(&message);
-    }
-    let (previous, previous_mutating, previous_webhooks) =
-        match read_input_all(&args.previous, &mut std::io::empty()) {
-            Ok((objects, others, _)) => match (mutating::read(&others), webhooks::read(&others)) {
-                (Ok(m), Ok(w)) => (objects, m, w),
-                (Err(e), _) | (_, Err(e)) => return fail(&format!("--previous: {e}")),
-            },
-            Err(e) => return fail(&format!("--previous: {e}")),
         };
-    let server = match args.kubernetes_version {
-        None => Server::PINNED,
-        Some(v) if v.major == 1 && (30..=Server::PINNED.minor).contains(&v.minor) => {
-            Server { minor: v.minor }
-        }
-        Some(v) => {
-            return fail(&format!(
-                "Kubernetes {}.{} is not supported (supported: 1.30..1.{})",
-                v.major,
-                v.minor,
-                Server::PINNED.minor
-            ));
-        }
-    };
-    // The static folder's objects carry the loader's verdict instead of a create's.
-    let mut static_load = None;
-    let mut objects: Vec<(InputObject, Option<ApiServerVerdict>)> =
-        inputs.into_iter().map(|o| (o, None)).collect();
-    if let Some((dir, files)) = &static_files {
-        let load = static_manifests::load(dir, files, server);
-        for (o, v) in static_entries(dir, &load, server) {
-            objects.push((o, Some(v)));
-        }
-        static_load = Some((dir.clone(), load));
-    }
-    let has_policies = mutating_objects
-        .iter()
-        .any(|o| matches!(o, mutating::MutatingObject::Policy(..)))
-        || (args.mode() == ModeArg::Extended
-            && webhook_objects.iter().any(|o| {
-                o.config
-                    .webhooks()
-                    .iter()
-                    .any(|w| !w.match_conditions().is_empty())
-            }))
-        // `matchPolicy: Exact` is judged against discovery (VAP123).
-        || webhook_objects.iter().any(|o| {
-            o.config
-                .webhooks()
-                .iter()
-                .any(|w| w.match_policy.as_deref() == Some("Exact"))
-        })
-        || objects
-            .iter()
-            .any(|(o, _)| matches!(o, InputObject::Policy(_)));
-    let mut options = SchemaOptions {
-        openapi: args.openapi.clone(),
-        built_in: None,
-        crds: args.crds.clone(),
-        kubeconfig: args
-            .kubeconfig
-            .clone()
-            .or_else(|| kubeconfig_env.filter(|v| !v.is_empty()).map(PathBuf::from)),
-        context: args.context.clone(),
-        in_cluster,
-        kubernetes_version: args.kubernetes_version,
-    };
-    // Bindings alone need no schemas: only the API server's verdict is computed for them.
-    let loaded = if has_policies {
-        // No --openapi and no cluster: the built-in kinds of the target version, compiled in
-        // (--crd adds to them); each document is read when a kind of it is needed.
-        if options.openapi.is_none() && options.kubeconfig.is_none() && !options.in_cluster {
-            options.built_in = Some(format!("1.{}", server.minor));
-        }
-        match provider.load(&options) {
-            Ok(b) => Some(b),
-            Err(e) => return fail(&e),
-        }
-    } else {
-        None
-    };
-    let check_options = CheckOptions {
-        mode: args.mode().into(),
-        kind_limit: args.kind_limit,
-        estimate_costs: !args.no_cost_estimates,
-    };
-    let mut checked: Vec<CheckedPolicy> = Vec::new();
-    if let Some((dir, load)) = &static_load {
-        checked.push(CheckedPolicy {
-            kind: output::STATIC_MANIFESTS_KIND,
-            name: dir.clone(),
-            origin: input::Origin {
-                source: dir.clone(),
-                document: 0,
-                item: None,
-            },
-            api_server: ApiServerVerdict {
-                server_minor: server.minor,
-                update: false,
-                causes: load.errors.iter().map(|e| e.message.clone()).collect(),
-                static_dir: Some(dir.clone()),
-            },
-            status: None,
-            bound_by: None,
-            effect: None,
-            advice: Vec::new(),
-            undecoded: None,
-        });
-    }
-    checked.extend(objects.iter().map(|(o, static_verdict)| {
-        let api_server = match static_verdict {
-            Some(v) => v.clone(),
-            None => {
-                let stored = previous
-                    .iter()
-                    .find(|p| p.kind() == o.kind() && p.name() == o.name());
-                api_server_verdict(o, stored, server)
-            }
-        };
-        let status = match (o, &loaded) {
-            (InputObject::Policy(p), Some(loaded)) => {
-                let backends = Backends {
-                    rest_mapper: loaded.rest_mapper.as_ref(),
-                    discovery: loaded.discovery.as_deref(),
-                    schemas: loaded.schemas.as_ref(),
-                    checker: loaded.checker.as_ref(),
-                };
-                Some(check_policy(&p.policy, &check_options, &backends))
-            }
-            _ => None,
-        };
-        CheckedPolicy {
-            kind: o.kind(),
-            name: o.name().to_owned(),
-            origin: o.origin().clone(),
-            api_server,
-            status,
-            bound_by: None,
-            effect: None,
-            advice: Vec::new(),
-            undecoded: None,
-        }
-    }));
-    // What each binding will do, for the objects of the files (the static folder's, which
-    // the API server loads at startup from its own source, get no binding verdict yet). They
-    // come first in `objects`, after the folder's own entry in `checked`.
-    let file_objects: Vec<&InputObject> = objects
-        .iter()
-        .take_while(|(_, v)| v.is_none())
-        .map(|(o, _)| o)
-        .collect();
-    if file_objects
-        .iter()
-        .any(|o| matches!(o, InputObject::Binding(_)))
-    {
-        let live = options.openapi.is_none() && options.crds.is_empty();
-        let offset = usize::from(static_load.is_some());
-        let entries = &mut checked[offset..offset + file_objects.len()];
-        if let Err(e) = add_binding_effects(&file_objects, &others, entries, loaded.as_ref(), live)
-        {
-            return fail(&e.to_string());
-        }
-    }
-    let files = documents::source_names(&args.files);
-    let keep_first = usize::from(static_load.is_some());
-    let backends = loaded.as_ref().map(|loaded| Backends {
-        rest_mapper: loaded.rest_mapper.as_ref(),
-        discovery: loaded.discovery.as_deref(),
-        schemas: loaded.schemas.as_ref(),
-        checker: loaded.checker.as_ref(),
-    });
-    if !mutating_objects.is_empty() {
-        let mut entries: Vec<CheckedPolicy> = mutating_objects
-            .iter()
-            .map(|o| {
-                let mut entry = mutating::verdict(o, &previous_mutating, server);
-                entry.status = mutating::type_check(o, &check_options, backends.as_ref());
-                entry
-            })
-            .collect();
-        // What each MutatingAdmissionPolicyBinding will do, as for validating bindings.
-        if mutating_objects
-            .iter()
-            .any(|o| matches!(o, mutating::MutatingObject::Binding(..)))
-        {
-            let live = options.openapi.is_none() && options.crds.is_empty();
-            if let Err(e) = add_mutating_binding_effects(
-                &mutating_objects,
-                &others,
-                &mut entries,
-                loaded.as_ref(),
-                live,
-            ) {
-                return fail(&e.to_string());
-            }
-        }
-        mutating::merge_in_input_order(&mut checked, entries, &files, keep_first);
-    }
-    if !webhook_objects.is_empty() {
-        let entries: Vec<CheckedPolicy> = webhook_objects
-            .iter()
-            .map(|o| {
-                let mut entry = webhooks::verdict(o, &previous_webhooks, server);
-                entry.status = webhooks::type_check(o, &check_options, backends.as_ref());
-                if let Some(groups) = backends
-                    .as_ref()
-                    .and_then(|b| b.discovery)
-                    .and_then(|d| d.api_groups().ok())
-                {
-                    entry
-                        .advice
-                        .extend(crate::webhooks::exact_match_bypass(&o.config, &groups));
-                }
-                entry
-            })
-            .collect();
-        mutating::merge_in_input_order(&mut checked, entries, &files, keep_first);
-    }
-    if !undecoded.is_empty() {
-        let entries = undecoded
-            .iter()
-            .map(|u| documents::entry(u, server.minor))
-            .collect();
-        mutating::merge_in_input_order(&mut checked, entries, &files, keep_first);
-    }
-    let mut sources = input_sources;
-    if let Some((_, files)) = &static_files {
-        for f in files {
-            if let Ok(bytes) = &f.contents
-                && let Ok(text) = std::str::from_utf8(bytes)
-            {
-                sources.insert(f.path.clone(), text.to_owned());
-            }
-        }
-    }
     let gate = &args.gate;
     let baseline = match gate.baseline.as_deref().map(gate::read_baseline) {
         Some(Ok(b)) => Some(b),
@@ -926,6 +664,320 @@ pub fn run_check(
         }
     };
     found.exit_code(gate.fail_on.unwrap_or_default())
+}
+
+/// What a check computes before it renders anything: an entry per object (and per document
+/// that does not decode), in output order, and the text of each source by its name (for the
+/// positions of the findings, [`ci::findings`]).
+#[derive(Debug)]
+pub struct Analysis {
+    /// The entries.
+    pub checked: Vec<CheckedPolicy>,
+    /// The text of each source read.
+    pub sources: BTreeMap<String, String>,
+}
+
+/// The analysis of [`run_check`] on input already read: `args` are the settings with
+/// `.vapcheck.yaml` applied and `files` the paths of `input` (their order is the output's).
+/// `Err` is the message `check` exits 2 with. `kubeconfig_env` (`$KUBECONFIG`) and
+/// `in_cluster` choose a live cluster when no `--openapi` is given.
+pub fn analyse_input(
+    args: &CheckArgs,
+    input: documents::Input,
+    provider: &dyn BackendProvider,
+    kubeconfig_env: Option<OsString>,
+    in_cluster: bool,
+) -> Result<Analysis, String> {
+    let documents::Input {
+        objects: inputs,
+        others,
+        texts: input_sources,
+        mut undecoded,
+        read,
+        ..
+    } = input;
+    let static_files = match &args.static_manifests {
+        Some(dir) => match read_static_dir(dir) {
+            Ok(files) => Some((dir.display().to_string(), files)),
+            Err(e) => return Err(e),
+        },
+        None => None,
+    };
+    // MutatingAdmissionPolicies and bindings: the API server's verdict, and type checking of
+    // the policies (mutating.rs).
+    let (mutating_objects, bad_mutating) = mutating::read_lenient(&others);
+    undecoded.extend(bad_mutating);
+    // Validating and MutatingWebhookConfigurations: the API server's verdict and their match
+    // conditions (webhooks.rs).
+    let (webhook_objects, bad_webhooks) = webhooks::read_lenient(&others);
+    undecoded.extend(bad_webhooks);
+    documents::locate(&mut undecoded, &input_sources);
+    if let Some(message) = documents::nothing_to_check(
+        read,
+        &undecoded,
+        inputs.len() + mutating_objects.len() + webhook_objects.len(),
+        others.len(),
+    )
+    .filter(|_| static_files.is_none())
+    {
+        return Err(message);
+    }
+    let (previous, previous_mutating, previous_webhooks) =
+        match read_input_all(&args.previous, &mut std::io::empty()) {
+            Ok((objects, others, _)) => match (mutating::read(&others), webhooks::read(&others)) {
+                (Ok(m), Ok(w)) => (objects, m, w),
+                (Err(e), _) | (_, Err(e)) => return Err(format!("--previous: {e}")),
+            },
+            Err(e) => return Err(format!("--previous: {e}")),
+        };
+    let server = match args.kubernetes_version {
+        None => Server::PINNED,
+        Some(v) if v.major == 1 && (30..=Server::PINNED.minor).contains(&v.minor) => {
+            Server { minor: v.minor }
+        }
+        Some(v) => {
+            return Err(format!(
+                "Kubernetes {}.{} is not supported (supported: 1.30..1.{})",
+                v.major,
+                v.minor,
+                Server::PINNED.minor
+            ));
+        }
+    };
+    // The static folder's objects carry the loader's verdict instead of a create's.
+    let mut static_load = None;
+    let mut objects: Vec<(InputObject, Option<ApiServerVerdict>)> =
+        inputs.into_iter().map(|o| (o, None)).collect();
+    if let Some((dir, files)) = &static_files {
+        let load = static_manifests::load(dir, files, server);
+        for (o, v) in static_entries(dir, &load, server) {
+            objects.push((o, Some(v)));
+        }
+        static_load = Some((dir.clone(), load));
+    }
+    let has_policies = mutating_objects
+        .iter()
+        .any(|o| matches!(o, mutating::MutatingObject::Policy(..)))
+        || (args.mode() == ModeArg::Extended
+            && webhook_objects.iter().any(|o| {
+                o.config
+                    .webhooks()
+                    .iter()
+                    .any(|w| !w.match_conditions().is_empty())
+            }))
+        // `matchPolicy: Exact` is judged against discovery (VAP123).
+        || webhook_objects.iter().any(|o| {
+            o.config
+                .webhooks()
+                .iter()
+                .any(|w| w.match_policy.as_deref() == Some("Exact"))
+        })
+        || objects
+            .iter()
+            .any(|(o, _)| matches!(o, InputObject::Policy(_)));
+    let mut options = SchemaOptions {
+        openapi: args.openapi.clone(),
+        built_in: None,
+        crds: args.crds.clone(),
+        kubeconfig: args
+            .kubeconfig
+            .clone()
+            .or_else(|| kubeconfig_env.filter(|v| !v.is_empty()).map(PathBuf::from)),
+        context: args.context.clone(),
+        in_cluster,
+        kubernetes_version: args.kubernetes_version,
+    };
+    // Bindings alone need no schemas: only the API server's verdict is computed for them.
+    let loaded = if has_policies {
+        // No --openapi and no cluster: the built-in kinds of the target version, compiled in
+        // (--crd adds to them); each document is read when a kind of it is needed.
+        if options.openapi.is_none() && options.kubeconfig.is_none() && !options.in_cluster {
+            options.built_in = Some(format!("1.{}", server.minor));
+        }
+        match provider.load(&options) {
+            Ok(b) => Some(b),
+            Err(e) => return Err(e),
+        }
+    } else {
+        None
+    };
+    let check_options = CheckOptions {
+        mode: args.mode().into(),
+        kind_limit: args.kind_limit,
+        estimate_costs: !args.no_cost_estimates,
+    };
+    let mut checked: Vec<CheckedPolicy> = Vec::new();
+    if let Some((dir, load)) = &static_load {
+        checked.push(CheckedPolicy {
+            kind: output::STATIC_MANIFESTS_KIND,
+            name: dir.clone(),
+            origin: input::Origin {
+                source: dir.clone(),
+                document: 0,
+                item: None,
+            },
+            api_server: ApiServerVerdict {
+                server_minor: server.minor,
+                update: false,
+                causes: load.errors.iter().map(|e| e.message.clone()).collect(),
+                static_dir: Some(dir.clone()),
+            },
+            status: None,
+            bound_by: None,
+            effect: None,
+            advice: Vec::new(),
+            undecoded: None,
+        });
+    }
+    checked.extend(objects.iter().map(|(o, static_verdict)| {
+        let api_server = match static_verdict {
+            Some(v) => v.clone(),
+            None => {
+                let stored = previous
+                    .iter()
+                    .find(|p| p.kind() == o.kind() && p.name() == o.name());
+                api_server_verdict(o, stored, server)
+            }
+        };
+        let status = match (o, &loaded) {
+            (InputObject::Policy(p), Some(loaded)) => {
+                let backends = Backends {
+                    rest_mapper: loaded.rest_mapper.as_ref(),
+                    discovery: loaded.discovery.as_deref(),
+                    schemas: loaded.schemas.as_ref(),
+                    checker: loaded.checker.as_ref(),
+                };
+                Some(check_policy(&p.policy, &check_options, &backends))
+            }
+            _ => None,
+        };
+        CheckedPolicy {
+            kind: o.kind(),
+            name: o.name().to_owned(),
+            origin: o.origin().clone(),
+            api_server,
+            status,
+            bound_by: None,
+            effect: None,
+            advice: Vec::new(),
+            undecoded: None,
+        }
+    }));
+    // What each binding will do, for the objects of the files (the static folder's, which
+    // the API server loads at startup from its own source, get no binding verdict yet). They
+    // come first in `objects`, after the folder's own entry in `checked`.
+    let file_objects: Vec<&InputObject> = objects
+        .iter()
+        .take_while(|(_, v)| v.is_none())
+        .map(|(o, _)| o)
+        .collect();
+    if file_objects
+        .iter()
+        .any(|o| matches!(o, InputObject::Binding(_)))
+    {
+        let live = options.openapi.is_none() && options.crds.is_empty();
+        let offset = usize::from(static_load.is_some());
+        let entries = &mut checked[offset..offset + file_objects.len()];
+        if let Err(e) = add_binding_effects(&file_objects, &others, entries, loaded.as_ref(), live)
+        {
+            return Err(e.to_string());
+        }
+    }
+    let files = documents::source_names(&args.files);
+    let keep_first = usize::from(static_load.is_some());
+    let backends = loaded.as_ref().map(|loaded| Backends {
+        rest_mapper: loaded.rest_mapper.as_ref(),
+        discovery: loaded.discovery.as_deref(),
+        schemas: loaded.schemas.as_ref(),
+        checker: loaded.checker.as_ref(),
+    });
+    if !mutating_objects.is_empty() {
+        let mut entries: Vec<CheckedPolicy> = mutating_objects
+            .iter()
+            .map(|o| {
+                let mut entry = mutating::verdict(o, &previous_mutating, server);
+                entry.status = mutating::type_check(o, &check_options, backends.as_ref());
+                entry
+            })
+            .collect();
+        // What each MutatingAdmissionPolicyBinding will do, as for validating bindings.
+        if mutating_objects
+            .iter()
+            .any(|o| matches!(o, mutating::MutatingObject::Binding(..)))
+        {
+            let live = options.openapi.is_none() && options.crds.is_empty();
+            if let Err(e) = add_mutating_binding_effects(
+                &mutating_objects,
+                &others,
+                &mut entries,
+                loaded.as_ref(),
+                live,
+            ) {
+                return Err(e.to_string());
+            }
+        }
+        mutating::merge_in_input_order(&mut checked, entries, &files, keep_first);
+    }
+    if !webhook_objects.is_empty() {
+        let entries: Vec<CheckedPolicy> = webhook_objects
+            .iter()
+            .map(|o| {
+                let mut entry = webhooks::verdict(o, &previous_webhooks, server);
+                entry.status = webhooks::type_check(o, &check_options, backends.as_ref());
+                if let Some(groups) = backends
+                    .as_ref()
+                    .and_then(|b| b.discovery)
+                    .and_then(|d| d.api_groups().ok())
+                {
+                    entry
+                        .advice
+                        .extend(crate::webhooks::exact_match_bypass(&o.config, &groups));
+                }
+                entry
+            })
+            .collect();
+        mutating::merge_in_input_order(&mut checked, entries, &files, keep_first);
+    }
+    if !undecoded.is_empty() {
+        let entries = undecoded
+            .iter()
+            .map(|u| documents::entry(u, server.minor))
+            .collect();
+        mutating::merge_in_input_order(&mut checked, entries, &files, keep_first);
+    }
+    let mut sources = input_sources;
+    if let Some((_, files)) = &static_files {
+        for f in files {
+            if let Ok(bytes) = &f.contents
+                && let Ok(text) = std::str::from_utf8(bytes)
+            {
+                sources.insert(f.path.clone(), text.to_owned());
+            }
+        }
+    }
+    Ok(Analysis { checked, sources })
+}
+
+/// The findings of `vapcheck check` on `sources` (each a name and its bytes) at their places
+/// in them: [`analyse_input`] (the analysis of [`run_check`]) and then [`ci::findings`], the list
+/// the SARIF and GitHub formats render. `args` are the settings (`.vapcheck.yaml` applied by
+/// the caller); its `files` are replaced by the sources' names. Used by the editor server
+/// (`crate::lsp`), which gives the unsaved text of open buffers. No live cluster unless
+/// `args.kubeconfig` names one.
+pub fn check_sources(
+    sources: Vec<documents::Source>,
+    args: &CheckArgs,
+    provider: &dyn BackendProvider,
+) -> Result<(Analysis, Vec<ci::Finding>), String> {
+    let paths: Vec<PathBuf> = sources.iter().map(|s| PathBuf::from(&s.name)).collect();
+    let input = documents::from_sources(paths.clone(), Vec::new(), sources);
+    let args = CheckArgs {
+        files: paths,
+        ..args.clone()
+    };
+    let analysis = analyse_input(&args, input, provider, None, false)?;
+    let findings = ci::findings(&analysis.checked, &analysis.sources);
+    Ok((analysis, findings))
 }
 
 /// The scope of a param kind from the backends' discovery: a served, non-subresource resource

@@ -175,6 +175,14 @@ pub trait ExpressionChecker: Send + Sync {
         None
     }
 
+    /// Editor completion (`crate::lsp`): the fields of the object type reached by `path`
+    /// (field names from the root of `object`, each step a field of an object type), by
+    /// name, each with its type as [`OutputType`] displays it. `None` when the path does not
+    /// reach an object type or the backend does not know.
+    fn fields_at(&self, _object: &SchemaType, _path: &[String]) -> Option<Vec<(String, String)>> {
+        None
+    }
+
     /// MutatingAdmissionPolicy mutations: the `Object…{}` and `JSONPatch{}` literals of a
     /// parsed expression ([`crate::policy::literal`]). `None`: no analysis.
     fn patch_literals(&self, _parsed: &ParsedExpr) -> Option<crate::policy::literal::Literals> {

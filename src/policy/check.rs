@@ -99,7 +99,10 @@ fn finding_positions(res: &SiteResults, gvk: &Gvk) -> Vec<Pos> {
 /// The params declaration for a policy (upstream `paramsGVK` + `declType`): no `paramKind`,
 /// an unparseable `apiVersion` or an empty GVK → absent; otherwise typed when the schema
 /// resolves to a type, `dyn` when it does not.
-fn params_type(pk: Option<&ParamKind>, schemas: &dyn SchemaSource) -> Option<Option<SchemaType>> {
+pub(super) fn params_type(
+    pk: Option<&ParamKind>,
+    schemas: &dyn SchemaSource,
+) -> Option<Option<SchemaType>> {
     let pk = pk?;
     let gvk = Gvk::from_api_version(
         pk.api_version.as_deref().unwrap_or(""),

@@ -14,6 +14,7 @@ pub mod issues;
 pub mod kinds;
 pub mod literal;
 pub mod narrowing;
+pub mod probe;
 pub mod render;
 pub mod restmapper;
 pub mod runtime;

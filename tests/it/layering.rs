@@ -263,12 +263,21 @@ fn each_layer_uses_only_the_layers_below_it() {
             }
         }
     }
-    // The front ends: `vapcheck check` (cli) never reaches into the controller's runtime.
-    for d in g.get("cli").into_iter().flatten() {
-        if ["controller", "health", "metrics", "config"].contains(&d.as_str()) {
-            violations.push(format!("cli uses {d}"));
+    // The front ends: `vapcheck check` (cli) and the editor server (lsp) never reach into
+    // the controller's runtime, and `check` does not depend on the editor server.
+    for front in ["cli", "lsp"] {
+        for d in g.get(front).into_iter().flatten() {
+            if ["controller", "health", "metrics", "config"].contains(&d.as_str())
+                || (front == "cli" && d == "lsp")
+            {
+                violations.push(format!("{front} uses {d}"));
+            }
         }
     }
+    assert!(
+        g.get("lsp").is_some_and(|d| d.contains("cli")),
+        "the editor server's diagnostics come from `check` (crate::cli)"
+    );
     assert!(violations.is_empty(), "layering: {}", violations.join("; "));
 }
 

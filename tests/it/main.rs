@@ -28,6 +28,7 @@ mod k8s_env_proptest;
 mod k8s_env_typechecking;
 mod k8s_env_upstream_functions;
 mod layering;
+mod lsp;
 mod manifests;
 mod mutating_bad_input;
 mod mutating_findings;

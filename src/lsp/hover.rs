@@ -1,0 +1,148 @@
+//! Hover on a CEL expression of a ValidatingAdmissionPolicy: the type of the selection under
+//! the cursor (`object.spec.replicas`: the schema field's type) and of the whole expression,
+//! per kind the policy is checked against ([`crate::policy::probe::types_per_kind`]).
+
+use std::fmt::Write as _;
+
+use crate::cli::input::{InputObject, document_text, read_all_lenient};
+use crate::cli::positions::{Position, SpannedDocument, Step, parse_path};
+use crate::policy::probe::types_per_kind;
+use crate::policy::{Backends, CheckOptions, Mode, expression_sites};
+
+/// The expression under a position of a file: its text, the field it is in, the index of
+/// the character under the cursor, and the policy it belongs to.
+pub struct AtCursor {
+    /// The policy.
+    pub policy: Box<k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicy>,
+    /// `spec.validations[0].expression`, ...
+    pub field: String,
+    /// The expression's text (the decoded scalar).
+    pub expression: String,
+    /// The code-point index in `expression` of the character under the cursor (or just
+    /// after the last one).
+    pub index: usize,
+}
+
+/// The expression of a ValidatingAdmissionPolicy at `cursor` (1-based line, code-point
+/// column) in `text` (the file named `name`), if the cursor is in one.
+pub fn expression_at(name: &str, text: &str, cursor: Position) -> Option<AtCursor> {
+    let (objects, _, _) = read_all_lenient(name, text);
+    for o in objects {
+        let InputObject::Policy(p) = o else { continue };
+        let Some((doc, mut prefix)) = document_text(text, p.origin.document) else {
+            continue;
+        };
+        if let Some(i) = p.origin.item {
+            prefix.push(Step::Key("items".into()));
+            prefix.push(Step::Index(i));
+        }
+        let Some(parsed) = SpannedDocument::parse(&doc) else {
+            continue;
+        };
+        let found = expression_sites(&p.policy, Mode::Extended)
+            .into_iter()
+            .find_map(|site| {
+                let field = site.field.to_string();
+                let mut path = prefix.clone();
+                path.extend(parse_path(&field));
+                let (s, value) = parsed.locate(&path)?;
+                let n = value.chars().count();
+                // The character under the cursor, or the end of the expression just after it.
+                let index = (0..=n).find(|&i| s.at(i) == cursor && !s.chars.is_empty())?;
+                Some((field, value, index))
+            });
+        if let Some((field, expression, index)) = found {
+            return Some(AtCursor {
+                policy: Box::new(p.policy),
+                field,
+                expression,
+                index,
+            });
+        }
+    }
+    None
+}
+
+fn is_word(c: char) -> bool {
+    c.is_alphanumeric() || c == '_'
+}
+
+/// The selection chain that ends with the identifier under `index` (`object.spec.replicas`
+/// for a cursor anywhere on `replicas`, `object.spec` on `spec`); `None` when the cursor is
+/// not on an identifier.
+pub fn selection_at(expression: &str, index: usize) -> Option<String> {
+    let chars: Vec<char> = expression.chars().collect();
+    // On the identifier's character, or just after its last one.
+    let at = if chars.get(index).copied().is_some_and(is_word) {
+        index
+    } else if index > 0 && chars.get(index - 1).copied().is_some_and(is_word) {
+        index - 1
+    } else {
+        return None;
+    };
+    let mut end = at;
+    while chars.get(end).copied().is_some_and(is_word) {
+        end += 1;
+    }
+    let mut start = at;
+    while start > 0 && (is_word(chars[start - 1]) || matches!(chars[start - 1], '.' | '?')) {
+        start -= 1;
+    }
+    let selection: String = chars[start..end].iter().collect();
+    let selection = selection.trim_start_matches(['.', '?']);
+    (!selection.is_empty()).then(|| selection.to_owned())
+}
+
+/// The hover text (Markdown) of the expression at the cursor: the selection's type (when the
+/// cursor is on an identifier) and the expression's result type, each per kind.
+pub fn hover_text(at: &AtCursor, options: &CheckOptions, backends: &Backends<'_>) -> String {
+    let mut out = String::new();
+    let list = |out: &mut String, text: &str| {
+        let types = types_per_kind(&at.policy, options, backends, text);
+        if types.is_empty() {
+            out.push_str("- no kind checked\n");
+        }
+        for (gvk, t) in types {
+            let _ = match t {
+                Ok(t) => writeln!(out, "- `{gvk}`: `{t}`"),
+                Err(e) => {
+                    let first = e.lines().next().unwrap_or_default().to_owned();
+                    writeln!(out, "- `{gvk}`: does not check: {first}")
+                }
+            };
+        }
+    };
+    if let Some(selection) =
+        selection_at(&at.expression, at.index).filter(|s| s.trim() != at.expression.trim())
+    {
+        let _ = writeln!(out, "`{selection}`\n");
+        list(&mut out, &selection);
+        out.push('\n');
+    }
+    let _ = writeln!(out, "`{}` (the expression)\n", at.field);
+    list(&mut out, &at.expression);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn selections_end_at_the_identifier_under_the_cursor() {
+        let e = "has(object.spec.replicas) && object.spec.replicas > 1";
+        let at =
+            |needle: &str, offset: usize| selection_at(e, e.find(needle).unwrap_or(0) + offset);
+        assert_eq!(at("spec", 0).as_deref(), Some("object.spec"));
+        assert_eq!(at("replicas", 3).as_deref(), Some("object.spec.replicas"));
+        // Just after the identifier (the cursor at its end).
+        assert_eq!(at("replicas)", 8).as_deref(), Some("object.spec.replicas"));
+        assert_eq!(at("has", 1).as_deref(), Some("has"));
+        assert_eq!(at("&&", 1), None);
+        assert_eq!(
+            selection_at("object.?spec.orValue(1)", 9).as_deref(),
+            Some("object.?spec")
+        );
+        assert_eq!(selection_at("", 0), None);
+    }
+}

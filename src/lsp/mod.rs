@@ -1,0 +1,549 @@
+//! `vapcheck lsp`: a Language Server Protocol server over standard input and output, for
+//! editors (docs/editor.md). It publishes the findings of `vapcheck check` on the workspace
+//! folder as diagnostics: the same analysis ([`crate::cli::check_sources`]), on the files
+//! `check` reads under the folder, with the unsaved text of the buffers the editor has open.
+//!
+//! Built on `lsp-server` and `lsp-types` (rust-analyzer's protocol crates): one thread reads
+//! messages, this one answers them; notifications that arrive while a check runs are taken
+//! together, so that a burst of edits is checked once.
+
+pub mod complete;
+pub mod hover;
+pub mod text;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use lsp_server::{Connection, ErrorCode, Message, Notification, Request, Response};
+use lsp_types::notification::{
+    DidChangeTextDocument, DidChangeWatchedFiles, DidCloseTextDocument, DidOpenTextDocument,
+    DidSaveTextDocument, Notification as _, PublishDiagnostics,
+};
+use lsp_types::{
+    CodeDescription, Diagnostic, DiagnosticSeverity, InitializeParams, InitializeResult,
+    NumberOrString, PublishDiagnosticsParams, ServerCapabilities, ServerInfo,
+    TextDocumentSyncCapability, TextDocumentSyncKind, TextDocumentSyncOptions,
+    TextDocumentSyncSaveOptions, Uri,
+};
+
+use self::text::Encoding;
+use crate::cli::documents::{self, Source};
+use crate::cli::{BackendProvider, CheckArgs, LoadedBackends, SchemaOptions, ci, config_file};
+
+/// Runs the server on standard input and output until the client's `exit`. `Err` is why it
+/// stopped otherwise (the connection broke, the client sent something that is not JSON-RPC).
+pub fn run_stdio(provider: &dyn BackendProvider) -> Result<(), String> {
+    let (connection, io) = Connection::stdio();
+    let served = serve(&connection, provider);
+    drop(connection);
+    let joined = io
+        .join()
+        .map_err(|e| format!("reading or writing the client: {e}"));
+    served.and(joined)
+}
+
+/// Serves one client on `connection`: the initialize handshake, then every message until
+/// `shutdown` and `exit`.
+pub fn serve(connection: &Connection, provider: &dyn BackendProvider) -> Result<(), String> {
+    let (id, params) = connection
+        .initialize_start()
+        .map_err(|e| format!("initialize: {e}"))?;
+    let params: InitializeParams = serde_json::from_value(params)
+        .map_err(|e| format!("initialize: invalid parameters: {e}"))?;
+    let encoding = Encoding::choose(
+        params
+            .capabilities
+            .general
+            .as_ref()
+            .and_then(|g| g.position_encodings.as_deref())
+            .unwrap_or_default(),
+    );
+    let root = workspace_root(&params);
+    let result = InitializeResult {
+        capabilities: capabilities(encoding),
+        server_info: Some(ServerInfo {
+            name: "vapcheck".into(),
+            version: Some(env!("CARGO_PKG_VERSION").into()),
+        }),
+    };
+    let result = serde_json::to_value(result).map_err(|e| e.to_string())?;
+    connection
+        .initialize_finish(id, result)
+        .map_err(|e| format!("initialize: {e}"))?;
+    let mut server = Server {
+        connection,
+        provider,
+        encoding,
+        root,
+        open: BTreeMap::new(),
+        published: BTreeSet::new(),
+        backends: None,
+    };
+    server.check_and_publish();
+    server.main_loop()
+}
+
+/// What the server offers.
+fn capabilities(encoding: Encoding) -> ServerCapabilities {
+    ServerCapabilities {
+        position_encoding: Some(encoding.kind()),
+        text_document_sync: Some(TextDocumentSyncCapability::Options(
+            TextDocumentSyncOptions {
+                open_close: Some(true),
+                change: Some(TextDocumentSyncKind::FULL),
+                save: Some(TextDocumentSyncSaveOptions::Supported(true)),
+                ..TextDocumentSyncOptions::default()
+            },
+        )),
+        hover_provider: Some(lsp_types::HoverProviderCapability::Simple(true)),
+        completion_provider: Some(lsp_types::CompletionOptions {
+            trigger_characters: Some(vec![".".into()]),
+            ..lsp_types::CompletionOptions::default()
+        }),
+        ..ServerCapabilities::default()
+    }
+}
+
+/// The workspace folder: the first of `workspaceFolders`, else `rootUri`, else the working
+/// directory.
+#[allow(deprecated)] // `rootUri`: older clients send only it.
+fn workspace_root(params: &InitializeParams) -> PathBuf {
+    params
+        .workspace_folders
+        .iter()
+        .flatten()
+        .map(|f| f.uri.as_str())
+        .chain(params.root_uri.as_ref().map(|u| u.as_str()))
+        .find_map(text::uri_to_path)
+        .or_else(|| std::env::current_dir().ok())
+        .unwrap_or_else(|| PathBuf::from("/"))
+}
+
+struct Server<'a> {
+    connection: &'a Connection,
+    provider: &'a dyn BackendProvider,
+    encoding: Encoding,
+    root: PathBuf,
+    /// The text of every open buffer, by its path.
+    open: BTreeMap<PathBuf, String>,
+    /// The files whose last published diagnostics were not empty.
+    published: BTreeSet<PathBuf>,
+    /// The backends of hover, kept while the settings stay the same and no file is saved (a
+    /// CRD the settings name may have changed).
+    backends: Option<(SchemaOptions, LoadedBackends)>,
+}
+
+impl Server<'_> {
+    fn main_loop(&mut self) -> Result<(), String> {
+        while let Ok(message) = self.connection.receiver.recv() {
+            let mut changed = false;
+            let mut next = Some(message);
+            // The notifications already queued are handled before checking again.
+            while let Some(message) = next {
+                match message {
+                    Message::Request(req) => {
+                        // A request is answered on the text as edited before it.
+                        if changed {
+                            self.check_and_publish();
+                            changed = false;
+                        }
+                        if self
+                            .connection
+                            .handle_shutdown(&req)
+                            .map_err(|e| format!("shutdown: {e}"))?
+                        {
+                            return Ok(());
+                        }
+                        self.request(req);
+                    }
+                    Message::Notification(n) => {
+                        if n.method == "exit" {
+                            // `exit` without `shutdown`: the protocol's exit code 1.
+                            return Err("exit before shutdown".into());
+                        }
+                        changed |= self.notification(n);
+                    }
+                    Message::Response(_) => {}
+                }
+                next = self.connection.receiver.try_recv().ok();
+            }
+            if changed {
+                self.check_and_publish();
+            }
+        }
+        Err("the client closed the connection without exit".into())
+    }
+
+    fn send(&self, message: Message) {
+        // The writer thread stops only when the client is gone; the reader then ends the loop.
+        let _ = self.connection.sender.send(message);
+    }
+
+    fn request(&mut self, req: Request) {
+        use lsp_types::request::{Completion, HoverRequest, Request as _};
+        let response = match req.method.as_str() {
+            Completion::METHOD => {
+                match serde_json::from_value::<lsp_types::CompletionParams>(req.params) {
+                    Ok(p) => {
+                        let items = self.complete(&p.text_document_position);
+                        Response::new_ok(req.id, items)
+                    }
+                    Err(e) => Response::new_err(
+                        req.id,
+                        ErrorCode::InvalidParams as i32,
+                        format!("textDocument/completion: {e}"),
+                    ),
+                }
+            }
+            HoverRequest::METHOD => {
+                match serde_json::from_value::<lsp_types::HoverParams>(req.params) {
+                    Ok(p) => {
+                        let hover = self.hover(&p.text_document_position_params);
+                        Response::new_ok(req.id, hover)
+                    }
+                    Err(e) => Response::new_err(
+                        req.id,
+                        ErrorCode::InvalidParams as i32,
+                        format!("textDocument/hover: {e}"),
+                    ),
+                }
+            }
+            _ => Response::new_err(
+                req.id,
+                ErrorCode::MethodNotFound as i32,
+                format!("vapcheck lsp does not answer {}", req.method),
+            ),
+        };
+        self.send(response.into());
+    }
+
+    /// The text of a file: its open buffer, else the file on disk.
+    fn text_of(&self, path: &Path) -> Option<String> {
+        match self.open.get(path) {
+            Some(t) => Some(t.clone()),
+            None => std::fs::read_to_string(path).ok(),
+        }
+    }
+
+    /// The policy expression at a position, with the settings and the backends (loaded
+    /// when the settings changed).
+    fn expression_at(
+        &mut self,
+        at: &lsp_types::TextDocumentPositionParams,
+    ) -> Option<(hover::AtCursor, CheckArgs)> {
+        let path = text::uri_to_path(at.text_document.uri.as_str())?;
+        let content = self.text_of(&path)?;
+        let byte = text::offset(&content, at.position, self.encoding);
+        let before = &content[..byte];
+        let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+        let cursor = crate::cli::positions::Position {
+            line: before.matches('\n').count() + 1,
+            column: before[line_start..].chars().count() + 1,
+        };
+        let found = hover::expression_at(&path.display().to_string(), &content, cursor)?;
+        let args = self.settings().ok()?;
+        let options = schema_options(&args);
+        if self.backends.as_ref().is_none_or(|(o, _)| *o != options) {
+            let provider = self.provider;
+            let loaded =
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| provider.load(&options)));
+            match loaded {
+                Ok(Ok(b)) => self.backends = Some((options, b)),
+                Ok(Err(e)) => {
+                    self.log(&e);
+                    return None;
+                }
+                Err(_) => return None,
+            }
+        }
+        Some((found, args))
+    }
+
+    /// Runs `f` on the backends (loaded by [`Self::expression_at`]), a panic being `None`.
+    fn with_backends<T>(
+        &self,
+        args: &CheckArgs,
+        f: impl FnOnce(&crate::policy::CheckOptions, &crate::policy::Backends<'_>) -> T,
+    ) -> Option<T> {
+        let (_, loaded) = self.backends.as_ref()?;
+        let backends = crate::policy::Backends {
+            rest_mapper: loaded.rest_mapper.as_ref(),
+            discovery: loaded.discovery.as_deref(),
+            schemas: loaded.schemas.as_ref(),
+            checker: loaded.checker.as_ref(),
+        };
+        let check = crate::policy::CheckOptions {
+            mode: args.mode().into(),
+            kind_limit: args.kind_limit,
+            estimate_costs: false,
+        };
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(&check, &backends))).ok()
+    }
+
+    /// Completion: the fields of `object` and `oldObject` selections ([`complete`]).
+    fn complete(
+        &mut self,
+        at: &lsp_types::TextDocumentPositionParams,
+    ) -> Vec<lsp_types::CompletionItem> {
+        let Some((found, args)) = self.expression_at(at) else {
+            return Vec::new();
+        };
+        self.with_backends(&args, |options, backends| {
+            complete::items(&found, options, backends)
+        })
+        .unwrap_or_default()
+    }
+
+    /// Hover: the types at the cursor ([`hover`]); `None` outside an expression.
+    fn hover(&mut self, at: &lsp_types::TextDocumentPositionParams) -> Option<lsp_types::Hover> {
+        let (found, args) = self.expression_at(at)?;
+        let value = self.with_backends(&args, |options, backends| {
+            hover::hover_text(&found, options, backends)
+        })?;
+        Some(lsp_types::Hover {
+            contents: lsp_types::HoverContents::Markup(lsp_types::MarkupContent {
+                kind: lsp_types::MarkupKind::Markdown,
+                value,
+            }),
+            range: None,
+        })
+    }
+
+    /// Handles a notification; whether the workspace's text changed.
+    fn notification(&mut self, n: Notification) -> bool {
+        match n.method.as_str() {
+            DidOpenTextDocument::METHOD => {
+                match n.extract::<lsp_types::DidOpenTextDocumentParams>(DidOpenTextDocument::METHOD)
+                {
+                    Ok(p) => match text::uri_to_path(p.text_document.uri.as_str()) {
+                        Some(path) => {
+                            self.open.insert(path, p.text_document.text);
+                            true
+                        }
+                        None => false,
+                    },
+                    Err(e) => self.log(&format!("didOpen: {e:?}")),
+                }
+            }
+            DidChangeTextDocument::METHOD => match n
+                .extract::<lsp_types::DidChangeTextDocumentParams>(DidChangeTextDocument::METHOD)
+            {
+                Ok(p) => {
+                    let Some(path) = text::uri_to_path(p.text_document.uri.as_str()) else {
+                        return false;
+                    };
+                    let buffer = self.open.entry(path).or_default();
+                    for change in p.content_changes {
+                        match change.range {
+                            // Ranges only from a client that ignores the FULL sync asked for.
+                            Some(r) => {
+                                let start = text::offset(buffer, r.start, self.encoding);
+                                let end = text::offset(buffer, r.end, self.encoding).max(start);
+                                buffer.replace_range(start..end, &change.text);
+                            }
+                            None => *buffer = change.text,
+                        }
+                    }
+                    true
+                }
+                Err(e) => self.log(&format!("didChange: {e:?}")),
+            },
+            DidCloseTextDocument::METHOD => {
+                match n
+                    .extract::<lsp_types::DidCloseTextDocumentParams>(DidCloseTextDocument::METHOD)
+                {
+                    Ok(p) => text::uri_to_path(p.text_document.uri.as_str())
+                        .is_some_and(|path| self.open.remove(&path).is_some()),
+                    Err(e) => self.log(&format!("didClose: {e:?}")),
+                }
+            }
+            // The file on disk changed: saved, or changed by another program (a CRD the
+            // settings name, maybe: the backends are loaded again).
+            DidSaveTextDocument::METHOD | DidChangeWatchedFiles::METHOD => {
+                self.backends = None;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Logs `message` in the client's log; returns false (nothing changed).
+    fn log(&self, message: &str) -> bool {
+        self.send(
+            Notification::new(
+                lsp_types::notification::LogMessage::METHOD.into(),
+                lsp_types::LogMessageParams {
+                    typ: lsp_types::MessageType::WARNING,
+                    message: format!("vapcheck: {message}"),
+                },
+            )
+            .into(),
+        );
+        false
+    }
+
+    /// The sources `check` on the workspace folder reads, with the text of open buffers
+    /// instead of the file's; open buffers of manifest files outside it come after them.
+    fn sources(&self) -> Vec<Source> {
+        let (paths, _unlistable) = documents::expand(std::slice::from_ref(&self.root));
+        let mut seen = BTreeSet::new();
+        let mut out = Vec::new();
+        for path in paths {
+            let bytes = match self.open.get(&path) {
+                Some(text) => Ok(text.clone().into_bytes()),
+                None => std::fs::read(&path).map_err(|e| e.to_string()),
+            };
+            out.push(Source {
+                name: path.display().to_string(),
+                bytes,
+            });
+            seen.insert(path);
+        }
+        for (path, text) in &self.open {
+            let manifest = path.file_name().is_some_and(|n| {
+                crate::apiserver::static_manifests::is_manifest_file(&n.to_string_lossy())
+            });
+            if manifest && !seen.contains(path) {
+                out.push(Source {
+                    name: path.display().to_string(),
+                    bytes: Ok(text.clone().into_bytes()),
+                });
+            }
+        }
+        out
+    }
+
+    /// The settings of `check` for the workspace: `.vapcheck.yaml` in the folder or above.
+    fn settings(&self) -> Result<CheckArgs, String> {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Command {
+            #[command(flatten)]
+            args: CheckArgs,
+        }
+        let args =
+            Command::try_parse_from([std::ffi::OsStr::new("vapcheck-lsp"), self.root.as_os_str()])
+                .map_err(|e| e.to_string())?
+                .args;
+        match config_file::find(None, &self.root) {
+            None => Ok(args),
+            Some(path) => {
+                let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
+                config_file::read(&path).and_then(|file| config_file::apply(&args, &file, &dir))
+            }
+        }
+    }
+
+    /// Checks the workspace and publishes the diagnostics of every file that has some, and
+    /// empty ones for the files that had some and for open buffers.
+    fn check_and_publish(&mut self) {
+        let sources = self.sources();
+        let checked = self.settings().and_then(|args| {
+            let provider = self.provider;
+            // A bug in the analysis must not take the editor's server down with it.
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                crate::cli::check_sources(sources, &args, provider)
+            }))
+            .unwrap_or_else(|_| Err("internal error while checking (a panic)".into()))
+        });
+        let (analysis, findings) = match checked {
+            Ok(x) => x,
+            Err(e) => {
+                self.log(&e);
+                // Nothing is known: the old diagnostics would be stale.
+                (
+                    crate::cli::Analysis {
+                        checked: Vec::new(),
+                        sources: BTreeMap::new(),
+                    },
+                    Vec::new(),
+                )
+            }
+        };
+        let mut by_file: BTreeMap<PathBuf, Vec<Diagnostic>> = BTreeMap::new();
+        for f in &findings {
+            let text = analysis
+                .sources
+                .get(&f.file)
+                .map(String::as_str)
+                .unwrap_or_default();
+            by_file
+                .entry(PathBuf::from(&f.file))
+                .or_default()
+                .push(diagnostic(f, text, self.encoding));
+        }
+        let mut clear: BTreeSet<PathBuf> = self.published.clone();
+        clear.extend(self.open.keys().cloned());
+        for (path, diagnostics) in &by_file {
+            clear.remove(path);
+            self.publish(path, diagnostics.clone());
+        }
+        for path in clear {
+            self.publish(&path, Vec::new());
+        }
+        self.published = by_file.into_keys().collect();
+    }
+
+    fn publish(&self, path: &Path, diagnostics: Vec<Diagnostic>) {
+        let Ok(uri) = text::path_to_uri(path).parse::<Uri>() else {
+            return;
+        };
+        self.send(
+            Notification::new(
+                PublishDiagnostics::METHOD.into(),
+                PublishDiagnosticsParams {
+                    uri,
+                    diagnostics,
+                    version: None,
+                },
+            )
+            .into(),
+        );
+    }
+}
+
+/// The schema options of `check` with these settings, offline: `--openapi`, else the
+/// built-in schemas of the target version (`cli::analyse_input` chooses so too without a
+/// cluster), and `--crd`.
+fn schema_options(args: &CheckArgs) -> SchemaOptions {
+    let minor = args
+        .kubernetes_version
+        .map_or(crate::apiserver::Server::PINNED.minor, |v| v.minor);
+    SchemaOptions {
+        openapi: args.openapi.clone(),
+        built_in: args.openapi.is_none().then(|| format!("1.{minor}")),
+        crds: args.crds.clone(),
+        kubeconfig: None,
+        context: None,
+        in_cluster: false,
+        kubernetes_version: args.kubernetes_version,
+    }
+}
+
+/// The diagnostic of a finding in `text` (its file's text as checked): at its position (the
+/// start of the file when it has none), with the rule's level as its severity, the rule id as
+/// its code and SARIF's message.
+pub fn diagnostic(f: &ci::Finding, text: &str, encoding: Encoding) -> Diagnostic {
+    let range = match f.position {
+        Some(p) => text::finding_range(text, p, encoding),
+        None => lsp_types::Range::default(),
+    };
+    let severity = match f.rule.severity() {
+        "error" => DiagnosticSeverity::ERROR,
+        "warning" => DiagnosticSeverity::WARNING,
+        _ => DiagnosticSeverity::INFORMATION,
+    };
+    Diagnostic {
+        range,
+        severity: Some(severity),
+        code: Some(NumberOrString::String(f.rule.id().to_owned())),
+        code_description: f
+            .rule
+            .help()
+            .and_then(|h| h.parse::<Uri>().ok())
+            .map(|href| CodeDescription { href }),
+        source: Some("vapcheck".into()),
+        message: ci::message_text(f),
+        ..Diagnostic::default()
+    }
+}

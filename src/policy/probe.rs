@@ -1,0 +1,96 @@
+//! The type of an expression written in a policy, in each environment [`check_policy`]
+//! (super::check_policy) checks the policy's expressions in: the same kinds (strict or
+//! extended selection), schemas, `params` and `variables` (typed in order, as
+//! k8s.io/apiserver v0.37.1 admission/plugin/cel/composition.go `CompileAndStoreVariables`
+//! declares them). For the editor's hover (`crate::lsp`): the type of a sub-expression, e.g.
+//! a field selection `object.spec.replicas`, per matched kind.
+
+use k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicy;
+
+use super::backend::{EnvRequest, ObjectDecl, ParamsDecl, SchemaLookup, SchemaType};
+use super::check::{Backends, CheckOptions, params_type, variable_pairs};
+use super::expressions::Mode;
+use super::gvk::Gvk;
+use super::kinds::{KindSelection, ResetOnce, extend_selection, types_to_check_with};
+use super::types::OutputType;
+
+/// The kinds the policy is checked against, in the selection's order, with the schema type
+/// of each (`None`: untyped); kinds whose schema does not resolve are left out, as
+/// `check_policy` skips them.
+pub fn object_types(
+    policy: &ValidatingAdmissionPolicy,
+    options: &CheckOptions,
+    backends: &Backends<'_>,
+) -> Vec<(Gvk, Option<SchemaType>)> {
+    let constraints = policy
+        .spec
+        .as_ref()
+        .and_then(|s| s.match_constraints.as_ref());
+    let mut reset = ResetOnce::default();
+    let strict = types_to_check_with(&constraints, backends.rest_mapper, &mut reset);
+    let KindSelection { kinds, .. } = match options.mode {
+        Mode::Strict => strict,
+        Mode::Extended => extend_selection(
+            &constraints,
+            strict.kinds,
+            backends.rest_mapper,
+            backends.discovery,
+            options.kind_limit,
+            &mut reset,
+        ),
+    };
+    kinds
+        .into_iter()
+        .filter_map(|gvk| match backends.schemas.resolve(&gvk) {
+            Ok(SchemaLookup::Typed(t)) => Some((gvk, Some(t))),
+            Ok(SchemaLookup::Untyped) => Some((gvk, None)),
+            Err(_) => None,
+        })
+        .collect()
+}
+
+/// `text`'s type per kind the policy is checked against, in the selection's order; `Err` is
+/// cel-go's issues text (or the environment's error). Kinds whose schema does not resolve
+/// are left out, as `check_policy` skips them.
+pub fn types_per_kind(
+    policy: &ValidatingAdmissionPolicy,
+    options: &CheckOptions,
+    backends: &Backends<'_>,
+    text: &str,
+) -> Vec<(Gvk, Result<OutputType, String>)> {
+    let spec = policy.spec.as_ref();
+    let kinds = object_types(policy, options, backends);
+    let params = params_type(spec.and_then(|s| s.param_kind.as_ref()), backends.schemas);
+    let variables = variable_pairs(spec.and_then(|s| s.variables.as_deref()));
+    let parsed = backends.checker.parse(text);
+    let mut out = Vec::new();
+    for (gvk, object) in kinds {
+        let request = EnvRequest {
+            gvk: &gvk,
+            object: object.as_ref().map_or(ObjectDecl::Dyn, ObjectDecl::Typed),
+            params: match &params {
+                None => ParamsDecl::Absent,
+                Some(None) => ParamsDecl::Dyn,
+                Some(Some(t)) => ParamsDecl::Typed(t),
+            },
+            patch_types: false,
+            mutating: false,
+        };
+        let result = backends.checker.environment(&request).and_then(|mut env| {
+            for (name, expression) in &variables {
+                let ty = backends
+                    .checker
+                    .parse(expression)
+                    .and_then(|p| env.check(&p))
+                    .map_or(OutputType::Dyn, |t| t.variable_decl_type());
+                env.declare_variable(name, &ty);
+            }
+            match &parsed {
+                Ok(p) => env.check(p).map_err(|i| i.render()),
+                Err(issues) => Err(issues.render()),
+            }
+        });
+        out.push((gvk, result));
+    }
+    out
+}

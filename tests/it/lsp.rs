@@ -1,0 +1,762 @@
+//! `vapcheck lsp` driven over its standard input and output as an editor drives it
+//! (JSON-RPC with `Content-Length` headers): its diagnostics are exactly `vapcheck check`'s
+//! SARIF findings on the same workspace, edits refresh them, bad input never takes it down,
+//! and Neovim (a real client) shows them.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+const BIN: &str = env!("CARGO_BIN_EXE_vapcheck");
+/// How long one answer may take (a debug build checking a small workspace takes well under
+/// a second; this bounds a hang, it is not a tolerance on a result).
+const TIMEOUT: Duration = Duration::from_secs(60);
+
+const DEPLOYMENT_POLICY: &str = r#"apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata:
+  name: replicas
+spec:
+  matchConstraints:
+    resourceRules:
+    - apiGroups: ["apps"]
+      apiVersions: ["v1"]
+      operations: ["CREATE", "UPDATE"]
+      resources: ["deployments"]
+  validations:
+  - expression: "object.spec.replicsa <= 5"
+"#;
+
+const WIDGET_CRD: &str = r#"apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: widgets.example.com
+spec:
+  group: example.com
+  names: {kind: Widget, plural: widgets, singular: widget, listKind: WidgetList}
+  scope: Namespaced
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            properties:
+              size: {type: integer}
+"#;
+
+/// Two policies in one file (the second on the CRD of another file, with a typo), a
+/// document that is not YAML, and a binding.
+const WIDGET_POLICIES: &str = r#"apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata:
+  name: widgets-ok
+spec:
+  matchConstraints:
+    resourceRules:
+    - apiGroups: ["example.com"]
+      apiVersions: ["v1"]
+      operations: ["CREATE"]
+      resources: ["widgets"]
+  validations:
+  - expression: "object.spec.size < 10"
+---
+kind: [
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata:
+  name: widgets-typo
+spec:
+  matchConstraints:
+    resourceRules:
+    - apiGroups: ["example.com"]
+      apiVersions: ["v1"]
+      operations: ["CREATE"]
+      resources: ["widgets"]
+  validations:
+  - expression: "object.spec.sise < 10"
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata:
+  name: widgets-typo
+spec:
+  policyName: widgets-typo
+  validationActions: [Deny]
+"#;
+
+/// A workspace: the Deployment policy, the widget policies, the CRD (named by
+/// `.vapcheck.yaml`) and a file that is not a manifest.
+fn workspace() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path();
+    std::fs::create_dir_all(root.join("crds")).expect("mkdir");
+    for (name, text) in [
+        ("policy.yaml", DEPLOYMENT_POLICY),
+        ("widgets.yaml", WIDGET_POLICIES),
+        ("crds/widget.yaml", WIDGET_CRD),
+        (".vapcheck.yaml", "crds: [crds/widget.yaml]\n"),
+        ("README.txt", "not a manifest\n"),
+    ] {
+        std::fs::write(root.join(name), text).expect("write");
+    }
+    dir
+}
+
+/// The `file:` URI of a path (the test paths need no escapes).
+fn uri(path: &Path) -> String {
+    let s = path.display().to_string();
+    assert!(
+        s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-._/".contains(&b)),
+        "{s}"
+    );
+    format!("file://{s}")
+}
+
+/// A running `vapcheck lsp` and the messages it sent.
+struct Server {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    messages: Receiver<Value>,
+    /// The latest diagnostics published for each URI.
+    diagnostics: BTreeMap<String, Vec<Value>>,
+    /// Every publishDiagnostics seen, in order (URI, number of diagnostics).
+    publications: Vec<(String, usize)>,
+    next_id: i64,
+}
+
+/// Reads one message (`Content-Length` framing); `None` at the end of the stream.
+fn read_message(r: &mut impl BufRead) -> Option<Value> {
+    let mut length = None;
+    loop {
+        let mut line = String::new();
+        if r.read_line(&mut line).ok()? == 0 {
+            return None;
+        }
+        let line = line.trim_end();
+        if line.is_empty() {
+            break;
+        }
+        if let Some(v) = line.strip_prefix("Content-Length: ") {
+            length = v.parse::<usize>().ok();
+        }
+    }
+    let mut body = vec![0u8; length?];
+    r.read_exact(&mut body).ok()?;
+    serde_json::from_slice(&body).ok()
+}
+
+impl Server {
+    fn start(cwd: &Path) -> Self {
+        let mut child = Command::new(BIN)
+            .arg("lsp")
+            .current_dir(cwd)
+            .env_remove("KUBECONFIG")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn vapcheck lsp");
+        let stdout = child.stdout.take().expect("stdout");
+        let (tx, rx) = channel();
+        std::thread::spawn(move || {
+            let mut r = BufReader::new(stdout);
+            while let Some(m) = read_message(&mut r) {
+                if tx.send(m).is_err() {
+                    break;
+                }
+            }
+        });
+        let stdin = child.stdin.take();
+        Server {
+            child,
+            stdin,
+            messages: rx,
+            diagnostics: BTreeMap::new(),
+            publications: Vec::new(),
+            next_id: 1,
+        }
+    }
+
+    fn send_raw(&mut self, bytes: &[u8]) {
+        let stdin = self.stdin.as_mut().expect("stdin open");
+        stdin.write_all(bytes).expect("write to the server");
+        stdin.flush().expect("flush");
+    }
+
+    fn send(&mut self, message: &Value) {
+        let body = serde_json::to_vec(message).expect("json");
+        let mut framed = format!("Content-Length: {}\r\n\r\n", body.len()).into_bytes();
+        framed.extend(body);
+        self.send_raw(&framed);
+    }
+
+    fn notify(&mut self, method: &str, params: Value) {
+        self.send(&json!({"jsonrpc": "2.0", "method": method, "params": params}));
+    }
+
+    /// The next message, recording diagnostics; panics after [`TIMEOUT`].
+    fn next(&mut self) -> Value {
+        let m = match self.messages.recv_timeout(TIMEOUT) {
+            Ok(m) => m,
+            Err(RecvTimeoutError::Timeout) => panic!("no message from the server in {TIMEOUT:?}"),
+            Err(RecvTimeoutError::Disconnected) => panic!("the server closed its output"),
+        };
+        if m["method"] == "textDocument/publishDiagnostics" {
+            let uri = m["params"]["uri"].as_str().expect("uri").to_owned();
+            let list = m["params"]["diagnostics"]
+                .as_array()
+                .expect("diagnostics")
+                .clone();
+            self.publications.push((uri.clone(), list.len()));
+            self.diagnostics.insert(uri, list);
+        }
+        m
+    }
+
+    /// Sends a request and returns its response (the messages before it are recorded).
+    fn request(&mut self, method: &str, params: Value) -> Value {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        loop {
+            let m = self.next();
+            if m["id"] == json!(id) && m.get("method").is_none() {
+                return m;
+            }
+        }
+    }
+
+    /// Waits until the server is idle after what was sent: a request answered after all of
+    /// it (messages are handled in order, and each batch of changes is checked and published
+    /// before the next message is read).
+    fn sync(&mut self) {
+        let r = self.request("vapcheck/unknown", json!({}));
+        assert_eq!(r["error"]["code"], json!(-32601), "{r}");
+    }
+
+    fn initialize(&mut self, root: &Path) -> Value {
+        let r = self.request(
+            "initialize",
+            json!({"processId": null, "rootUri": uri(root), "capabilities": {},
+                   "workspaceFolders": [{"uri": uri(root), "name": "ws"}]}),
+        );
+        self.notify("initialized", json!({}));
+        r
+    }
+
+    /// `shutdown` then `exit`; the exit status and standard error.
+    fn shutdown(mut self) -> (i32, String) {
+        let r = self.request("shutdown", Value::Null);
+        assert_eq!(r["result"], Value::Null, "{r}");
+        self.notify("exit", Value::Null);
+        self.finish()
+    }
+
+    /// Closes the input and waits for the process (bounded); its status and standard error.
+    fn finish(mut self) -> (i32, String) {
+        drop(self.stdin.take());
+        let start = Instant::now();
+        let status = loop {
+            if let Some(s) = self.child.try_wait().expect("wait") {
+                break s;
+            }
+            if start.elapsed() > TIMEOUT {
+                let _ = self.child.kill();
+                panic!("vapcheck lsp did not exit");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let mut err = String::new();
+        if let Some(mut e) = self.child.stderr.take() {
+            let _ = e.read_to_string(&mut err);
+        }
+        (status.code().unwrap_or(-1), err)
+    }
+}
+
+/// A diagnostic as compared: start line and character, code, message, severity.
+type Expected = (u64, u64, String, String, u64);
+
+/// `vapcheck check ROOT -o sarif` run in ROOT: each result as the diagnostic the server must
+/// publish for it, by URI (line and column converted for ASCII lines: code points are UTF-16
+/// units there).
+fn sarif_diagnostics(root: &Path) -> BTreeMap<String, Vec<Expected>> {
+    let out = Command::new(BIN)
+        .args(["check", "-o", "sarif"])
+        .arg(root)
+        .current_dir(root)
+        .env_remove("KUBECONFIG")
+        .output()
+        .expect("run check");
+    let log: Value = serde_json::from_slice(&out.stdout).expect("sarif");
+    let mut by_uri: BTreeMap<String, Vec<_>> = BTreeMap::new();
+    for r in log["runs"][0]["results"].as_array().expect("results") {
+        let loc = &r["locations"][0]["physicalLocation"];
+        let file = loc["artifactLocation"]["uri"].as_str().expect("uri");
+        let text = std::fs::read_to_string(file).expect("read");
+        let line = loc["region"]["startLine"].as_u64().expect("line");
+        let column = loc["region"]["startColumn"].as_u64().expect("column");
+        let l = text.lines().nth(line as usize - 1).expect("line");
+        assert!(l.is_ascii(), "{l}");
+        let severity = match r["level"].as_str().expect("level") {
+            "error" => 1,
+            "warning" => 2,
+            _ => 3,
+        };
+        by_uri.entry(format!("file://{file}")).or_default().push((
+            line - 1,
+            column - 1,
+            r["ruleId"].as_str().expect("rule").to_owned(),
+            r["message"]["text"].as_str().expect("text").to_owned(),
+            severity,
+        ));
+    }
+    by_uri
+}
+
+/// The published diagnostics in the shape of [`sarif_diagnostics`].
+fn published(list: &[Value]) -> Vec<Expected> {
+    list.iter()
+        .map(|d| {
+            (
+                d["range"]["start"]["line"].as_u64().expect("line"),
+                d["range"]["start"]["character"]
+                    .as_u64()
+                    .expect("character"),
+                d["code"].as_str().expect("code").to_owned(),
+                d["message"].as_str().expect("message").to_owned(),
+                d["severity"].as_u64().expect("severity"),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn diagnostics_are_checks_findings_and_edits_refresh_them() {
+    let ws = workspace();
+    let root = ws.path().canonicalize().expect("canonical");
+    let expected = sarif_diagnostics(&root);
+    let policy = uri(&root.join("policy.yaml"));
+    let widgets = uri(&root.join("widgets.yaml"));
+    // The typos in both files (one against the CRD of another file) and the broken document.
+    let codes = |u: &str| -> Vec<String> {
+        expected
+            .get(u)
+            .into_iter()
+            .flatten()
+            .map(|d| d.2.clone())
+            .collect()
+    };
+    assert_eq!(codes(&policy), ["VAP100"]);
+    assert_eq!(codes(&widgets), ["VAP003", "VAP100"]);
+    assert_eq!(expected.len(), 2, "{expected:?}");
+
+    let mut server = Server::start(&root);
+    let init = server.initialize(&root);
+    assert_eq!(
+        init["result"]["capabilities"]["positionEncoding"],
+        json!("utf-16"),
+        "{init}"
+    );
+    server.sync();
+    // Published for the whole workspace before any file is open.
+    let got: BTreeMap<String, _> = server
+        .diagnostics
+        .iter()
+        .map(|(u, l)| (u.clone(), published(l)))
+        .collect();
+    assert_eq!(got, expected);
+    // The typo's exact range, code and link-less code description.
+    let typo = &server.diagnostics[&policy][0];
+    assert_eq!(
+        typo["range"],
+        json!({"start": {"line": 12, "character": 28}, "end": {"line": 12, "character": 37}})
+    );
+    assert_eq!(typo["source"], json!("vapcheck"));
+    assert_eq!(typo["codeDescription"], Value::Null);
+    assert!(
+        typo["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("undefined field 'replicsa'")),
+        "{typo}"
+    );
+
+    // Opening the file as it is on disk: the same diagnostics.
+    server.notify(
+        "textDocument/didOpen",
+        json!({"textDocument": {"uri": policy, "languageId": "yaml", "version": 1,
+                                "text": DEPLOYMENT_POLICY}}),
+    );
+    server.sync();
+    assert_eq!(published(&server.diagnostics[&policy]), expected[&policy]);
+
+    // Fixing the typo in the buffer (unsaved): cleared; the other file's stay.
+    let fixed = DEPLOYMENT_POLICY.replace("replicsa", "replicas");
+    server.notify(
+        "textDocument/didChange",
+        json!({"textDocument": {"uri": policy, "version": 2},
+               "contentChanges": [{"text": fixed}]}),
+    );
+    server.sync();
+    assert_eq!(server.diagnostics[&policy], Vec::<Value>::new());
+    assert_eq!(published(&server.diagnostics[&widgets]), expected[&widgets]);
+
+    // Non-ASCII text before the typo: the column in UTF-16 units (`é` 1, `😀` 2).
+    let accented = DEPLOYMENT_POLICY.replace(
+        "\"object.spec.replicsa",
+        "\"'é😀' != '' && object.spec.replicsa",
+    );
+    server.notify(
+        "textDocument/didChange",
+        json!({"textDocument": {"uri": policy, "version": 3},
+               "contentChanges": [{"text": accented}]}),
+    );
+    server.sync();
+    let d = &server.diagnostics[&policy];
+    assert_eq!(d.len(), 1, "{d:?}");
+    // `  - expression: "'é😀' != '' && object.spec` is 42 code points, 43 UTF-16 units.
+    assert_eq!(
+        d[0]["range"],
+        json!({"start": {"line": 12, "character": 43}, "end": {"line": 12, "character": 52}})
+    );
+
+    // Saving the file with the typo fixed on disk, the buffer closed: the disk's text counts.
+    std::fs::write(root.join("policy.yaml"), &fixed).expect("write");
+    server.notify(
+        "textDocument/didClose",
+        json!({"textDocument": {"uri": policy}}),
+    );
+    server.sync();
+    assert_eq!(server.diagnostics[&policy], Vec::<Value>::new());
+
+    let (code, stderr) = server.shutdown();
+    assert_eq!((code, stderr.as_str()), (0, ""));
+}
+
+#[test]
+fn bad_input_never_takes_the_server_down() {
+    let ws = workspace();
+    let root = ws.path().canonicalize().expect("canonical");
+    let mut server = Server::start(&root);
+    server.initialize(&root);
+    server.sync();
+    let scratch = uri(&root.join("scratch.yaml"));
+    // Not YAML: one VAP003 at the document.
+    server.notify(
+        "textDocument/didOpen",
+        json!({"textDocument": {"uri": scratch, "languageId": "yaml", "version": 1,
+                                "text": "kind: [\n"}}),
+    );
+    server.sync();
+    let codes: Vec<&Value> = server.diagnostics[&scratch]
+        .iter()
+        .map(|d| &d["code"])
+        .collect();
+    assert_eq!(codes, [&json!("VAP003")]);
+    // A 4 MiB line in an expression, and a line of non-ASCII text.
+    let huge = DEPLOYMENT_POLICY.replace("replicsa", &"a".repeat(4 << 20));
+    let start = Instant::now();
+    server.notify(
+        "textDocument/didChange",
+        json!({"textDocument": {"uri": scratch, "version": 2},
+               "contentChanges": [{"text": huge}]}),
+    );
+    server.sync();
+    assert!(start.elapsed() < TIMEOUT);
+    // kube-apiserver rejects an expression that long; the field is still undefined.
+    let codes: Vec<&Value> = server.diagnostics[&scratch]
+        .iter()
+        .map(|d| &d["code"])
+        .collect();
+    assert_eq!(codes, [&json!("VAP001"), &json!("VAP100")]);
+    // An edit with a range past the end of the text, and one inside a surrogate pair.
+    server.notify(
+        "textDocument/didChange",
+        json!({"textDocument": {"uri": scratch, "version": 3},
+               "contentChanges": [{"text": "x: '😀'\n"},
+                 {"range": {"start": {"line": 0, "character": 5},
+                            "end": {"line": 99, "character": 99}}, "text": "ok'\n"}]}),
+    );
+    server.sync();
+    // Not a Kubernetes object: a VAP003 again.
+    assert_eq!(server.diagnostics[&scratch].len(), 1);
+    // Parameters of the wrong shape, an unknown notification, a request it does not answer.
+    server.notify("textDocument/didOpen", json!({"textDocument": 7}));
+    server.notify("$/unknown", json!([1, 2]));
+    let r = server.request("textDocument/definition", json!({}));
+    assert_eq!(r["error"]["code"], json!(-32601), "{r}");
+    let (code, stderr) = server.shutdown();
+    assert_eq!((code, stderr.as_str()), (0, ""));
+
+    // A body that is not JSON: the server stops with an error, without a panic or a hang.
+    let mut server = Server::start(&root);
+    server.initialize(&root);
+    server.sync();
+    server.send_raw(b"Content-Length: 5\r\n\r\n{{{{{");
+    let (code, stderr) = server.finish();
+    assert_eq!(code, 1, "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(stderr.starts_with("vapcheck lsp: "), "{stderr}");
+
+    // The input closed without shutdown: an error exit, no hang.
+    let mut server = Server::start(&root);
+    server.initialize(&root);
+    let (code, stderr) = server.finish();
+    assert_eq!(code, 1, "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
+/// `nvim`: `$VAPCHECK_NVIM`, else on PATH; `None` outside CI when missing (under CI a missing
+/// Neovim fails the test; scripts/nvim-path installs it there).
+fn nvim() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("VAPCHECK_NVIM") {
+        return Some(PathBuf::from(p));
+    }
+    let found = std::env::var_os("PATH").and_then(|path| {
+        std::env::split_paths(&path)
+            .map(|d| d.join("nvim"))
+            .find(|p| p.is_file())
+    });
+    let ci = std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false");
+    match found {
+        Some(p) => Some(p),
+        None if ci => panic!("nvim is missing under CI (scripts/nvim-path installs it)"),
+        None => {
+            eprintln!("skipped: no nvim (apt-get install -y neovim)");
+            None
+        }
+    }
+}
+
+#[test]
+fn neovim_shows_diagnostics_hover_and_completion() {
+    let Some(nvim) = nvim() else { return };
+    let ws = workspace();
+    let root = ws.path().canonicalize().expect("canonical");
+    let out = root.join("nvim-diagnostics.txt");
+    let init = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it/lsp/init.lua");
+    let mut child = Command::new(&nvim)
+        .args(["--headless", "-n", "-i", "NONE", "-u"])
+        .arg(&init)
+        .arg("policy.yaml")
+        .current_dir(&root)
+        .env("VAPCHECK_BIN", BIN)
+        .env("VAPCHECK_LSP_ROOT", &root)
+        .env("VAPCHECK_LSP_OUT", &out)
+        .env("XDG_STATE_HOME", root.join(".state"))
+        .env("XDG_DATA_HOME", root.join(".data"))
+        .env("XDG_CONFIG_HOME", root.join(".config"))
+        .env_remove("KUBECONFIG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn nvim");
+    let start = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().expect("wait") {
+            break s;
+        }
+        if start.elapsed() > Duration::from_secs(120) {
+            let _ = child.kill();
+            panic!("nvim did not finish");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut err = String::new();
+    if let Some(mut e) = child.stderr.take() {
+        let _ = e.read_to_string(&mut err);
+    }
+    let got = std::fs::read_to_string(&out)
+        .unwrap_or_else(|e| panic!("{}: {e}; nvim: {status}, {err}", out.display()));
+    // Neovim's diagnostics (0-based line and columns in bytes, severity, code, message) as
+    // published, then after the typo is fixed in the buffer: none; the hover on `replicas`
+    // and the completion after `object.spec.`.
+    let hover = "`object.spec.replicas`\\n\\n- `apps/v1, Kind=Deployment`: `int`\\n\\n`spec.validations[0].expression` (the expression)\\n\\n- `apps/v1, Kind=Deployment`: `bool`\\n";
+    let completion = "minReadySeconds,paused,progressDeadlineSeconds,replicas,revisionHistoryLimit,selector,strategy,template";
+    let message = "ValidatingAdmissionPolicy replicas: type-checking warning (apps/v1, Kind=Deployment): spec.validations[0].expression: ERROR: <input>:1:12: undefined field 'replicsa'\\n | object.spec.replicsa <= 5\\n | ...........^";
+    assert_eq!(
+        got,
+        format!(
+            "published 1\n12:28-12:37 2 VAP100 {message}\nfixed 0\nhover {hover}\ncompletion {completion}\n"
+        ),
+        "nvim: {status}, {err}"
+    );
+    assert!(status.success(), "nvim: {status}, {err}");
+}
+
+/// The hover text at `line`, `character` of `uri` (`null` when there is none).
+fn hover(server: &mut Server, uri: &str, line: u32, character: u32) -> Value {
+    let r = server.request(
+        "textDocument/hover",
+        json!({"textDocument": {"uri": uri}, "position": {"line": line, "character": character}}),
+    );
+    r["result"]["contents"]["value"].clone()
+}
+
+#[test]
+fn hover_gives_the_selection_and_expression_types_per_kind() {
+    let ws = workspace();
+    let root = ws.path().canonicalize().expect("canonical");
+    let mut server = Server::start(&root);
+    let init = server.initialize(&root);
+    assert_eq!(init["result"]["capabilities"]["hoverProvider"], json!(true));
+    let policy = uri(&root.join("policy.yaml"));
+    let fixed = DEPLOYMENT_POLICY.replace("replicsa", "replicas");
+    server.notify(
+        "textDocument/didOpen",
+        json!({"textDocument": {"uri": policy, "languageId": "yaml", "version": 1,
+                                "text": fixed}}),
+    );
+    // Line 12 is `  - expression: "object.spec.replicas <= 5"`: `replicas` at 29..37 (the
+    // unsaved buffer's text, not the file's), `spec` at 24..28.
+    let deployment = "apps/v1, Kind=Deployment";
+    let expression =
+        format!("`spec.validations[0].expression` (the expression)\n\n- `{deployment}`: `bool`\n");
+    assert_eq!(
+        hover(&mut server, &policy, 12, 33),
+        json!(format!(
+            "`object.spec.replicas`\n\n- `{deployment}`: `int`\n\n{expression}"
+        ))
+    );
+    // The cursor just after the identifier still names it.
+    assert_eq!(
+        hover(&mut server, &policy, 12, 37),
+        hover(&mut server, &policy, 12, 29)
+    );
+    assert_eq!(
+        hover(&mut server, &policy, 12, 25),
+        json!(format!(
+            "`object.spec`\n\n- `{deployment}`: `Deployment.spec`\n\n{expression}"
+        ))
+    );
+    // On an operator: the expression only.
+    assert_eq!(hover(&mut server, &policy, 12, 39), json!(expression));
+    // Outside any expression: nothing.
+    assert_eq!(hover(&mut server, &policy, 3, 4), Value::Null);
+    assert_eq!(hover(&mut server, &policy, 40, 0), Value::Null);
+    // The custom resource of the CRD another file defines (named by .vapcheck.yaml), in the
+    // first document of a multi-document file; line 12 is
+    // `  - expression: "object.spec.size < 10"`.
+    let widgets = uri(&root.join("widgets.yaml"));
+    let widget = "example.com/v1, Kind=Widget";
+    assert_eq!(
+        hover(&mut server, &widgets, 12, 31),
+        json!(format!(
+            "`object.spec.size`\n\n- `{widget}`: `int`\n\n`spec.validations[0].expression` (the expression)\n\n- `{widget}`: `bool`\n"
+        ))
+    );
+    // In the third document, the typo: the selection does not check.
+    assert_eq!(
+        hover(&mut server, &widgets, 28, 31),
+        json!(format!(
+            "`object.spec.sise`\n\n- `{widget}`: does not check: ERROR: <input>:1:12: undefined field 'sise'\n\n`spec.validations[0].expression` (the expression)\n\n- `{widget}`: does not check: ERROR: <input>:1:12: undefined field 'sise'\n"
+        ))
+    );
+    let (code, stderr) = server.shutdown();
+    assert_eq!((code, stderr.as_str()), (0, ""));
+}
+
+/// The completion items at `line`, `character` of `uri`: label and detail each.
+fn completion(server: &mut Server, uri: &str, line: u32, character: u32) -> Vec<(String, String)> {
+    let r = server.request(
+        "textDocument/completion",
+        json!({"textDocument": {"uri": uri}, "position": {"line": line, "character": character}}),
+    );
+    r["result"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{r}"))
+        .iter()
+        .map(|i| {
+            assert_eq!(i["kind"], json!(5), "a field: {i}");
+            (
+                i["label"].as_str().unwrap_or_default().to_owned(),
+                i["detail"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn completion_offers_the_schema_fields_of_the_selection() {
+    let ws = workspace();
+    let root = ws.path().canonicalize().expect("canonical");
+    let mut server = Server::start(&root);
+    let init = server.initialize(&root);
+    assert_eq!(
+        init["result"]["capabilities"]["completionProvider"]["triggerCharacters"],
+        json!(["."])
+    );
+    let policy = uri(&root.join("policy.yaml"));
+    let edit = |server: &mut Server, expression: &str, version: i32| {
+        let text = DEPLOYMENT_POLICY.replace("object.spec.replicsa <= 5", expression);
+        server.notify(
+            "textDocument/didChange",
+            json!({"textDocument": {"uri": policy, "version": version},
+                   "contentChanges": [{"text": text}]}),
+        );
+    };
+    server.notify(
+        "textDocument/didOpen",
+        json!({"textDocument": {"uri": policy, "languageId": "yaml", "version": 1,
+                                "text": DEPLOYMENT_POLICY}}),
+    );
+    // Line 12: `  - expression: "object.spec."`, the cursor after the last `.` (column 29).
+    edit(&mut server, "object.spec.", 2);
+    let d = "apps/v1, Kind=Deployment";
+    let spec: Vec<(String, String)> = [
+        ("minReadySeconds", "int"),
+        ("paused", "bool"),
+        ("progressDeadlineSeconds", "int"),
+        ("replicas", "int"),
+        ("revisionHistoryLimit", "int"),
+        ("selector", "Deployment.spec.selector"),
+        ("strategy", "Deployment.spec.strategy"),
+        ("template", "Deployment.spec.template"),
+    ]
+    .iter()
+    .map(|(n, t)| ((*n).to_owned(), format!("{t} ({d})")))
+    .collect();
+    assert_eq!(completion(&mut server, &policy, 12, 29), spec);
+    // What is typed filters; `oldObject` and optional selections too.
+    edit(&mut server, "has(oldObject.?spec.re", 3);
+    assert_eq!(
+        completion(&mut server, &policy, 12, 39),
+        spec.iter()
+            .filter(|(n, _)| n.starts_with("re"))
+            .cloned()
+            .collect::<Vec<_>>()
+    );
+    // Elsewhere: nothing.
+    assert_eq!(completion(&mut server, &policy, 12, 21), Vec::new());
+    assert_eq!(completion(&mut server, &policy, 3, 3), Vec::new());
+    // The CRD's kind, from the other file.
+    let widgets = uri(&root.join("widgets.yaml"));
+    let text = WIDGET_POLICIES.replace("object.spec.size < 10", "object.spec.");
+    server.notify(
+        "textDocument/didOpen",
+        json!({"textDocument": {"uri": widgets, "languageId": "yaml", "version": 1,
+                                "text": text}}),
+    );
+    assert_eq!(
+        completion(&mut server, &widgets, 12, 29),
+        [(
+            "size".to_owned(),
+            "int (example.com/v1, Kind=Widget)".to_owned()
+        )]
+    );
+    let (code, stderr) = server.shutdown();
+    assert_eq!((code, stderr.as_str()), (0, ""));
+}
