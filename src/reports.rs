@@ -101,6 +101,10 @@ pub enum SubjectKind {
     MutatingPolicy,
     /// `admissionregistration.k8s.io/v1` ValidatingAdmissionPolicyBinding.
     ValidatingBinding,
+    /// `admissionregistration.k8s.io/v1` ValidatingWebhookConfiguration.
+    ValidatingWebhooks,
+    /// `admissionregistration.k8s.io/v1` MutatingWebhookConfiguration.
+    MutatingWebhooks,
 }
 
 impl SubjectKind {
@@ -110,6 +114,8 @@ impl SubjectKind {
             SubjectKind::ValidatingPolicy => "ValidatingAdmissionPolicy",
             SubjectKind::MutatingPolicy => "MutatingAdmissionPolicy",
             SubjectKind::ValidatingBinding => "ValidatingAdmissionPolicyBinding",
+            SubjectKind::ValidatingWebhooks => "ValidatingWebhookConfiguration",
+            SubjectKind::MutatingWebhooks => "MutatingWebhookConfiguration",
         }
     }
     /// The object's apiVersion.
@@ -123,6 +129,8 @@ impl SubjectKind {
             SubjectKind::ValidatingPolicy => "vap",
             SubjectKind::MutatingPolicy => "map",
             SubjectKind::ValidatingBinding => "vapb",
+            SubjectKind::ValidatingWebhooks => "vwc",
+            SubjectKind::MutatingWebhooks => "mwc",
         }
     }
 }
@@ -375,6 +383,52 @@ pub fn binding_entries(report: &BindingReport) -> Vec<Entry> {
         Verdict::Evaluates => Vec::new(),
     };
     with_pass(out, &report.reason)
+}
+
+/// One webhook of a configuration as the controller assessed it (`crate::webhooks::availability`).
+#[derive(Debug, Clone)]
+pub struct WebhookResult<'a> {
+    /// Its index in `webhooks`.
+    pub index: usize,
+    /// Its name.
+    pub name: &'a str,
+    /// Its defaulted `failurePolicy`.
+    pub failure_policy: &'a str,
+    /// What the controller found: the same problems its Events name.
+    pub assessment: &'a crate::webhooks::availability::Assessment,
+}
+
+/// The results of one webhook configuration, from the assessment its Events and metrics come
+/// from: each problem of each webhook, its rule the Event's reason (`WebhookNoReadyEndpoints`,
+/// ...). A webhook that cannot be called (no Service, port or ready endpoint, a `caBundle` that
+/// does not parse or has expired) → `fail`, critical with `failurePolicy: Fail` (every matching
+/// request is denied), high with `Ignore` (matching requests are admitted unchecked); a
+/// certificate that expires soon → `warn` (medium); offline findings → `warn` (medium). None:
+/// one `pass`.
+pub fn webhook_entries(webhooks: &[WebhookResult<'_>]) -> Vec<Entry> {
+    use crate::webhooks::availability::ProblemKind;
+    let mut out = Vec::new();
+    for w in webhooks {
+        for p in &w.assessment.problems {
+            let (outcome, severity) = match p.kind {
+                ProblemKind::CertificateExpiring | ProblemKind::Findings => {
+                    (Outcome::Warn, Severity::Medium)
+                }
+                _ if w.failure_policy == "Ignore" => (Outcome::Fail, Severity::High),
+                _ => (Outcome::Fail, Severity::Critical),
+            };
+            out.push(
+                Entry::new(
+                    p.kind.reason(),
+                    outcome,
+                    severity,
+                    format!("webhook {:?}: {}", w.name, p.message),
+                )
+                .field(&format!("webhooks[{}]", w.index)),
+            );
+        }
+    }
+    with_pass(out, "every webhook can be called and has no findings")
 }
 
 /// An `ObjectReference` as the CRDs hold it.
@@ -652,5 +706,85 @@ mod tests {
             ..subject()
         };
         assert_ne!(other.report_name(), name);
+    }
+
+    #[test]
+    fn webhook_results_follow_the_failure_policy() {
+        use crate::webhooks::availability::{Assessment, Problem, ProblemKind};
+        let broken = Assessment {
+            ready_endpoints: Some(0),
+            ca_not_after: None,
+            problems: vec![Problem {
+                kind: ProblemKind::NoReadyEndpoints,
+                message: "no ready endpoints".into(),
+            }],
+        };
+        let expiring = Assessment {
+            ready_endpoints: None,
+            ca_not_after: Some(1),
+            problems: vec![Problem {
+                kind: ProblemKind::CertificateExpiring,
+                message: "expires soon".into(),
+            }],
+        };
+        let got: Vec<(&str, Outcome, Severity, Option<String>)> = webhook_entries(&[
+            WebhookResult {
+                index: 0,
+                name: "a",
+                failure_policy: "Fail",
+                assessment: &broken,
+            },
+            WebhookResult {
+                index: 1,
+                name: "b",
+                failure_policy: "Ignore",
+                assessment: &broken,
+            },
+            WebhookResult {
+                index: 2,
+                name: "c",
+                failure_policy: "Fail",
+                assessment: &expiring,
+            },
+        ])
+        .into_iter()
+        .map(|e| (e.rule, e.outcome, e.severity, e.field))
+        .collect();
+        assert_eq!(
+            got,
+            [
+                (
+                    "WebhookNoReadyEndpoints",
+                    Outcome::Fail,
+                    Severity::Critical,
+                    Some("webhooks[0]".into())
+                ),
+                (
+                    "WebhookNoReadyEndpoints",
+                    Outcome::Fail,
+                    Severity::High,
+                    Some("webhooks[1]".into())
+                ),
+                (
+                    "WebhookCertificateExpiring",
+                    Outcome::Warn,
+                    Severity::Medium,
+                    Some("webhooks[2]".into())
+                ),
+            ]
+        );
+        let clean = Assessment {
+            ready_endpoints: Some(1),
+            ca_not_after: None,
+            problems: Vec::new(),
+        };
+        let pass = webhook_entries(&[WebhookResult {
+            index: 0,
+            name: "a",
+            failure_policy: "Fail",
+            assessment: &clean,
+        }]);
+        assert_eq!(pass.len(), 1);
+        assert_eq!(pass[0].outcome, Outcome::Pass);
     }
 }

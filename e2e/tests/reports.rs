@@ -29,6 +29,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail, ensure};
 use k8s_openapi::api::admissionregistration::v1::{
     MutatingAdmissionPolicy, ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
+    ValidatingWebhookConfiguration,
 };
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -49,6 +50,27 @@ const CLEAN: &str = "clean.reports.e2e.vapcheck.dev";
 const PARAMS: &str = "params.reports.e2e.vapcheck.dev";
 const DENY_BINDING: &str = "deny-binding.reports.e2e.vapcheck.dev";
 const MAP: &str = "map.reports.e2e.vapcheck.dev";
+const WEBHOOKS: &str = "webhooks.reports.e2e.vapcheck.dev";
+
+/// A fail-closed webhook whose Service does not exist (its rule names a resource nothing
+/// serves here, so it intercepts nothing); `CLIENT` is its clientConfig.
+const WEBHOOK_CONFIG: &str = r#"
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingWebhookConfiguration
+metadata:
+  name: webhooks.reports.e2e.vapcheck.dev
+webhooks:
+  - name: missing.reports.e2e.vapcheck.dev
+    clientConfig: CLIENT
+    rules:
+      - apiGroups: [reports.e2e.vapcheck.dev]
+        apiVersions: [v1]
+        operations: [CREATE]
+        resources: [widgets]
+    failurePolicy: Fail
+    sideEffects: None
+    admissionReviewVersions: [v1]
+"#;
 
 #[derive(Clone, Copy)]
 struct ReportApi {
@@ -410,6 +432,50 @@ async fn openreports_reports_follow_policies_maps_and_bindings() -> anyhow::Resu
         wait_summary(&client, OPENREPORTS, &bad_name, [1, 0, 0, 0, 0], CHANGE).await?;
     println!("reports: fix reported as pass after {took:?}");
     ensure!(only_result(&fixed)?["result"] == "pass", "{fixed}");
+
+    // A webhook configuration: a webhook that cannot be called fails (critical: it fails
+    // closed), and passes once it can; deleting the configuration deletes its report.
+    apply_yaml(
+        &client,
+        &WEBHOOK_CONFIG.replace(
+            "CLIENT",
+            r#"{service: {namespace: default, name: missing-hook, port: 443}}"#,
+        ),
+    )
+    .await?;
+    let webhook_name = format!("vapcheck-vwc-{WEBHOOKS}");
+    let (broken, took) =
+        wait_summary(&client, OPENREPORTS, &webhook_name, [0, 1, 0, 0, 0], CHANGE).await?;
+    println!("reports: webhook without its Service reported after {took:?}");
+    let r = only_result(&broken)?;
+    ensure!(
+        r["result"] == "fail"
+            && r["rule"] == "WebhookServiceNotFound"
+            && r["severity"] == "critical"
+            && r["policy"] == WEBHOOKS
+            && r["properties"]["field"] == "webhooks[0]",
+        "{r}"
+    );
+    let configs: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
+    let webhook_config = configs.get(WEBHOOKS).await?;
+    assert_owner(
+        &broken,
+        "ValidatingWebhookConfiguration",
+        WEBHOOKS,
+        &uid_of(&webhook_config),
+    )?;
+    apply_yaml(
+        &client,
+        &WEBHOOK_CONFIG.replace("CLIENT", r#"{url: "https://127.0.0.1:1/validate"}"#),
+    )
+    .await?;
+    let (callable, took) =
+        wait_summary(&client, OPENREPORTS, &webhook_name, [1, 0, 0, 0, 0], CHANGE).await?;
+    println!("reports: webhook fixed, reported as pass after {took:?}");
+    ensure!(only_result(&callable)?["result"] == "pass", "{callable}");
+    configs.delete(WEBHOOKS, &DeleteParams::default()).await?;
+    let took = wait_gone(&client, OPENREPORTS, &webhook_name, GONE).await?;
+    println!("reports: deleted webhook configuration's report gone after {took:?}");
 
     // Deleting an object deletes its report (vapcheck's sweep: no garbage collector here).
     vaps.delete(BAD, &DeleteParams::default()).await?;

@@ -28,6 +28,7 @@ use kube::runtime::reflector::Store;
 use kube::{Api, ResourceExt};
 use tracing::{debug, info, warn};
 
+use crate::apiserver::webhook::WebhookKind;
 use crate::bindings::BindingReport;
 use crate::policy::PolicyStatus;
 use crate::reports::{Entry, ReportApi, Subject, SubjectKind};
@@ -248,6 +249,8 @@ pub async fn sweep(ctx: &Context) {
             SubjectKind::ValidatingPolicy => validating.clone(),
             SubjectKind::MutatingPolicy => ctx.mutating.present(),
             SubjectKind::ValidatingBinding => ctx.bindings.present(),
+            SubjectKind::ValidatingWebhooks => ctx.webhooks.present(WebhookKind::Validating),
+            SubjectKind::MutatingWebhooks => ctx.webhooks.present(WebhookKind::Mutating),
         }
     };
     let mut by_kind: HashMap<SubjectKind, Option<HashMap<String, String>>> = HashMap::new();

@@ -36,6 +36,7 @@ use crate::apiserver::webhook::{
     WebhookConfiguration, WebhookKind, decode_configuration, default_configuration,
 };
 use crate::metrics::{WebhookLabels, WebhookValues};
+use crate::reports::{Entry, Subject, SubjectKind, WebhookResult, webhook_entries};
 use crate::webhooks::availability::{
     Assessment, Problem, ProblemKind, SERVICE_NAME_LABEL, assess, offline_findings,
 };
@@ -66,6 +67,8 @@ pub struct WebhookState {
     records: Mutex<HashMap<ConfigKey, Record>>,
     findings: Mutex<HashMap<ConfigKey, CachedFindings>>,
     changed: Notify,
+    /// Whether a first assessment was made (before it, nothing is known to be gone).
+    assessed: std::sync::atomic::AtomicBool,
 }
 
 impl WebhookState {
@@ -73,6 +76,21 @@ impl WebhookState {
     pub(super) fn schemas_changed(&self) {
         lock(&self.findings).clear();
         self.changed.notify_one();
+    }
+
+    /// Name → uid of the configurations of `kind` the last assessment saw (`None` before the
+    /// first one), for deleting the reports of those that are gone.
+    pub(super) fn present(&self, kind: WebhookKind) -> Option<HashMap<String, String>> {
+        if !self.assessed.load(std::sync::atomic::Ordering::Acquire) {
+            return None;
+        }
+        Some(
+            lock(&self.records)
+                .iter()
+                .filter(|((k, _), _)| *k == kind)
+                .map(|((_, name), r)| (name.clone(), r.uid.clone()))
+                .collect(),
+        )
     }
 }
 
@@ -178,9 +196,15 @@ pub async fn run(ctx: Arc<Context>) {
         let pass_ctx = Arc::clone(&ctx);
         let pass_stores = stores.clone();
         // The offline findings are CPU-bound (the match conditions' type check).
-        let pause = tokio::task::spawn_blocking(move || assess_all(&pass_ctx, &pass_stores))
-            .await
-            .unwrap_or(MAX_PAUSE);
+        let (pause, reports) =
+            tokio::task::spawn_blocking(move || assess_all(&pass_ctx, &pass_stores))
+                .await
+                .unwrap_or((MAX_PAUSE, Vec::new()));
+        for (subject, entries) in reports {
+            if let Err(e) = super::reports::publish(&ctx, subject, &entries).await {
+                warn!(error = %e, "writing a webhook configuration's report failed; retrying at the next assessment");
+            }
+        }
         tokio::select! {
             _ = ctx.webhooks.changed.notified() => {}
             _ = tokio::time::sleep(pause) => {}
@@ -226,8 +250,9 @@ fn seen<K: Resource<DynamicType = ()> + serde::Serialize>(
 }
 
 /// Assesses every webhook, updates metrics and records, queues Events; returns how long to
-/// wait at most before the next assessment (the next certificate threshold).
-fn assess_all(ctx: &Context, stores: &Stores) -> Duration {
+/// wait at most before the next assessment (the next certificate threshold), and the report of
+/// each configuration (written by the caller, `controller::reports::publish`).
+fn assess_all(ctx: &Context, stores: &Stores) -> (Duration, Vec<(Subject, Vec<Entry>)>) {
     let now = now_seconds();
     let warn_before =
         i64::try_from(ctx.config.webhook_certificate_warning.get().as_secs()).unwrap_or(i64::MAX);
@@ -258,6 +283,7 @@ fn assess_all(ctx: &Context, stores: &Stores) -> Duration {
     }
     let mut next = MAX_PAUSE;
     let present: BTreeSet<ConfigKey> = configs.iter().map(|c| c.key.clone()).collect();
+    let mut reports = Vec::new();
     for c in &configs {
         let findings = offline(ctx, c);
         let mut reported = BTreeMap::new();
@@ -316,10 +342,37 @@ fn assess_all(ctx: &Context, stores: &Stores) -> Duration {
             );
             reported.insert(hook.name().to_owned(), (failure_policy, assessment));
         }
+        let results: Vec<WebhookResult<'_>> = c
+            .config
+            .webhooks()
+            .iter()
+            .enumerate()
+            .filter_map(|(index, hook)| {
+                let (failure_policy, assessment) = reported.get(hook.name())?;
+                Some(WebhookResult {
+                    index,
+                    name: hook.name(),
+                    failure_policy,
+                    assessment,
+                })
+            })
+            .collect();
+        let subject = Subject {
+            kind: match c.key.0 {
+                WebhookKind::Validating => SubjectKind::ValidatingWebhooks,
+                WebhookKind::Mutating => SubjectKind::MutatingWebhooks,
+            },
+            name: c.key.1.clone(),
+            uid: c.uid.clone(),
+        };
+        reports.push((subject, webhook_entries(&results)));
         publish(ctx, c, reported);
     }
     forget_deleted(ctx, &present);
-    next
+    ctx.webhooks
+        .assessed
+        .store(true, std::sync::atomic::Ordering::Release);
+    (next, reports)
 }
 
 /// The offline findings of `c`, computed once per resourceVersion (and schema snapshot).
