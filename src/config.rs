@@ -884,7 +884,7 @@ pub struct ConfigArgs {
 
 impl ConfigArgs {
     /// The flag values by key, in the order of [`SETTINGS`].
-    fn values(&self) -> [(&'static str, Option<&String>); 22] {
+    fn values(&self) -> [(&'static str, Option<&String>); 23] {
         [
             ("mode", self.mode.as_ref()),
             ("statusMode", self.status_mode.as_ref()),
