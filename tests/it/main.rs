@@ -15,6 +15,7 @@ mod ci_formats;
 mod cost_reuse;
 mod embedded_schemas;
 mod extended_findings;
+mod gatekeeper_oracle;
 mod golden_support;
 mod k8s_env_corpus;
 mod k8s_env_golden_corpus;
