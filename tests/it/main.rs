@@ -10,6 +10,7 @@ mod check_cli;
 mod check_cli_config;
 mod check_cli_documents;
 mod check_cli_gate;
+mod check_cli_gatekeeper;
 mod check_mutating_verdicts;
 mod ci_formats;
 mod cost_reuse;
