@@ -606,10 +606,15 @@ pub fn compile_errors(
             continue;
         }
         if let Some((line, column)) = params_reference(text) {
+            // cel-go's error block: the position (1-based column), the source line and a
+            // caret under the column (common/errors.go `ToDisplayString`).
+            let source_line = text.lines().nth(line.saturating_sub(1)).unwrap_or_default();
             out.push(CompileError {
                 field,
                 error: format!(
-                    "compilation failed: ERROR: <input>:{line}:{column}: undeclared reference to 'params' (in container '')"
+                    "compilation failed: ERROR: <input>:{line}:{}: undeclared reference to 'params' (in container '')\n | {source_line}\n | {}^",
+                    column + 1,
+                    ".".repeat(column)
                 ),
             });
         }
@@ -618,8 +623,8 @@ pub fn compile_errors(
     out
 }
 
-/// The line and column (cel-go's `<input>:L:C`) of the first free `params` identifier of
-/// `text` (not a comprehension's own variable), or `None`.
+/// The line (1-based) and column (0-based, in code points) of the first free `params`
+/// identifier of `text` (not a comprehension's own variable), or `None`.
 fn params_reference(text: &str) -> Option<(usize, usize)> {
     use cel::common::ast::Expr;
     let parsed = crate::cel::parse::parse(text).ok()?;
@@ -868,8 +873,8 @@ pub fn type_check(
 /// declares a variable holding an object as `dyn`, so KCM's type checking of Gatekeeper's
 /// generated policy never types them). `object` has `anyObject`'s type (its value on DELETE
 /// is `oldObject`, of the same kind); `params` is declared as the parameters' type
-/// ([`params_crd`]). A reference inside a string literal is replaced too (no finding can come
-/// from a literal).
+/// ([`params_crd`]). Only references followed by a selection (`.`) are replaced; one inside a
+/// string literal is replaced too (no finding can come from a literal).
 pub fn rewrite_expression(text: &str) -> String {
     let mut out = text.to_owned();
     for (from, to) in [
@@ -885,7 +890,9 @@ pub fn rewrite_expression(text: &str) -> String {
                 .chars()
                 .next_back()
                 .is_none_or(|c| !ident(c) && c != '.');
-            let after_ok = out[end..].chars().next().is_none_or(|c| !ident(c));
+            // Only a selection (`variables.params.x`): `has(variables.params)` must keep its
+            // selection, and a whole use needs no type.
+            let after_ok = out[end..].starts_with('.');
             if before_ok && after_ok {
                 let pad = from.len() - to.len() - 2;
                 let replacement = format!("({to}{}) ", " ".repeat(pad));
