@@ -905,15 +905,46 @@ pub fn rewrite_expression(text: &str) -> String {
     out
 }
 
-/// The source with every expression rewritten by [`rewrite_expression`].
+/// The name a free `params` of a match condition, validation or message expression is
+/// checked as: undeclared, as in Gatekeeper's driver (which compiles them without `params`),
+/// and of the same length; [`restore_texts`] puts `params` back into the messages.
+const UNDECLARED_PARAMS: &str = "_param";
+
+/// [`rewrite_expression`] for a site compiled without `params`: a free `params` (not a
+/// comprehension's variable, not `variables.params`) becomes [`UNDECLARED_PARAMS`] first.
+fn rewrite_site(text: &str) -> String {
+    if params_reference(text).is_none() {
+        return rewrite_expression(text);
+    }
+    let mut out = text.to_owned();
+    let ident = |c: char| c.is_ascii_alphanumeric() || c == '_';
+    let mut at = 0;
+    while let Some(found) = out[at..].find(PARAMS_NAME) {
+        let start = at + found;
+        let end = start + PARAMS_NAME.len();
+        let before_ok = out[..start]
+            .chars()
+            .next_back()
+            .is_none_or(|c| !ident(c) && c != '.');
+        let after_ok = out[end..].chars().next().is_none_or(|c| !ident(c));
+        if before_ok && after_ok {
+            out.replace_range(start..end, UNDECLARED_PARAMS);
+        }
+        at = end;
+    }
+    rewrite_expression(&out)
+}
+
+/// The source with every expression rewritten by [`rewrite_expression`] ([`rewrite_site`]
+/// outside the variables).
 fn rewritten(source: &Source) -> Source {
     let mut out = source.clone();
     for v in &mut out.validations {
-        v.expression = rewrite_expression(&v.expression);
-        v.message_expression = rewrite_expression(&v.message_expression);
+        v.expression = rewrite_site(&v.expression);
+        v.message_expression = rewrite_site(&v.message_expression);
     }
     for (_, e) in &mut out.match_conditions {
-        *e = rewrite_expression(e);
+        *e = rewrite_site(e);
     }
     for (_, e) in &mut out.variables {
         *e = rewrite_expression(e);
@@ -947,10 +978,11 @@ fn restore_texts(status: &mut crate::policy::PolicyStatus, original: &Source, ty
     for (o, t) in original.variables.iter().zip(&typed.variables) {
         add(&o.1, &t.1);
     }
-    if pairs.is_empty() {
-        return;
-    }
+    let undeclared = format!("undeclared reference to '{UNDECLARED_PARAMS}'");
     let fix = |text: &mut String| {
+        if text.contains(&undeclared) {
+            *text = text.replace(&undeclared, "undeclared reference to 'params'");
+        }
         for (rewritten, own) in &pairs {
             let quoted = format!(" | {rewritten}");
             if text.contains(&quoted) {
@@ -966,6 +998,7 @@ fn restore_texts(status: &mut crate::policy::PolicyStatus, original: &Source, ty
             if let crate::policy::KindOutcome::Issues(issues) = &mut k.outcome {
                 for i in &mut issues.0 {
                     fix(&mut i.text);
+                    fix(&mut i.message);
                 }
             }
         }

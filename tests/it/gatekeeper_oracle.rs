@@ -358,3 +358,24 @@ fn corpus_findings_with_constraints_are_the_reviewed_ones() {
     );
     assert_eq!((warnings, templates), (70, 20));
 }
+
+#[test]
+fn check_warns_exactly_where_gatekeeper_fails_on_the_fixtures() {
+    // The accepted fixtures with compile errors: every site kind, and `params` outside the
+    // variables (undeclared in Gatekeeper's driver, declared in the generated policy).
+    let mut compared = 0;
+    for name in ["compile-errors.yaml", "params-outside-variables.yaml"] {
+        let file = fixture_dir().join(name);
+        let verdict = vapcheck_verdict(file.to_str().expect("utf-8"));
+        assert_eq!(verdict.error, None, "{name}");
+        let mut want: Vec<String> = verdict
+            .compile
+            .keys()
+            .map(|f| format!("spec.targets[0].code[0].source.{f}"))
+            .collect();
+        want.sort();
+        assert_eq!(warned_fields(&file), want, "{name}");
+        compared += want.len();
+    }
+    assert_eq!(compared, 6);
+}
