@@ -1007,3 +1007,134 @@ fn restore_texts(status: &mut crate::policy::PolicyStatus, original: &Source, ty
         fix(&mut f.message);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn template(source: Value) -> Template {
+        read_template(&json!({
+            "apiVersion": "templates.gatekeeper.sh/v1",
+            "kind": "ConstraintTemplate",
+            "metadata": {"name": "t"},
+            "spec": {
+                "crd": {"spec": {"names": {"kind": "K"}}},
+                "targets": [{"target": "admission.k8s.gatekeeper.sh", "code": [
+                    {"engine": "Rego", "source": {"rego": "package x"}},
+                    {"engine": ENGINE, "source": source}
+                ]}]
+            }
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn rewriting_keeps_every_column() {
+        for text in [
+            "variables.anyObject.spec.x + variables.params.y",
+            "has(variables.params) && variables.params.a.exists(p, p == variables.anyObject.metadata.name)",
+            "myvariables.params.x + variables.paramsX.y",
+        ] {
+            let out = rewrite_expression(text);
+            assert_eq!(out.chars().count(), text.chars().count(), "{out}");
+        }
+        assert_eq!(
+            rewrite_expression("variables.anyObject.spec.x > variables.params.y"),
+            "(object           ).spec.x > (params        ).y"
+        );
+        // A whole use keeps its selection; other names are left alone.
+        assert_eq!(
+            rewrite_expression("has(variables.params) || myvariables.params.x"),
+            "has(variables.params) || myvariables.params.x"
+        );
+        assert_eq!(
+            rewrite_site("has(params.spec) && [1].all(x, variables.params.m > x)"),
+            "has(_param.spec) && [1].all(x, (params        ).m > x)"
+        );
+        // A comprehension that names its variable `params` leaves the text as is.
+        assert_eq!(
+            rewrite_site("[1].exists(params, params > 0)"),
+            "[1].exists(params, params > 0)"
+        );
+    }
+
+    #[test]
+    fn fields_of_the_generated_policy_map_back_to_the_template() {
+        let t = template(json!({"validations": [{"expression": "true"}]}));
+        let code = add_template(&t).unwrap();
+        assert_eq!(code.path, "spec.targets[0].code[1].source");
+        let cases = [
+            ("spec.variables[0].expression", None),
+            ("spec.variables[1].expression", None),
+            (
+                "spec.variables[3].expression",
+                Some("spec.targets[0].code[1].source.variables[1].expression"),
+            ),
+            (
+                "spec.matchConditions[0].expression",
+                Some("spec.targets[0].code[1].source.matchCondition[0].expression"),
+            ),
+            (
+                "spec.validations[2].messageExpression",
+                Some("spec.targets[0].code[1].source.validations[2].messageExpression"),
+            ),
+            ("spec.auditAnnotations[0].valueExpression", None),
+        ];
+        for (from, to) in cases {
+            assert_eq!(template_field(&code, from).as_deref(), to, "{from}");
+        }
+    }
+
+    #[test]
+    fn the_driver_refuses_what_gatekeeper_refuses() {
+        let err = |source: Value| add_template(&template(source)).unwrap_err();
+        assert_eq!(
+            err(json!({"variables": [{"name": "anyObject", "expression": "1"}]})),
+            "invalid variable definition: anyObject an invalid variable name, \"anyObject\" is a reserved keyword"
+        );
+        assert_eq!(
+            err(json!({"failurePolicy": "Never"})),
+            "invalid failure policy: unrecognized failure policy: Never"
+        );
+        assert_eq!(err(json!("text")), "could not recognize the type");
+        assert_eq!(
+            err(json!({"validations": "x"})),
+            "validations: cannot decode a string into a list"
+        );
+        // Unknown keys (`matchConditions`, plural) are dropped, as Gatekeeper drops them.
+        let code = add_template(&template(
+            json!({"matchConditions": [{"name": "m", "expression": "x"}]}),
+        ))
+        .unwrap();
+        assert!(code.source.match_conditions.is_empty());
+        assert_eq!(code.source.ignored_keys, vec!["matchConditions".to_owned()]);
+    }
+
+    #[test]
+    fn constraints_select_kinds_or_everything() {
+        let c = |kinds: Value| constraint_kinds(&json!({"spec": {"match": {"kinds": kinds}}}));
+        assert_eq!(
+            c(json!([{"apiGroups": ["apps", ""], "kinds": ["Deployment"]}])),
+            Some(vec![
+                MatchedKind {
+                    group: "apps".into(),
+                    kind: "Deployment".into()
+                },
+                MatchedKind {
+                    group: String::new(),
+                    kind: "Deployment".into()
+                },
+            ])
+        );
+        assert_eq!(
+            c(json!([{"apiGroups": ["*"], "kinds": ["Pod"]}])),
+            Some(vec![MatchedKind {
+                group: String::new(),
+                kind: "Pod".into()
+            }])
+        );
+        assert_eq!(c(json!([{"apiGroups": [""], "kinds": ["*"]}])), None);
+        assert_eq!(c(json!([])), None);
+        assert_eq!(constraint_kinds(&json!({"spec": {}})), None);
+    }
+}
