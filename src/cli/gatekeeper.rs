@@ -108,13 +108,9 @@ pub fn check(
     let status = match (&added, backends) {
         (Ok(code), Some(b)) => {
             let kinds = matched_kinds(template, constraints);
-            Some(gatekeeper::type_check(
-                template,
-                code,
-                kinds.as_deref(),
-                options,
-                b,
-            ))
+            let mut status = gatekeeper::type_check(template, code, kinds.as_deref(), options, b);
+            gatekeeper::add_compile_errors(&mut status, template, code);
+            Some(status)
         }
         _ => None,
     };

@@ -1008,6 +1008,47 @@ fn restore_texts(status: &mut crate::policy::PolicyStatus, original: &Source, ty
     }
 }
 
+/// The Kubernetes libraries Gatekeeper v3.23.1 is built with (k8s.io/apiserver v0.36.2): the
+/// server whose validation [`compile_errors`] reproduces.
+pub const GATEKEEPER_SERVER: crate::apiserver::Server = crate::apiserver::Server { minor: 36 };
+
+/// Adds to `status` each of Gatekeeper's compile errors ([`compile_errors`]) at a field the
+/// type check has no warning for: an expression Gatekeeper fails on always gets a warning,
+/// e.g. a message expression of type `dyn` (Gatekeeper requires `string` exactly; the typed
+/// check does not report a `dyn` result). Shown for [`untyped_kind`], Gatekeeper's typing.
+pub fn add_compile_errors(
+    status: &mut crate::policy::PolicyStatus,
+    template: &Template,
+    code: &CelCode,
+) {
+    use crate::policy::{Issue, Issues, KindOutcome, KindResult};
+    for e in compile_errors(template, code, GATEKEEPER_SERVER) {
+        if status
+            .expression_warnings
+            .iter()
+            .any(|w| w.field_ref == e.field)
+        {
+            continue;
+        }
+        let result = KindResult {
+            gvk: untyped_kind(),
+            outcome: KindOutcome::Issues(Issues::one(Issue::plain(e.error.clone()))),
+        };
+        status.expression_warnings.push(
+            k8s_openapi::api::admissionregistration::v1::ExpressionWarning {
+                field_ref: e.field.clone(),
+                warning: format!("{}: {}\n", untyped_kind(), e.error),
+            },
+        );
+        status
+            .expression_results
+            .push(crate::policy::status::ExpressionResults {
+                field_ref: e.field,
+                kinds: vec![result],
+            });
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -129,7 +129,7 @@ func check(scheme *runtime.Scheme, file string, document int, u *unstructured.Un
 	if err != nil {
 		fail(err)
 	}
-	if err := driver.AddTemplate(context.Background(), ct); err != nil {
+	if err := addTemplate(driver, ct); err != nil {
 		r.Error = err.Error()
 		return r
 	}
@@ -140,6 +140,17 @@ func check(scheme *runtime.Scheme, file string, document int, u *unstructured.Un
 	}
 	r.Compile = compileErrors(source)
 	return r
+}
+
+// addTemplate is (*Driver).AddTemplate, with a panic turned into an error: v3.23.1 dereferences
+// a nil source (schema.GetSource on K8sNativeValidation code without `source`).
+func addTemplate(driver *k8scel.Driver, ct *templates.ConstraintTemplate) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("panic: %v", p)
+		}
+	}()
+	return driver.AddTemplate(context.Background(), ct)
 }
 
 // compileErrors compiles as (*Driver).AddTemplate does and reads each result's error.
