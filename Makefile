@@ -23,6 +23,7 @@ SHELL := /bin/bash
 ## (scripts/test-krew); the action stage runs the GitHub action's script (action.yml,
 ## scripts/action-run) with the GitHub Actions variables faked (scripts/test-action).
 test: export CELCHECK = $(CURDIR)/e2e/oracle/bin/celcheck
+test: export GKCHECK = $(CURDIR)/e2e/gatekeeper-oracle/bin/gkcheck
 # The comparisons with the oracle run in their own stage with --nocapture, so that the log shows
 # their exact counts ("oracle diff: 12054 comparisons ...", "compared 571 cases ...",
 # "cost: 2280/2280 identical ...", "typed cost: .../... identical ..."); the main
@@ -33,13 +34,16 @@ ORACLE_REPLAY_TESTS := cel_oracle_diff::same_as_cel_go \
 	k8s_env_golden_vap_typed::typed_vap_cases_match_kcm \
 	k8s_env_golden_corpus::corpus_per_gvk_warnings_match_kcm \
 	k8s_env_golden_cost::cost_estimates_match_cel_go \
-	k8s_env_golden_cost_typed::typed_cost_estimates_match_cel_go
+	k8s_env_golden_cost_typed::typed_cost_estimates_match_cel_go \
+	gatekeeper_oracle::corpus_verdicts_equal_gatekeepers \
+	gatekeeper_oracle::fixture_verdicts_equal_gatekeepers
 test:
 	@scripts/check-tools
 	@scripts/stage lint $(MAKE) --no-print-directory lint
 	@scripts/stage clustertool-go-test sh -c 'cd e2e/cluster && go test ./cmd/clustertool'
 	@scripts/stage oracle-go-test e2e/oracle/test -count=1 -v
 	@scripts/stage oracle-golden e2e/oracle/golden --check
+	@scripts/stage gatekeeper-oracle e2e/gatekeeper-oracle/build >/dev/null
 	@scripts/stage embedded-openapi scripts/gen-embedded-openapi --check
 	@helm="$$(scripts/stage helm scripts/helm-path)" && \
 		VAPCHECK_HELM="$$helm" scripts/stage chart-lint scripts/check-chart
@@ -146,11 +150,12 @@ image:
 cluster-binaries:
 	e2e/cluster/build
 
-## gofmt and go vet on both Go modules (e2e/cluster, e2e/oracle), rustfmt, clippy.
+## gofmt and go vet on the Go modules (e2e/cluster, e2e/oracle, e2e/gatekeeper-oracle), rustfmt, clippy.
 lint:
-	@unformatted="$$(gofmt -l e2e/cluster/cmd e2e/oracle)"; \
+	@unformatted="$$(gofmt -l e2e/cluster/cmd e2e/oracle e2e/gatekeeper-oracle)"; \
 		if [ -n "$$unformatted" ]; then echo "gofmt: not formatted: $$unformatted" >&2; exit 1; fi
 	cd e2e/cluster && go vet ./cmd/...
 	cd e2e/oracle && go vet ./...
+	cd e2e/gatekeeper-oracle && go vet ./...
 	cargo fmt --check
 	cargo clippy --all-targets -- -D warnings

@@ -11,6 +11,7 @@ pub mod cli;
 pub mod config;
 pub mod controller;
 pub mod engine;
+pub mod engines;
 pub mod health;
 pub mod k8s_env;
 pub mod lsp;

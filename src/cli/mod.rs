@@ -7,6 +7,7 @@ pub mod config_file;
 pub mod discovery;
 pub mod documents;
 pub mod gate;
+pub mod gatekeeper;
 pub mod input;
 pub mod live;
 pub mod mutating;
@@ -711,11 +712,14 @@ pub fn analyse_input(
     // conditions (webhooks.rs).
     let (webhook_objects, bad_webhooks) = webhooks::read_lenient(&others);
     undecoded.extend(bad_webhooks);
+    // Gatekeeper ConstraintTemplates with K8sNativeValidation code (gatekeeper.rs).
+    let (templates, bad_templates) = gatekeeper::read_lenient(&others);
+    undecoded.extend(bad_templates);
     documents::locate(&mut undecoded, &input_sources);
     if let Some(message) = documents::nothing_to_check(
         read,
         &undecoded,
-        inputs.len() + mutating_objects.len() + webhook_objects.len(),
+        inputs.len() + mutating_objects.len() + webhook_objects.len() + templates.len(),
         others.len(),
     )
     .filter(|_| static_files.is_none())
@@ -772,6 +776,7 @@ pub fn analyse_input(
                 .iter()
                 .any(|w| w.match_policy.as_deref() == Some("Exact"))
         })
+        || !templates.is_empty()
         || objects
             .iter()
             .any(|(o, _)| matches!(o, InputObject::Policy(_)));
@@ -935,6 +940,14 @@ pub fn analyse_input(
                 }
                 entry
             })
+            .collect();
+        mutating::merge_in_input_order(&mut checked, entries, &files, keep_first);
+    }
+    if !templates.is_empty() {
+        let constraints = gatekeeper::constraints(&others);
+        let entries = templates
+            .iter()
+            .map(|o| gatekeeper::check(o, &constraints, server, &check_options, backends.as_ref()))
             .collect();
         mutating::merge_in_input_order(&mut checked, entries, &files, keep_first);
     }

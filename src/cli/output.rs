@@ -500,9 +500,14 @@ pub fn render_text_at(policies: &[CheckedPolicy], colour: bool, locate: &Locator
                 (None, true) => "on update",
                 (None, false) => "on create",
             };
+            let by = if p.kind == super::gatekeeper::KIND {
+                // Gatekeeper's driver, not the API server, refuses a template (gatekeeper.rs).
+                "Gatekeeper".to_owned()
+            } else {
+                format!("kube-apiserver 1.{}", v.server_minor)
+            };
             verdicts.push(st.red(&format!(
-                "REJECTED by kube-apiserver 1.{} {on}: {}",
-                v.server_minor,
+                "REJECTED by {by} {on}: {}",
                 plural(v.causes.len(), "cause")
             )));
         }

@@ -19,6 +19,7 @@ const CORE: &[&str] = &[
     "apiserver",
     "bindings",
     "engine",
+    "engines",
     "webhooks",
     "reports",
     "suppress",

@@ -1,0 +1,4 @@
+//! The policy engines whose objects hold Kubernetes CEL: Gatekeeper's ConstraintTemplates with
+//! `engine: K8sNativeValidation` ([`gatekeeper`]). Core layer: pure, no I/O.
+
+pub mod gatekeeper;
