@@ -35,6 +35,25 @@ use support::{apply_yaml, repo_root, shared_cluster, wait_for};
 const NAMESPACE: &str = "vapcheck-system";
 const SCRAPER_NAMESPACE: &str = "vapcheck-e2e-monitoring";
 const POLICY: &str = "replicas.prometheus.e2e.vapcheck.dev";
+const WEBHOOK_NAME: &str = "webhooks.prometheus.e2e.vapcheck.dev";
+const WEBHOOK_WITHOUT_SERVICE: &str = r#"
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingWebhookConfiguration
+metadata:
+  name: webhooks.prometheus.e2e.vapcheck.dev
+webhooks:
+  - name: missing.prometheus.e2e.vapcheck.dev
+    clientConfig:
+      service: {namespace: default, name: missing-hook, port: 443}
+    rules:
+      - apiGroups: [prometheus.e2e.vapcheck.dev]
+        apiVersions: [v1]
+        operations: [CREATE]
+        resources: [widgets]
+    failurePolicy: Ignore
+    sideEffects: None
+    admissionReviewVersions: [v1]
+"#;
 const DEADLINE: Duration = Duration::from_secs(90);
 /// Scrape and rule evaluation interval, and the `for` of every rule in this test.
 const INTERVAL: &str = "1s";
@@ -514,6 +533,11 @@ subjects:
     );
     eprintln!("e2e: firing: {}", firing["labels"]);
 
+    // A webhook that cannot be called (its Service does not exist; failurePolicy Ignore and a
+    // rule on a resource nothing serves, so that it intercepts nothing), so that the per-webhook
+    // families and the dashboard's webhook panel have a series.
+    apply_yaml(&admin, WEBHOOK_WITHOUT_SERVICE).await?;
+
     // 5. promtool check metrics on a real scrape (while a policy has warnings, so that every
     // family with per-policy series is present).
     let (code, scrape) = https_get_metrics(&metrics_addr, Some(&reader_token))?;
@@ -574,6 +598,12 @@ subjects:
     })
     .await?;
     eprintln!("e2e: all {} dashboard queries return series", queries.len());
+    let webhooks: kube::Api<
+        k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration,
+    > = kube::Api::all(admin.clone());
+    webhooks
+        .delete(WEBHOOK_NAME, &kube::api::DeleteParams::default())
+        .await?;
 
     // 7. The fix resolves the alert.
     apply_yaml(&admin, &policy_yaml("object.spec.replicas > 1")).await?;

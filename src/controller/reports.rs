@@ -36,6 +36,10 @@ use crate::reports::{Entry, ReportApi, Subject, SubjectKind};
 use super::status::FIELD_MANAGER;
 use super::{Context, ReconcileError, WRITE_TIMEOUT, lock, no_answer_in_time};
 
+/// The end of kube-apiserver's message for a create of a custom resource whose CRD is being
+/// deleted.
+const CRD_TERMINATING: &str = "create not allowed while custom resource definition is terminating";
+
 /// What this replica wrote, per report name.
 #[derive(Default)]
 pub struct ReportState {
@@ -165,8 +169,14 @@ pub async fn publish(
             );
             Ok(())
         }
-        // The CRD went away since discovery was read: the next poll sees it.
-        Err(kube::Error::Api(s)) if s.is_not_found() => {
+        // The CRD went away since discovery was read, or is being deleted (k8s.io/
+        // apiextensions-apiserver v0.37.1 `pkg/apiserver/customresource_handler.go`
+        // `forbidCreateAdmission.Admit`, the admission of creates while the CRD terminates: 403
+        // "create not allowed while custom resource definition is terminating"): the next
+        // poll sees which API is served.
+        Err(kube::Error::Api(s))
+            if s.is_not_found() || (s.code == 403 && s.message.ends_with(CRD_TERMINATING)) =>
+        {
             debug!(report = %name, "the report API is no longer served");
             Ok(())
         }

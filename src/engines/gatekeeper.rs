@@ -823,36 +823,21 @@ pub fn type_check(
     restore_texts(&mut checked, &code.source, &typed.source);
     let mut status = crate::policy::PolicyStatus {
         observed_generation: None,
-        checked_kinds: checked.checked_kinds,
-        skipped: checked.skipped,
+        checked_kinds: std::mem::take(&mut checked.checked_kinds),
+        skipped: std::mem::take(&mut checked.skipped),
         ..Default::default()
     };
     let remap = |f: &str| template_field(code, f);
-    for (mut w, mut r) in checked
-        .expression_warnings
-        .into_iter()
-        .zip(checked.expression_results)
-    {
-        if let Some(f) = remap(&w.field_ref) {
-            w.field_ref = f.clone();
-            r.field_ref = f;
-            status.expression_warnings.push(w);
-            status.expression_results.push(r);
-        }
-    }
-    for mut f in checked.findings {
-        if let Some(n) = remap(&f.field_ref) {
-            f.field_ref = n;
-            status.findings.push(f);
-        }
-    }
+    // Moved below, only when `object` has matched kinds.
+    let cost_expressions = std::mem::take(&mut checked.cost.expressions);
+    status.take_remapped(&mut checked, &remap);
     // The runtime-safety findings are left out: `object` stands for `variables.anyObject`,
     // which is `oldObject` on DELETE, so the null-object cases would be wrong.
     // Without matched kinds `object` is `dyn`, of unknown size: no cost is estimated.
     if kinds.is_none() {
         return status;
     }
-    for mut e in checked.cost.expressions {
+    for mut e in cost_expressions {
         if let Some(n) = remap(&e.field_ref) {
             e.field_ref = n;
             status.cost.expressions.push(e);

@@ -98,6 +98,41 @@ pub struct PolicyStatus {
 }
 
 impl PolicyStatus {
+    /// Moves into `self` the type-checking warnings (with their per-kind results), the
+    /// classified findings and the cost estimates of `from` whose field `remap` maps, at the
+    /// mapped field: for an admission object checked as the policy it stands for (a webhook's
+    /// match conditions, a Gatekeeper template's code). What `remap` does not map is dropped;
+    /// the runtime findings and the cost findings, which each caller words for its own object,
+    /// stay in `from`.
+    pub fn take_remapped(
+        &mut self,
+        from: &mut PolicyStatus,
+        remap: &dyn Fn(&str) -> Option<String>,
+    ) {
+        let warnings = std::mem::take(&mut from.expression_warnings);
+        let results = std::mem::take(&mut from.expression_results);
+        for (mut w, mut r) in warnings.into_iter().zip(results) {
+            if let Some(f) = remap(&w.field_ref) {
+                w.field_ref = f.clone();
+                r.field_ref = f;
+                self.expression_warnings.push(w);
+                self.expression_results.push(r);
+            }
+        }
+        for mut f in std::mem::take(&mut from.findings) {
+            if let Some(n) = remap(&f.field_ref) {
+                f.field_ref = n;
+                self.findings.push(f);
+            }
+        }
+        for mut e in std::mem::take(&mut from.cost.expressions) {
+            if let Some(n) = remap(&e.field_ref) {
+                e.field_ref = n;
+                self.cost.expressions.push(e);
+            }
+        }
+    }
+
     /// `status.typeChecking` as upstream writes it: `expressionWarnings` omitted (`{}`) when
     /// there are none.
     pub fn type_checking(&self) -> TypeChecking {

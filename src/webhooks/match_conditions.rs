@@ -167,30 +167,13 @@ fn as_policy(
 /// the cost) is dropped.
 fn merge_match_condition_results(
     status: &mut crate::policy::PolicyStatus,
-    checked: crate::policy::PolicyStatus,
+    mut checked: crate::policy::PolicyStatus,
     prefix: &str,
 ) {
     const FROM: &str = "spec.matchConditions";
     let to = format!("{prefix}.matchConditions");
     let remap = |f: &str| f.strip_prefix(FROM).map(|rest| format!("{to}{rest}"));
-    for (mut w, mut r) in checked
-        .expression_warnings
-        .into_iter()
-        .zip(checked.expression_results)
-    {
-        if let Some(f) = remap(&w.field_ref) {
-            w.field_ref = f.clone();
-            r.field_ref = f;
-            status.expression_warnings.push(w);
-            status.expression_results.push(r);
-        }
-    }
-    for mut f in checked.findings {
-        if let Some(n) = remap(&f.field_ref) {
-            f.field_ref = n;
-            status.findings.push(f);
-        }
-    }
+    status.take_remapped(&mut checked, &remap);
     for mut r in checked.runtime {
         if let Some(n) = remap(&r.field_ref) {
             r.field_ref = n;
@@ -203,12 +186,6 @@ fn merge_match_condition_results(
     // The cost: the match conditions' estimates and what can exceed the per-call limit or
     // their own budget (`RuntimeCELCostBudgetMatchConditions`, per webhook as per policy:
     // the same matcher); a sum is given at the webhook's `matchConditions`.
-    for mut e in checked.cost.expressions {
-        if let Some(n) = remap(&e.field_ref) {
-            e.field_ref = n;
-            status.cost.expressions.push(e);
-        }
-    }
     for mut f in checked.cost.findings {
         let field = match &f.field_ref {
             Some(r) => remap(r),
