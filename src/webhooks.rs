@@ -42,6 +42,9 @@ pub enum Practice {
     /// called for the requests it selects ("Matching requests: namespaceSelector" and
     /// "objectSelector").
     SelectsNothing,
+    /// Mutating webhooks that kube-apiserver calls one after another for one request, whose
+    /// timeouts add up to more than the request's deadline ("Timeouts").
+    TimeoutsExceedRequest,
 }
 
 impl Practice {
@@ -53,6 +56,7 @@ impl Practice {
             Practice::FailClosedOwnPods => "VAP122",
             Practice::ExactMatchBypass => "VAP123",
             Practice::SelectsNothing => "VAP124",
+            Practice::TimeoutsExceedRequest => "VAP125",
         }
     }
 
@@ -64,6 +68,7 @@ impl Practice {
             Practice::FailClosedOwnPods => "WebhookFailClosedOnItsOwnPods",
             Practice::ExactMatchBypass => "WebhookBypassedThroughOtherVersions",
             Practice::SelectsNothing => "WebhookSelectorSelectsNothing",
+            Practice::TimeoutsExceedRequest => "WebhookTimeoutsExceedRequestTimeout",
         }
     }
 
@@ -85,6 +90,9 @@ impl Practice {
             Practice::SelectsNothing => {
                 "A webhook's namespaceSelector or objectSelector has requirements no labels can satisfy together: the webhook is not called for the requests it was meant to intercept."
             }
+            Practice::TimeoutsExceedRequest => {
+                "Mutating webhooks called one after another for the same request have timeouts that add up to more than kube-apiserver's request timeout: when they are slow, the request times out, whatever their failure policy."
+            }
         }
     }
 
@@ -100,16 +108,18 @@ impl Practice {
             }
             Practice::ExactMatchBypass => format!("{DOCS}#matching-requests-matchpolicy"),
             Practice::SelectsNothing => format!("{DOCS}#matching-requests-namespaceselector"),
+            Practice::TimeoutsExceedRequest => format!("{DOCS}#timeouts"),
         }
     }
 
     /// Every practice, in id order.
-    pub const ALL: [Practice; 5] = [
+    pub const ALL: [Practice; 6] = [
         Practice::ExcludedResource,
         Practice::FailClosedKubeSystem,
         Practice::FailClosedOwnPods,
         Practice::ExactMatchBypass,
         Practice::SelectsNothing,
+        Practice::TimeoutsExceedRequest,
     ];
 }
 
@@ -258,6 +268,7 @@ pub fn advise(config: &WebhookConfiguration) -> Vec<Advice> {
             });
         }
     }
+    out.extend(timeouts_exceed_request(&c));
     out
 }
 
@@ -413,6 +424,117 @@ fn selects_nothing(hook: &Webhook, path: &str) -> Vec<Advice> {
     out
 }
 
+/// kube-apiserver's default `--request-timeout`: the deadline `WithRequestDeadline`
+/// (k8s.io/apiserver v0.37.1 `pkg/endpoints/filters/request_deadline.go`) gives a request
+/// that names no `timeout` of its own (`pkg/server/config.go` `NewConfig`: 60 s).
+const REQUEST_TIMEOUT_SECONDS: i64 = 60;
+
+/// The mutating webhooks of `c` (defaulted) that kube-apiserver calls one after another
+/// (k8s.io/apiserver v0.37.1 `admission/plugin/webhook/mutating/dispatcher.go`
+/// `mutatingDispatcher.Dispatch`, in order) for one request, when their timeouts add up to more
+/// than [`REQUEST_TIMEOUT_SECONDS`]. Each call gets its own timeout, cut to what is left of the
+/// request's deadline; once that has passed, the dispatcher gives up ("request did not complete
+/// within requested timeout"), also when the webhook's failure policy is `Ignore`, and the
+/// request's handler has timed out (`WithTimeoutForNonLongRunningRequests`): the client gets no
+/// answer (e2e_webhooks, `timeouts_beyond_the_request_deadline_fail_even_with_ignore`). A request is
+/// an (operation, group, version, resource) that a rule names; wildcards match what the other
+/// rules name. Selectors and match conditions are not looked at (they may keep some webhooks
+/// from being called), nor reinvocation (which can call a webhook a second time).
+fn timeouts_exceed_request(c: &WebhookConfiguration) -> Option<Advice> {
+    if c.kind != crate::apiserver::webhook::WebhookKind::Mutating {
+        return None;
+    }
+    let hooks = c.webhooks();
+    let named = |f: fn(&crate::apiserver::webhook::RuleWithOperations) -> &Option<Vec<String>>| {
+        let mut v: Vec<String> = hooks
+            .iter()
+            .flat_map(|h| h.rules())
+            .flat_map(|r| f(r).iter().flatten().cloned())
+            .filter(|x| x != "*" && !x.contains('*'))
+            .collect();
+        v.sort();
+        v.dedup();
+        if v.is_empty() {
+            v.push("*".into());
+        }
+        v
+    };
+    let ops = named(|r| &r.operations);
+    let groups = named(|r| &r.api_groups);
+    let versions = named(|r| &r.api_versions);
+    let resources = named(|r| &r.resources);
+    let matches = |list: &Option<Vec<String>>, value: &str, resource: bool| {
+        list.iter().flatten().any(|x| {
+            x == "*"
+                || x == value
+                || (resource && x == "*/*")
+                || (resource
+                    && x.split_once('/')
+                        .is_some_and(|(a, b)| b == "*" && a == value))
+        })
+    };
+    let mut worst: Option<(i64, Vec<usize>, String)> = None;
+    for op in &ops {
+        for g in &groups {
+            for v in &versions {
+                for res in &resources {
+                    let called: Vec<usize> = hooks
+                        .iter()
+                        .enumerate()
+                        .filter(|(_, h)| {
+                            h.rules().iter().any(|r| {
+                                matches(&r.operations, op, false)
+                                    && matches(&r.api_groups, g, false)
+                                    && matches(&r.api_versions, v, false)
+                                    && matches(&r.resources, res, true)
+                            })
+                        })
+                        .map(|(i, _)| i)
+                        .collect();
+                    let total: i64 = called
+                        .iter()
+                        .map(|i| i64::from(hooks[*i].timeout_seconds.unwrap_or(10)))
+                        .sum();
+                    if total > REQUEST_TIMEOUT_SECONDS
+                        && worst.as_ref().is_none_or(|(t, _, _)| total > *t)
+                    {
+                        let gv = if g.is_empty() {
+                            v.clone()
+                        } else {
+                            format!("{g}/{v}")
+                        };
+                        worst = Some((total, called, format!("{op} {res} ({gv})")));
+                    }
+                }
+            }
+        }
+    }
+    let (total, called, request) = worst?;
+    // The first webhook whose call may be cut short by the request's deadline.
+    let mut sum = 0;
+    let cut = called
+        .iter()
+        .copied()
+        .find(|i| {
+            sum += i64::from(hooks[*i].timeout_seconds.unwrap_or(10));
+            sum > REQUEST_TIMEOUT_SECONDS
+        })
+        .unwrap_or(0);
+    let list: Vec<String> = called.iter().map(|i| format!("webhooks[{i}]")).collect();
+    Some(Advice {
+        rule: Practice::TimeoutsExceedRequest,
+        field_ref: format!("webhooks[{cut}].timeoutSeconds"),
+        message: format!(
+            "{} are called one after another for {request} and their timeouts add up to {total} \
+             s, more than the {REQUEST_TIMEOUT_SECONDS} s kube-apiserver gives a request by \
+             default (--request-timeout): when they are slow, kube-apiserver gives up on the \
+             request at that deadline and the request fails, even with failurePolicy Ignore; \
+             lower their timeoutSeconds",
+            list.join(", ")
+        ),
+    })
+}
+
 /// Whether the webhook's `objectSelector` selects every object (empty after defaulting).
 fn matches_every_object(hook: &Webhook) -> bool {
     selector::parse(hook.object_selector.as_ref(), "objectSelector")
@@ -479,6 +601,46 @@ mod tests {
                 "subjectaccessreviews.authorization.k8s.io is excluded from admission webhooks; this rule will have no effect",
             ]
         );
+    }
+
+    #[test]
+    fn mutating_timeouts_that_exceed_the_request_timeout() {
+        let mutating = |hooks: serde_json::Value| {
+            read_configuration(
+                WebhookKind::Mutating,
+                &json!({"metadata": {"name": "c"}, "webhooks": hooks}),
+            )
+            .unwrap()
+        };
+        let hook = |name: &str, resources: serde_json::Value, timeout: i32| {
+            json!({"name": name, "failurePolicy": "Ignore", "timeoutSeconds": timeout,
+                "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": resources}]})
+        };
+        let three = mutating(json!([
+            hook("a.x.y", json!(["pods"]), 30),
+            hook("b.x.y", json!(["*"]), 20),
+            hook("c.x.y", json!(["pods", "configmaps"]), 15),
+            hook("d.x.y", json!(["secrets"]), 30),
+        ]));
+        let a = advise(&three);
+        assert_eq!(rules(&a), [("VAP125", "webhooks[2].timeoutSeconds")]);
+        assert!(
+            a[0].message.starts_with(
+                "webhooks[0], webhooks[1], webhooks[2] are called one after another for CREATE pods (v1) and their timeouts add up to 65 s"
+            ),
+            "{}",
+            a[0].message
+        );
+        // At most 60 s, or calls that never meet in one request: nothing.
+        let fine = mutating(json!([
+            hook("a.x.y", json!(["pods"]), 30),
+            hook("b.x.y", json!(["pods"]), 30),
+            hook("c.x.y", json!(["configmaps"]), 30),
+        ]));
+        assert_eq!(rules(&advise(&fine)), []);
+        // Validating webhooks are called in parallel.
+        let validating = config(hook("a.x.y", json!(["pods"]), 30));
+        assert_eq!(rules(&advise(&validating)), []);
     }
 
     #[test]

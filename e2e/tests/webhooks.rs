@@ -494,3 +494,111 @@ async fn exact_match_policy_is_bypassed_through_another_version() -> anyhow::Res
     );
     Ok(())
 }
+
+/// VAP125: mutating webhooks called one after another whose timeouts add up to more than the
+/// request's deadline. vapcheck reports the fixture (3 × 25 s against kube-apiserver's default
+/// 60 s). The mechanism is then shown at a smaller scale, on a private control plane started
+/// with `--request-timeout=8s`, against a TCP listener that accepts connections and never
+/// answers (so every call runs into its timeout): with one 5 s webhook (`Ignore`) the ConfigMap
+/// is admitted after its timeout; with two (10 s > 8 s) the second call is cut short by the
+/// deadline and the request fails (kube-apiserver's handler times out at 8 s and gives no
+/// answer), although both webhooks are `Ignore`.
+#[tokio::test]
+async fn timeouts_beyond_the_request_deadline_fail_even_with_ignore() -> anyhow::Result<()> {
+    let fixture = support::repo_root().join("e2e/fixtures/webhook-timeouts.yaml");
+    let cluster = support::Cluster::start(support::UpOptions {
+        apiserver_extra_args: Some("--request-timeout=8s".to_owned()),
+        ..support::UpOptions::default()
+    })?;
+    let entries = support::check_json(cluster.kubeconfig(), &fixture)?;
+    let advice: Vec<(String, String)> = entries
+        .iter()
+        .flat_map(|e| e["advice"].as_array().cloned().unwrap_or_default())
+        .map(|a| {
+            (
+                a["rule"].as_str().unwrap_or_default().to_owned(),
+                a["fieldRef"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect();
+    ensure!(
+        advice == [("VAP125".to_owned(), "webhooks[2].timeoutSeconds".to_owned())],
+        "vapcheck's findings: {advice:?}"
+    );
+
+    // A listener that accepts and never answers: each call waits for its timeout.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+    let port = listener.local_addr()?.port();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for stream in listener.incoming() {
+            match stream {
+                Ok(s) => held.push(s),
+                Err(_) => break,
+            }
+        }
+    });
+    let client = cluster.client().await?;
+    let namespace = format!("timeouts-{}", support::unix_ms());
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    namespaces
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"apiVersion": "v1", "kind": "Namespace",
+                "metadata": {"name": namespace}}))?,
+        )
+        .await?;
+    let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), &namespace);
+    let text = std::fs::read_to_string(&fixture)?
+        .replace("PORT", &port.to_string())
+        .replace("timeoutSeconds: 25", "timeoutSeconds: 5");
+    let mut config: Value = support::parse_yaml_documents(&text)?
+        .into_iter()
+        .next()
+        .context("no document")?;
+    let all = config["webhooks"].as_array().cloned().unwrap_or_default();
+    let configs: Api<k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration> =
+        Api::all(client.clone());
+    let mut outcomes = Vec::new();
+    for n in [1usize, 2] {
+        config["webhooks"] = Value::Array(all.iter().take(n).cloned().collect());
+        let object = serde_json::from_value(config.clone())?;
+        let _ = configs
+            .delete("wh-timeouts", &DeleteParams::default())
+            .await;
+        configs.create(&PostParams::default(), &object).await?;
+        tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+        let started = std::time::Instant::now();
+        // When the request's deadline has passed, kube-apiserver's handler has timed out and
+        // the client gets no answer (the connection is closed; kube's client then tries
+        // again): a failure, bounded here at 20 s.
+        let post = PostParams::default();
+        let cm = config_map("timeouts", None)?;
+        let attempt = config_maps.create(&post, &cm);
+        let created = match tokio::time::timeout(std::time::Duration::from_secs(20), attempt).await
+        {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(kube::Error::Api(status))) => {
+                Err(format!("{}: {}", status.code, status.message))
+            }
+            Ok(Err(e)) => Err(format!("{e}")),
+            Err(_) => Err("no answer within 20 s".to_owned()),
+        };
+        outcomes.push((n, created, started.elapsed()));
+    }
+    let _ = configs
+        .delete("wh-timeouts", &DeleteParams::default())
+        .await;
+    for (n, created, took) in &outcomes {
+        eprintln!(
+            "webhooks: {n} webhook(s) of 5 s, request timeout 8 s: {created:?} after {took:?}"
+        );
+    }
+    match &outcomes[..] {
+        [(1, Ok(()), one), (2, Err(_), two)]
+            if *one >= std::time::Duration::from_secs(5)
+                && *two >= std::time::Duration::from_secs(8) => {}
+        other => bail!("kube-apiserver did not answer as VAP125 says: {other:?}"),
+    }
+    Ok(())
+}
