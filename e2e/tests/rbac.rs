@@ -660,18 +660,17 @@ fn needed_by(grant: &Grant) -> anyhow::Result<(Check, String)> {
         (a, r @ ("validatingwebhookconfigurations" | "mutatingwebhookconfigurations"), "watch")
             if a == adm =>
         {
+            // The first refusal logged: kube-runtime's watcher or vapcheck's webhook watcher,
+            // both quoting kube-apiserver's Forbidden message (its quotes escaped or not).
             (
                 Check::NothingRefused,
-                format!("the {r} list/watch for webhooks failed"),
+                format!("{r}.admissionregistration.k8s.io is forbidden"),
             )
         }
-        ("", "services", "watch") => (
-            Check::NothingRefused,
-            "the services list/watch for webhooks failed".to_owned(),
-        ),
+        ("", "services", "watch") => (Check::NothingRefused, "services is forbidden".to_owned()),
         ("discovery.k8s.io", "endpointslices", "watch") => (
             Check::NothingRefused,
-            "the endpointslices.discovery.k8s.io list/watch for webhooks failed".to_owned(),
+            "endpointslices.discovery.k8s.io is forbidden".to_owned(),
         ),
         ("events.k8s.io", "events", "patch") => (
             Check::RepeatedEventCounted,

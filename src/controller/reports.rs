@@ -48,6 +48,9 @@ pub struct ReportState {
     said_none: AtomicBool,
     /// The API the last detection found (`None`: not detected yet).
     api: Mutex<Option<Option<ReportApi>>>,
+    /// A write found the detected API gone (its CRD deleted or being deleted): the next sweep
+    /// checks every policy again, into whatever API is served then.
+    missed: AtomicBool,
 }
 
 /// One report as last written.
@@ -173,11 +176,12 @@ pub async fn publish(
         // apiextensions-apiserver v0.37.1 `pkg/apiserver/customresource_handler.go`
         // `forbidCreateAdmission.Admit`, the admission of creates while the CRD terminates: 403
         // "create not allowed while custom resource definition is terminating"): the next
-        // poll sees which API is served.
+        // sweep detects the API again and checks every policy again (`missed`).
         Err(kube::Error::Api(s))
             if s.is_not_found() || (s.code == 403 && s.message.ends_with(CRD_TERMINATING)) =>
         {
             debug!(report = %name, "the report API is no longer served");
+            ctx.reports.missed.store(true, Ordering::Relaxed);
             Ok(())
         }
         Err(e) => Err(ReconcileError::Report(format!(
@@ -246,9 +250,13 @@ pub async fn sweep(ctx: &Context) {
         return;
     }
     let (api, changed) = detect(ctx);
-    if changed && api.is_some() {
+    let missed = ctx.reports.missed.swap(false, Ordering::Relaxed);
+    if (changed || missed) && api.is_some() {
         info!("re-checking every policy for its report");
         recheck_all(ctx);
+    } else if missed {
+        // No API yet: try again after the next poll.
+        ctx.reports.missed.store(true, Ordering::Relaxed);
     }
     if !ctx.fence.may_write() {
         return;
