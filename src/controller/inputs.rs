@@ -90,13 +90,20 @@ impl LiveInputs {
         })?;
         let first = self.read_mapper().is_none();
         if first || !changes.is_empty() {
-            let groups = read_discovery(&self.client)
-                .await
-                .map_err(RefreshError::other)?;
-            let mapper = Arc::new(DiscoveryRestMapper::new(groups));
-            *self.mapper.write().unwrap_or_else(|p| p.into_inner()) = Some(mapper);
+            self.reread_discovery().await?;
         }
         Ok(changes)
+    }
+
+    /// Reads discovery again now, whatever the OpenAPI index says: the two are updated apart
+    /// by kube-apiserver, so a poll can see a CRD gone from one and not yet from the other.
+    pub async fn reread_discovery(&self) -> Result<(), RefreshError> {
+        let groups = read_discovery(&self.client)
+            .await
+            .map_err(RefreshError::other)?;
+        let mapper = Arc::new(DiscoveryRestMapper::new(groups));
+        *self.mapper.write().unwrap_or_else(|p| p.into_inner()) = Some(mapper);
+        Ok(())
     }
 
     /// How many kinds the current schema snapshot knows.

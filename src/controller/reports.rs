@@ -249,8 +249,16 @@ pub async fn sweep(ctx: &Context) {
     if !ctx.config.reports.enabled {
         return;
     }
-    let (api, changed) = detect(ctx);
     let missed = ctx.reports.missed.swap(false, Ordering::Relaxed);
+    if missed {
+        // The snapshot said the API was served and the write found it gone: the discovery
+        // snapshot is stale (it is read again only when the OpenAPI index changes, and the two
+        // change apart).
+        if let Err(e) = ctx.inputs.reread_discovery().await {
+            debug!(error = %e, "reading discovery again failed; retrying after the next poll");
+        }
+    }
+    let (api, changed) = detect(ctx);
     if (changed || missed) && api.is_some() {
         info!("re-checking every policy for its report");
         recheck_all(ctx);
