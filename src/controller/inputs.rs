@@ -20,7 +20,7 @@ use crate::policy::{
     check_policy_parsed,
 };
 use crate::schema::{self, Changes, ConvertOptions, Limits, LiveSource};
-use crate::sources::read_discovery;
+use crate::sources::DiscoveryCache;
 
 /// Live checking inputs; [`LiveInputs::refresh`] does the I/O, [`LiveInputs::check`] is pure.
 pub struct LiveInputs {
@@ -29,6 +29,8 @@ pub struct LiveInputs {
     schemas: Schemas,
     checker: KubeChecker,
     mapper: RwLock<Option<Arc<DiscoveryRestMapper>>>,
+    /// Aggregated discovery as last read, by ETag (read again on every poll).
+    discovery: tokio::sync::Mutex<DiscoveryCache>,
     options: CheckOptions,
     expand_wildcards: bool,
     /// The minor version of the API server whose create-time verdict `AcceptedOnCreate`
@@ -71,6 +73,7 @@ impl LiveInputs {
             live,
             checker,
             mapper: RwLock::new(None),
+            discovery: tokio::sync::Mutex::new(DiscoveryCache::default()),
             options: CheckOptions {
                 mode,
                 kind_limit: usize::try_from(config.kind_limit).unwrap_or(usize::MAX),
@@ -81,29 +84,30 @@ impl LiveInputs {
         })
     }
 
-    /// Polls the OpenAPI index (downloading changed documents); re-reads discovery when
-    /// anything changed or on the first call. Returns what changed.
+    /// Polls the OpenAPI index (downloading changed documents) and aggregated discovery (a
+    /// `304 Not Modified` by ETag when unchanged). Returns what changed in the schemas.
+    ///
+    /// Discovery is read on every poll, not only when the OpenAPI index changes: kube-apiserver
+    /// updates the two apart (a CRD's group leaves `/openapi/v3` and aggregated discovery at
+    /// different moments), so a snapshot taken when the index changed can be stale for good
+    /// (seen: the report API of a deleted CRD still looked served).
     pub async fn refresh(&self) -> Result<Changes, RefreshError> {
         let changes = self.live.poll().await.map_err(|e| RefreshError {
             result: fetch_error_result(e.source.as_ref()),
             message: e.to_string(),
         })?;
-        let first = self.read_mapper().is_none();
-        if first || !changes.is_empty() {
-            self.reread_discovery().await?;
-        }
-        Ok(changes)
-    }
-
-    /// Reads discovery again now, whatever the OpenAPI index says: the two are updated apart
-    /// by kube-apiserver, so a poll can see a CRD gone from one and not yet from the other.
-    pub async fn reread_discovery(&self) -> Result<(), RefreshError> {
-        let groups = read_discovery(&self.client)
+        let read = self
+            .discovery
+            .lock()
+            .await
+            .read_changed(&self.client)
             .await
             .map_err(RefreshError::other)?;
-        let mapper = Arc::new(DiscoveryRestMapper::new(groups));
-        *self.mapper.write().unwrap_or_else(|p| p.into_inner()) = Some(mapper);
-        Ok(())
+        if let Some(groups) = read {
+            let mapper = Arc::new(DiscoveryRestMapper::new(groups));
+            *self.mapper.write().unwrap_or_else(|p| p.into_inner()) = Some(mapper);
+        }
+        Ok(changes)
     }
 
     /// How many kinds the current schema snapshot knows.

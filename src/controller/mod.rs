@@ -794,8 +794,9 @@ async fn poll_schemas(ctx: Arc<Context>, shutdown: Shutdown) {
         }
         ctx.forget_deleted();
         ctx.mutating.forget_deleted(&ctx.metrics);
-        reports::sweep(&ctx).await;
         let refreshed = ctx.inputs.refresh().await;
+        // After the refresh: the report API is detected in the discovery just read.
+        reports::sweep(&ctx).await;
         ctx.metrics.schema_fetch(inputs::fetch_result(&refreshed));
         ctx.metrics.set_schema_cache_kinds(ctx.inputs.kind_count());
         match refreshed {

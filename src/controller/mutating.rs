@@ -161,12 +161,21 @@ pub async fn run(ctx: Arc<Context>) {
         page_size: None,
         ..watcher::Config::default()
     };
-    let mut failing = false;
+    let (mut failing, mut listed) = (false, false);
     let policies = watcher(api, config)
         .backoff(super::watch::WatchBackoff::default())
         .map(move |event| {
             match &event {
-                Ok(_) => failing = false,
+                Ok(e) => {
+                    failing = false;
+                    // Said once: from here on, a MutatingAdmissionPolicy reaches the checks
+                    // by the watch (or, while the watch is refused, not until a relist).
+                    if matches!(e, watcher::Event::InitDone)
+                        && !std::mem::replace(&mut listed, true)
+                    {
+                        info!("MutatingAdmissionPolicies listed");
+                    }
+                }
                 // A 403 (no RBAC for the kind) would repeat every two seconds: warn once.
                 Err(e) if !failing => {
                     failing = true;

@@ -48,9 +48,6 @@ pub struct ReportState {
     said_none: AtomicBool,
     /// The API the last detection found (`None`: not detected yet).
     api: Mutex<Option<Option<ReportApi>>>,
-    /// A write found the detected API gone (its CRD deleted or being deleted): the next sweep
-    /// checks every policy again, into whatever API is served then.
-    missed: AtomicBool,
 }
 
 /// One report as last written.
@@ -175,13 +172,13 @@ pub async fn publish(
         // The CRD went away since discovery was read, or is being deleted (k8s.io/
         // apiextensions-apiserver v0.37.1 `pkg/apiserver/customresource_handler.go`
         // `forbidCreateAdmission.Admit`, the admission of creates while the CRD terminates: 403
-        // "create not allowed while custom resource definition is terminating"): the next
-        // sweep detects the API again and checks every policy again (`missed`).
+        // "create not allowed while custom resource definition is terminating"): discovery,
+        // read on every poll, drops the API soon, and the sweep after that detects the
+        // change and checks every policy again into the API served then.
         Err(kube::Error::Api(s))
             if s.is_not_found() || (s.code == 403 && s.message.ends_with(CRD_TERMINATING)) =>
         {
             debug!(report = %name, "the report API is no longer served");
-            ctx.reports.missed.store(true, Ordering::Relaxed);
             Ok(())
         }
         Err(e) => Err(ReconcileError::Report(format!(
@@ -249,22 +246,10 @@ pub async fn sweep(ctx: &Context) {
     if !ctx.config.reports.enabled {
         return;
     }
-    let missed = ctx.reports.missed.swap(false, Ordering::Relaxed);
-    if missed {
-        // The snapshot said the API was served and the write found it gone: the discovery
-        // snapshot is stale (it is read again only when the OpenAPI index changes, and the two
-        // change apart).
-        if let Err(e) = ctx.inputs.reread_discovery().await {
-            debug!(error = %e, "reading discovery again failed; retrying after the next poll");
-        }
-    }
     let (api, changed) = detect(ctx);
-    if (changed || missed) && api.is_some() {
+    if changed && api.is_some() {
         info!("re-checking every policy for its report");
         recheck_all(ctx);
-    } else if missed {
-        // No API yet: try again after the next poll.
-        ctx.reports.missed.store(true, Ordering::Relaxed);
     }
     if !ctx.fence.may_write() {
         return;
