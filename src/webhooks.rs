@@ -45,6 +45,10 @@ pub enum Practice {
     /// Mutating webhooks that kube-apiserver calls one after another for one request, whose
     /// timeouts add up to more than the request's deadline ("Timeouts").
     TimeoutsExceedRequest,
+    /// `admissionReviewVersions` whose first version kube-apiserver supports is v1beta1: the
+    /// webhook is sent AdmissionReview v1beta1 ("Request"; k8s.io/apiserver v0.37.1
+    /// `admission/plugin/webhook/request/admissionreview.go` `CreateAdmissionObjects`).
+    ReviewVersionV1beta1,
 }
 
 impl Practice {
@@ -57,6 +61,7 @@ impl Practice {
             Practice::ExactMatchBypass => "VAP123",
             Practice::SelectsNothing => "VAP124",
             Practice::TimeoutsExceedRequest => "VAP125",
+            Practice::ReviewVersionV1beta1 => "VAP126",
         }
     }
 
@@ -69,6 +74,7 @@ impl Practice {
             Practice::ExactMatchBypass => "WebhookBypassedThroughOtherVersions",
             Practice::SelectsNothing => "WebhookSelectorSelectsNothing",
             Practice::TimeoutsExceedRequest => "WebhookTimeoutsExceedRequestTimeout",
+            Practice::ReviewVersionV1beta1 => "WebhookSentAdmissionReviewV1beta1",
         }
     }
 
@@ -93,6 +99,9 @@ impl Practice {
             Practice::TimeoutsExceedRequest => {
                 "Mutating webhooks called one after another for the same request have timeouts that add up to more than kube-apiserver's request timeout: when they are slow, the request times out, whatever their failure policy."
             }
+            Practice::ReviewVersionV1beta1 => {
+                "A webhook's admissionReviewVersions names v1beta1 before v1, or not v1 at all: kube-apiserver sends it AdmissionReview v1beta1 (the version of API servers before 1.16) and fails the call when the webhook answers in v1."
+            }
         }
     }
 
@@ -109,17 +118,19 @@ impl Practice {
             Practice::ExactMatchBypass => format!("{DOCS}#matching-requests-matchpolicy"),
             Practice::SelectsNothing => format!("{DOCS}#matching-requests-namespaceselector"),
             Practice::TimeoutsExceedRequest => format!("{DOCS}#timeouts"),
+            Practice::ReviewVersionV1beta1 => format!("{DOCS}#request"),
         }
     }
 
     /// Every practice, in id order.
-    pub const ALL: [Practice; 6] = [
+    pub const ALL: [Practice; 7] = [
         Practice::ExcludedResource,
         Practice::FailClosedKubeSystem,
         Practice::FailClosedOwnPods,
         Practice::ExactMatchBypass,
         Practice::SelectsNothing,
         Practice::TimeoutsExceedRequest,
+        Practice::ReviewVersionV1beta1,
     ];
 }
 
@@ -202,6 +213,7 @@ pub fn advise(config: &WebhookConfiguration) -> Vec<Advice> {
         let path = format!("webhooks[{i}]");
         out.extend(excluded_resources(hook, &path));
         out.extend(selects_nothing(hook, &path));
+        out.extend(review_version_v1beta1(hook, &path));
         if hook.failure_policy.as_deref() != Some("Fail") || !matches_every_object(hook) {
             continue;
         }
@@ -422,6 +434,40 @@ fn selects_nothing(hook: &Webhook, path: &str) -> Vec<Advice> {
         });
     }
     out
+}
+
+/// The AdmissionReview version kube-apiserver sends is the first of `admissionReviewVersions`
+/// it supports, v1 or v1beta1 (k8s.io/apiserver v0.37.1
+/// `admission/plugin/webhook/request/admissionreview.go` `CreateAdmissionObjects`; others are
+/// skipped), and decodes the answer into that version: an answer in v1 to a v1beta1 review
+/// fails the call with `converting (v1.AdmissionReview) to (v1beta1.AdmissionReview): unknown
+/// conversion` (admission.k8s.io has no conversions between its versions; the dispatchers'
+/// `Do(ctx).Into(response)`, `validating/dispatcher.go` `callHook`). kube-apiserver
+/// accepts a list without v1 on create (k8s.io/kubernetes v1.37.1
+/// `pkg/apis/admissionregistration/validation/validation.go` `validateAdmissionReviewVersions`
+/// requires one of v1 and v1beta1). Proven in e2e_webhooks,
+/// `review_versions_decide_what_the_webhook_receives`.
+fn review_version_v1beta1(hook: &Webhook, path: &str) -> Option<Advice> {
+    let versions = hook.admission_review_versions.as_deref()?;
+    let sent = versions.iter().find(|v| *v == "v1" || *v == "v1beta1")?;
+    if sent != "v1beta1" {
+        return None;
+    }
+    let listed = if versions.iter().any(|v| v == "v1") {
+        "lists v1beta1 before v1"
+    } else {
+        "does not list v1"
+    };
+    Some(Advice {
+        rule: Practice::ReviewVersionV1beta1,
+        field_ref: format!("{path}.admissionReviewVersions"),
+        message: format!(
+            "admissionReviewVersions {listed}: kube-apiserver sends the webhook AdmissionReview \
+             admission.k8s.io/v1beta1 (the first version it supports in the list) and takes only \
+             a v1beta1 answer: a webhook that answers in v1 fails every call (converting \
+             (v1.AdmissionReview) to (v1beta1.AdmissionReview): unknown conversion); put v1 first"
+        ),
+    })
 }
 
 /// kube-apiserver's default `--request-timeout`: the deadline `WithRequestDeadline`
@@ -712,5 +758,39 @@ mod tests {
         let mut ignore = hook(json!({}), json!({}));
         ignore["failurePolicy"] = json!("Ignore");
         assert_eq!(rules(&advise(&config(ignore))), []);
+    }
+
+    #[test]
+    fn review_version_is_the_first_one_kube_apiserver_supports() {
+        let hook = |versions: serde_json::Value| {
+            json!({"name": "a.b.c", "failurePolicy": "Ignore", "admissionReviewVersions": versions,
+                "rules": [{"apiGroups": ["example.com"], "apiVersions": ["v1"],
+                           "operations": ["CREATE"], "resources": ["widgets"]}]})
+        };
+        let field = [("VAP126", "webhooks[0].admissionReviewVersions")];
+        for (versions, flagged) in [
+            (json!(["v1beta1"]), true),
+            (json!(["v1beta1", "v1"]), true),
+            (json!(["v2", "v1beta1", "v1"]), true),
+            (json!(["v1", "v1beta1"]), false),
+            (json!(["v2", "v1"]), false),
+            (json!(["v1"]), false),
+            // None supported: kube-apiserver rejects it on create (the verdict says why).
+            (json!(["v2"]), false),
+        ] {
+            let a = advise(&config(hook(versions.clone())));
+            let want: &[(&str, &str)] = if flagged { &field } else { &[] };
+            assert_eq!(rules(&a), want, "{versions}");
+        }
+        let a = advise(&config(hook(json!(["v1beta1"]))));
+        assert_eq!(
+            a[0].message,
+            "admissionReviewVersions does not list v1: kube-apiserver sends the webhook AdmissionReview admission.k8s.io/v1beta1 (the first version it supports in the list) and takes only a v1beta1 answer: a webhook that answers in v1 fails every call (converting (v1.AdmissionReview) to (v1beta1.AdmissionReview): unknown conversion); put v1 first"
+        );
+        let a = advise(&config(hook(json!(["v1beta1", "v1"]))));
+        assert!(
+            a[0].message
+                .starts_with("admissionReviewVersions lists v1beta1 before v1: ")
+        );
     }
 }

@@ -1,32 +1,44 @@
 //! Proof for issue 32, item 2 (admission webhooks watched by `vapcheck controller`), on the real
-//! kube-apiserver 1.37.1 with a real HTTPS webhook server started here (tokio-rustls, an
-//! AdmissionReview v1 responder on 127.0.0.1 that admits everything and counts requests).
+//! kube-apiserver 1.37.1 with a real HTTPS webhook server started here
+//! (e2e/support/webhook_server.rs: tokio-rustls, an AdmissionReview responder on 127.0.0.1 that
+//! admits everything and counts requests).
 //!
 //! The control plane is this test's own, started with `--enable-aggregator-routing=true`, so
 //! that kube-apiserver resolves a webhook Service to its EndpointSlices itself
 //! (`NewEndpointServiceResolver`; without the flag it dials the cluster IP, which needs a
 //! service proxy this control plane does not run).
 //!
-//! One test, `webhooks_are_reported_and_cleared`, runs two cases on one control plane:
+//! One test, `webhooks_are_reported_and_cleared`, runs five cases on one control plane, each a
+//! `Fail` webhook whose state vapcheck must report within 5 s (the Warning Event on the
+//! configuration and `vapcheck_webhook_state`) while kube-apiserver denies a matching request
+//! with the exact text compared here, and whose fix must clear the report within 5 s (a Normal
+//! Event):
 //!
-//! 1. `a_service_without_endpoints_is_reported_and_clears`: a `Fail` webhook whose Service has
-//!    no endpoints denies a request with the API server's exact text, and vapcheck had reported
-//!    it within 5 s (one Warning Event `WebhookNoReadyEndpoints`, `vapcheck_webhook_state`
-//!    `no_ready_endpoints`); a ready EndpointSlice clears it within 5 s (one Normal Event
-//!    `WebhookEndpointsReady`, state `available`, one ready endpoint).
-//! 2. `an_expired_ca_bundle_is_reported_and_clears`: a webhook through `clientConfig.url` to the
-//!    server, whose `caBundle` is an expired CA (the one that signed the server's certificate):
-//!    the request is denied with Go's x509 error, and vapcheck had reported it within 5 s; with
-//!    a valid CA the request reaches the server and is admitted, and the report clears.
+//! 1. `a_service_without_endpoints_is_reported_and_clears` (`no_ready_endpoints`): a ready
+//!    EndpointSlice clears it (one ready endpoint).
+//! 2. `an_expired_ca_bundle_is_reported_and_clears` (`certificate_expired`): a webhook through
+//!    `clientConfig.url` whose `caBundle` is an expired CA, the one that signed the server's
+//!    certificate (Go's x509 error); with a valid CA the request reaches the server and is
+//!    admitted.
+//! 3. `a_missing_service_is_reported_and_clears` (`service_not_found`): creating the Service
+//!    clears it and shows the next problem (`service_port_not_found`: it has no port 443);
+//!    adding the port clears that and shows the next (no ready endpoints).
+//! 4. `an_invalid_ca_bundle_is_reported_and_clears` (`ca_bundle_invalid`): client-go's error
+//!    on a bundle without a certificate; a valid CA clears it and the review is admitted.
+//! 5. `an_expiring_certificate_is_reported_and_clears` (`certificate_expiring`): a CA that
+//!    expires in a day (the review is admitted), cleared when replaced; then a CA that expires
+//!    in 10 s, reported expired within 5 s of its `notAfter` with no change to any object, and
+//!    kube-apiserver's x509 error from then on.
 //!
 //! `cargo test --test e2e_webhook_controller -- --nocapture`.
 
 #[allow(dead_code)]
 #[path = "../support/mod.rs"]
 mod support;
+#[allow(dead_code)]
+#[path = "../support/webhook_server.rs"]
+mod webhook_server;
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail, ensure};
@@ -37,7 +49,7 @@ use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use serde_json::{Value, json};
 use support::{Cluster, UpOptions, Vapcheck};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use webhook_server::{Reply, certificates, certificates_for_years, valid_between};
 
 /// How soon vapcheck must report a cause, and a fix.
 const REPORT: Duration = Duration::from_secs(5);
@@ -91,116 +103,10 @@ async fn webhooks_are_reported_and_cleared() -> anyhow::Result<()> {
     let client = s.cluster.client().await?;
     a_service_without_endpoints_is_reported_and_clears(&s, &client).await?;
     an_expired_ca_bundle_is_reported_and_clears(&s, &client).await?;
+    a_missing_service_is_reported_and_clears(&s, &client).await?;
+    an_invalid_ca_bundle_is_reported_and_clears(&s, &client).await?;
+    an_expiring_certificate_is_reported_and_clears(&s, &client).await?;
     Ok(())
-}
-
-/// A CA valid from `from` to `to` (years) and a serving certificate for 127.0.0.1 it signed
-/// (valid now): (CA PEM, server certificate DER, server key DER).
-fn certificates(name: &str, from: i32, to: i32) -> anyhow::Result<(String, Vec<u8>, Vec<u8>)> {
-    let mut ca = rcgen::CertificateParams::new(Vec::<String>::new())?;
-    ca.distinguished_name = rcgen::DistinguishedName::new();
-    ca.distinguished_name
-        .push(rcgen::DnType::CommonName, name.to_owned());
-    ca.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-    ca.not_before = rcgen::date_time_ymd(from, 1, 1);
-    ca.not_after = rcgen::date_time_ymd(to, 1, 1);
-    let ca_key = rcgen::KeyPair::generate()?;
-    let ca_cert = ca.self_signed(&ca_key)?;
-    let issuer = rcgen::Issuer::new(ca, ca_key);
-    let mut leaf = rcgen::CertificateParams::new(vec!["127.0.0.1".to_owned()])?;
-    leaf.not_before = rcgen::date_time_ymd(2020, 1, 1);
-    leaf.not_after = rcgen::date_time_ymd(2090, 1, 1);
-    let leaf_key = rcgen::KeyPair::generate()?;
-    let leaf_cert = leaf.signed_by(&leaf_key, &issuer)?;
-    Ok((
-        pem(ca_cert.der()),
-        leaf_cert.der().to_vec(),
-        leaf_key.serialize_der(),
-    ))
-}
-
-/// PEM of a DER certificate (rcgen's `pem` feature is off; a ByteString serialises as base64).
-fn pem(der: &[u8]) -> String {
-    let b64 = serde_json::to_value(k8s_openapi::ByteString(der.to_vec()))
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_owned))
-        .unwrap_or_default();
-    let lines: Vec<String> = b64
-        .as_bytes()
-        .chunks(64)
-        .map(|c| String::from_utf8_lossy(c).into_owned())
-        .collect();
-    format!(
-        "-----BEGIN CERTIFICATE-----\n{}\n-----END CERTIFICATE-----\n",
-        lines.join("\n")
-    )
-}
-
-/// An HTTPS AdmissionReview v1 responder on 127.0.0.1 that admits every request; returns its
-/// port and the count of reviews answered.
-async fn webhook_server(cert: Vec<u8>, key: Vec<u8>) -> anyhow::Result<(u16, Arc<AtomicUsize>)> {
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let key = rustls::pki_types::PrivateKeyDer::try_from(key).map_err(|e| anyhow::anyhow!(e))?;
-    let config = rustls::ServerConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()?
-        .with_no_client_auth()
-        .with_single_cert(vec![rustls::pki_types::CertificateDer::from(cert)], key)?;
-    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-    let port = listener.local_addr()?.port();
-    let count = Arc::new(AtomicUsize::new(0));
-    let answered = Arc::clone(&count);
-    tokio::spawn(async move {
-        while let Ok((tcp, _)) = listener.accept().await {
-            let acceptor = acceptor.clone();
-            let answered = Arc::clone(&answered);
-            tokio::spawn(async move {
-                let Ok(mut tls) = acceptor.accept(tcp).await else {
-                    return;
-                };
-                // One request per read loop (keep-alive: several in turn).
-                let mut buf: Vec<u8> = Vec::new();
-                loop {
-                    let mut chunk = [0u8; 8192];
-                    let Ok(n) = tls.read(&mut chunk).await else {
-                        return;
-                    };
-                    if n == 0 {
-                        return;
-                    }
-                    buf.extend_from_slice(&chunk[..n]);
-                    let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") else {
-                        continue;
-                    };
-                    let head = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase();
-                    let length: usize = head
-                        .lines()
-                        .find_map(|l| l.strip_prefix("content-length:"))
-                        .and_then(|v| v.trim().parse().ok())
-                        .unwrap_or(0);
-                    if buf.len() < end + 4 + length {
-                        continue;
-                    }
-                    let body: Value =
-                        serde_json::from_slice(&buf[end + 4..end + 4 + length]).unwrap_or_default();
-                    buf.drain(..end + 4 + length);
-                    let review = json!({"apiVersion": "admission.k8s.io/v1",
-                        "kind": "AdmissionReview",
-                        "response": {"uid": body["request"]["uid"], "allowed": true}});
-                    let text = review.to_string();
-                    answered.fetch_add(1, Ordering::SeqCst);
-                    let response = format!(
-                        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{text}",
-                        text.len()
-                    );
-                    if tls.write_all(response.as_bytes()).await.is_err() {
-                        return;
-                    }
-                }
-            });
-        }
-    });
-    Ok((port, count))
 }
 
 /// The webhook of the tests: `Fail`, CREATE of ConfigMaps in `namespace` only.
@@ -263,7 +169,7 @@ fn sample(text: &str, name: &str, labels: &str) -> Option<f64> {
 }
 
 /// Waits until vapcheck shows `state` for the webhook and `events` are exactly those on the
-/// configuration; returns how long it took.
+/// configuration (in any order); returns how long it took.
 async fn wait_for_report(
     s: &Setup,
     client: &Client,
@@ -276,14 +182,17 @@ async fn wait_for_report(
     let labels = format!(
         "kind=\"ValidatingWebhookConfiguration\",configuration=\"{configuration}\",webhook=\"{webhook}\",failure_policy=\"Fail\",state=\"{state}\""
     );
-    let want: Vec<(String, String, String)> = want
+    // Compared as multisets: Events sent in one assessment may carry the same time.
+    let mut want: Vec<(String, String, String)> = want
         .iter()
         .map(|(t, r, n)| (t.to_string(), r.to_string(), n.clone()))
         .collect();
+    want.sort();
     let mut last = String::new();
     while started.elapsed() < REPORT {
         let metrics = support::http_get(&s.metrics, "/metrics")?;
-        let got = events(client, configuration).await?;
+        let mut got = events(client, configuration).await?;
+        got.sort();
         let value = sample(&metrics, "vapcheck_webhook_state", &labels);
         if value == Some(1.0) && got == want {
             return Ok(started.elapsed());
@@ -395,19 +304,16 @@ async fn an_expired_ca_bundle_is_reported_and_clears(
     s: &Setup,
     client: &Client,
 ) -> anyhow::Result<()> {
-    let (expired_ca, expired_cert, expired_key) =
-        certificates("vapcheck e2e expired CA", 2020, 2021)?;
-    let (valid_ca, valid_cert, valid_key) = certificates("vapcheck e2e CA", 2020, 2090)?;
-    let (expired_port, expired_count) = webhook_server(expired_cert, expired_key).await?;
-    let (valid_port, valid_count) = webhook_server(valid_cert, valid_key).await?;
+    let expired = certificates_for_years("vapcheck e2e expired CA", 2020, 2021)?;
+    let valid = certificates_for_years("vapcheck e2e CA", 2020, 2090)?;
+    let expired_server = webhook_server::start(&expired, Reply::SameVersion).await?;
+    let valid_server = webhook_server::start(&valid, Reply::SameVersion).await?;
+    let (expired_port, valid_port) = (expired_server.port, valid_server.port);
+    let (expired_ca, valid_ca) = (expired.ca_pem.clone(), valid.ca_pem.clone());
     let ns = format!("whc-url-{}", support::unix_ms());
     create_namespace(client, &ns).await?;
     let name = format!("url-{}.e2e.vapcheck.dev", support::unix_ms());
     let hook = "url.vapcheck.example.com";
-    let url_config = |port: u16, ca: &str| {
-        json!({"url": format!("https://127.0.0.1:{port}/validate"),
-               "caBundle": k8s_openapi::ByteString(ca.as_bytes().to_vec())})
-    };
     let config: ValidatingWebhookConfiguration = serde_json::from_value(json!({
         "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
         "metadata": {"name": name},
@@ -452,11 +358,7 @@ async fn an_expired_ca_bundle_is_reported_and_clears(
         Err(m) if m.starts_with(&prefix) && m.ends_with(suffix) => {}
         other => bail!("with the expired CA: {other:?}\nexpected {prefix}<time>{suffix}"),
     }
-    assert_eq!(
-        expired_count.load(Ordering::SeqCst),
-        0,
-        "no review reached the server"
-    );
+    assert_eq!(expired_server.answered(), 0, "no review reached the server");
 
     // A valid CA (and the server whose certificate it signed).
     let patch = json!({"webhooks": [webhook(hook, &ns, url_config(valid_port, &valid_ca))]});
@@ -486,7 +388,425 @@ async fn an_expired_ca_bundle_is_reported_and_clears(
     .await;
     configs.delete(&name, &DeleteParams::default()).await?;
     admitted?;
-    assert_eq!(valid_count.load(Ordering::SeqCst), 1, "one review answered");
-    ensure!(expired_count.load(Ordering::SeqCst) == 0);
+    assert_eq!(valid_server.answered(), 1, "one review answered");
+    ensure!(expired_server.answered() == 0);
+    Ok(())
+}
+
+/// `seconds` as RFC 3339 UTC (as vapcheck and Go's x509 errors write it).
+fn rfc3339(seconds: u64) -> String {
+    i64::try_from(seconds)
+        .ok()
+        .and_then(|s| k8s_openapi::jiff::Timestamp::from_second(s).ok())
+        .map(|t| t.to_string())
+        .unwrap_or_default()
+}
+
+fn unix_seconds() -> u64 {
+    u64::try_from(support::unix_ms() / 1000).unwrap_or_default()
+}
+
+/// A `clientConfig` through `url` to the server on `port`, trusting `ca`.
+fn url_config(port: u16, ca: &str) -> Value {
+    json!({"url": format!("https://127.0.0.1:{port}/validate"),
+           "caBundle": k8s_openapi::ByteString(ca.as_bytes().to_vec())})
+}
+
+/// Creates a configuration with the one webhook `hook` for `namespace`.
+async fn create_configuration(
+    client: &Client,
+    name: &str,
+    hook: &str,
+    namespace: &str,
+    client_config: Value,
+) -> anyhow::Result<Api<ValidatingWebhookConfiguration>> {
+    let config: ValidatingWebhookConfiguration = serde_json::from_value(json!({
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
+        "metadata": {"name": name},
+        "webhooks": [webhook(hook, namespace, client_config)]}))?;
+    let configs: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
+    configs.create(&PostParams::default(), &config).await?;
+    Ok(configs)
+}
+
+/// Replaces the webhook's `clientConfig`.
+async fn set_client_config(
+    configs: &Api<ValidatingWebhookConfiguration>,
+    name: &str,
+    hook: &str,
+    namespace: &str,
+    client_config: Value,
+) -> anyhow::Result<()> {
+    let patch = json!({"webhooks": [webhook(hook, namespace, client_config)]});
+    configs
+        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await?;
+    Ok(())
+}
+
+/// Creates ConfigMaps in `namespace` until kube-apiserver's answer satisfies `want` (its webhook
+/// informer may lag vapcheck's by a moment), within [`REPORT`]; returns the last answer.
+async fn wait_for_answer(
+    client: &Client,
+    namespace: &str,
+    want: impl Fn(&Result<(), String>) -> bool,
+) -> anyhow::Result<Result<(), String>> {
+    let started = Instant::now();
+    loop {
+        let answer = create_config_map(client, namespace).await?;
+        if want(&answer) || started.elapsed() >= REPORT {
+            return Ok(answer);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// service_not_found, then service_port_not_found: a `Fail` webhook whose Service does not
+/// exist, then has no port 443.
+async fn a_missing_service_is_reported_and_clears(
+    s: &Setup,
+    client: &Client,
+) -> anyhow::Result<()> {
+    let ns = format!("whc-nosvc-{}", support::unix_ms());
+    create_namespace(client, &ns).await?;
+    let name = format!("nosvc-{}.e2e.vapcheck.dev", support::unix_ms());
+    let hook = "nosvc.vapcheck.example.com";
+    let service_ref = json!({"service": {"namespace": ns, "name": "hook", "path": "/validate",
+        "port": 443}});
+    let configs = create_configuration(client, &name, hook, &ns, service_ref).await?;
+    let warning = (
+        "Warning",
+        "WebhookServiceNotFound",
+        format!(
+            "webhook \"{hook}\": clientConfig.service: Service {ns}/hook does not exist (kube-apiserver: service \"hook\" not found); failurePolicy is Fail: kube-apiserver rejects every matching request"
+        ),
+    );
+    let took = wait_for_report(
+        s,
+        client,
+        &name,
+        hook,
+        "service_not_found",
+        std::slice::from_ref(&warning),
+    )
+    .await?;
+    eprintln!("e2e: missing Service reported in {took:.1?}");
+    let labels = format!(
+        "kind=\"ValidatingWebhookConfiguration\",configuration=\"{name}\",webhook=\"{hook}\""
+    );
+    let metrics = support::http_get(&s.metrics, "/metrics")?;
+    assert_eq!(
+        sample(&metrics, "vapcheck_webhook_ready_endpoints", &labels),
+        None,
+        "no endpoint count without a Service"
+    );
+    let want = format!(
+        "Internal error occurred: failed calling webhook \"{hook}\": failed to call webhook: Post \"https://hook.{ns}.svc:443/validate?timeout=2s\": service \"hook\" not found"
+    );
+    let denied = wait_for_answer(client, &ns, |a| a.as_ref().err() == Some(&want)).await?;
+    assert_eq!(denied, Err(want));
+
+    // The Service appears, without the webhook's port: that problem clears, the next shows.
+    let services: Api<k8s_openapi::api::core::v1::Service> = Api::namespaced(client.clone(), &ns);
+    services
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"apiVersion": "v1", "kind": "Service",
+                "metadata": {"name": "hook"},
+                "spec": {"ports": [{"name": "https", "port": 8443, "targetPort": 8443}]}}))?,
+        )
+        .await?;
+    let normal = (
+        "Normal",
+        "WebhookServiceFound",
+        format!("webhook \"{hook}\": the Service exists"),
+    );
+    let no_port = (
+        "Warning",
+        "WebhookServicePortNotFound",
+        format!(
+            "webhook \"{hook}\": clientConfig.service: Service {ns}/hook has no port 443 (kube-apiserver: no service port 443 found for service \"hook\"); failurePolicy is Fail: kube-apiserver rejects every matching request"
+        ),
+    );
+    let took = wait_for_report(
+        s,
+        client,
+        &name,
+        hook,
+        "service_port_not_found",
+        &[warning.clone(), normal.clone(), no_port.clone()],
+    )
+    .await?;
+    eprintln!("e2e: the Service without the port reported in {took:.1?}");
+    let want = format!(
+        "Internal error occurred: failed calling webhook \"{hook}\": failed to call webhook: Post \"https://hook.{ns}.svc:443/validate?timeout=2s\": no service port 443 found for service \"hook\""
+    );
+    let denied = wait_for_answer(client, &ns, |a| a.as_ref().err() == Some(&want)).await?;
+    assert_eq!(denied, Err(want));
+
+    // The port added (still without endpoints): cleared, and the next problem shows.
+    let patch = json!({"spec": {"ports": [{"name": "https", "port": 443, "targetPort": 8443}]}});
+    services
+        .patch("hook", &PatchParams::default(), &Patch::Merge(&patch))
+        .await?;
+    let port_found = (
+        "Normal",
+        "WebhookServicePortFound",
+        format!("webhook \"{hook}\": the Service has the webhook's port"),
+    );
+    let no_endpoints = (
+        "Warning",
+        "WebhookNoReadyEndpoints",
+        format!(
+            "webhook \"{hook}\": clientConfig.service: Service {ns}/hook has no ready endpoint for port 443 (kube-apiserver with aggregator routing: no endpoints available for service \"hook\"; else the connection to the cluster IP is refused); failurePolicy is Fail: kube-apiserver rejects every matching request"
+        ),
+    );
+    let took = wait_for_report(
+        s,
+        client,
+        &name,
+        hook,
+        "no_ready_endpoints",
+        &[warning, normal, no_port, port_found, no_endpoints],
+    )
+    .await?;
+    eprintln!("e2e: the Service's port reported in {took:.1?}");
+    let want = format!(
+        "Internal error occurred: failed calling webhook \"{hook}\": failed to call webhook: Post \"https://hook.{ns}.svc:443/validate?timeout=2s\": no endpoints available for service \"hook\""
+    );
+    let after = wait_for_answer(client, &ns, |a| a.as_ref().err() == Some(&want)).await?;
+    configs.delete(&name, &DeleteParams::default()).await?;
+    assert_eq!(after, Err(want));
+    Ok(())
+}
+
+/// ca_bundle_invalid: a `caBundle` without a certificate.
+async fn an_invalid_ca_bundle_is_reported_and_clears(
+    s: &Setup,
+    client: &Client,
+) -> anyhow::Result<()> {
+    let valid = certificates_for_years("vapcheck e2e CA", 2020, 2090)?;
+    let server = webhook_server::start(&valid, Reply::SameVersion).await?;
+    let ns = format!("whc-badca-{}", support::unix_ms());
+    create_namespace(client, &ns).await?;
+    let name = format!("badca-{}.e2e.vapcheck.dev", support::unix_ms());
+    let hook = "badca.vapcheck.example.com";
+    let configs = create_configuration(
+        client,
+        &name,
+        hook,
+        &ns,
+        url_config(server.port, "not a certificate\n"),
+    )
+    .await?;
+    let warning = (
+        "Warning",
+        "WebhookCABundleInvalid",
+        format!(
+            "webhook \"{hook}\": clientConfig.caBundle holds no PEM certificate that parses (client-go: unable to load root certificates); failurePolicy is Fail: kube-apiserver rejects every matching request"
+        ),
+    );
+    let took = wait_for_report(
+        s,
+        client,
+        &name,
+        hook,
+        "ca_bundle_invalid",
+        std::slice::from_ref(&warning),
+    )
+    .await?;
+    eprintln!("e2e: invalid caBundle reported in {took:.1?}");
+    let labels = format!(
+        "kind=\"ValidatingWebhookConfiguration\",configuration=\"{name}\",webhook=\"{hook}\""
+    );
+    let metrics = support::http_get(&s.metrics, "/metrics")?;
+    assert_eq!(
+        sample(
+            &metrics,
+            "vapcheck_webhook_ca_bundle_expiry_timestamp_seconds",
+            &labels
+        ),
+        None,
+        "no expiry without a certificate"
+    );
+    let want = format!(
+        "Internal error occurred: failed calling webhook \"{hook}\": could not get REST client: unable to load root certificates: unable to parse bytes as PEM block"
+    );
+    let denied = wait_for_answer(client, &ns, |a| a.as_ref().err() == Some(&want)).await?;
+    assert_eq!(denied, Err(want));
+    assert_eq!(server.answered(), 0, "no review reached the server");
+
+    set_client_config(
+        &configs,
+        &name,
+        hook,
+        &ns,
+        url_config(server.port, &valid.ca_pem),
+    )
+    .await?;
+    let normal = (
+        "Normal",
+        "WebhookCABundleValid",
+        format!("webhook \"{hook}\": clientConfig.caBundle parses"),
+    );
+    let took = wait_for_report(s, client, &name, hook, "available", &[warning, normal]).await?;
+    eprintln!("e2e: valid caBundle reported in {took:.1?}");
+    let admitted = wait_for_answer(client, &ns, Result::is_ok).await?;
+    configs.delete(&name, &DeleteParams::default()).await?;
+    assert_eq!(admitted, Ok(()));
+    assert_eq!(server.answered(), 1, "one review answered");
+    Ok(())
+}
+
+/// certificate_expiring: a CA that expires in a day warns and clears when replaced; one that
+/// expires in seconds warns, then is reported expired within 5 s of its `notAfter` (and
+/// kube-apiserver then fails the call with Go's x509 error).
+async fn an_expiring_certificate_is_reported_and_clears(
+    s: &Setup,
+    client: &Client,
+) -> anyhow::Result<()> {
+    let now = unix_seconds();
+    let day_end = now + 86_400;
+    let day = certificates("vapcheck e2e CA for a day", &["127.0.0.1"], |ca| {
+        valid_between(ca, now - 3_600, day_end);
+    })?;
+    let valid = certificates_for_years("vapcheck e2e CA", 2020, 2090)?;
+    let day_server = webhook_server::start(&day, Reply::SameVersion).await?;
+    let valid_server = webhook_server::start(&valid, Reply::SameVersion).await?;
+    let ns = format!("whc-expiring-{}", support::unix_ms());
+    create_namespace(client, &ns).await?;
+    let name = format!("expiring-{}.e2e.vapcheck.dev", support::unix_ms());
+    let hook = "expiring.vapcheck.example.com";
+    let configs = create_configuration(
+        client,
+        &name,
+        hook,
+        &ns,
+        url_config(day_server.port, &day.ca_pem),
+    )
+    .await?;
+    let expiring = |cn: &str, at: u64| {
+        (
+            "Warning",
+            "WebhookCertificateExpiring",
+            format!(
+                "webhook \"{hook}\": clientConfig.caBundle: the last certificate (CN={cn}) expires at {}; after that with failurePolicy Fail: kube-apiserver rejects every matching request",
+                rfc3339(at)
+            ),
+        )
+    };
+    let first = expiring("vapcheck e2e CA for a day", day_end);
+    let took = wait_for_report(
+        s,
+        client,
+        &name,
+        hook,
+        "certificate_expiring",
+        std::slice::from_ref(&first),
+    )
+    .await?;
+    eprintln!("e2e: a CA expiring in a day reported in {took:.1?}");
+    let labels = format!(
+        "kind=\"ValidatingWebhookConfiguration\",configuration=\"{name}\",webhook=\"{hook}\""
+    );
+    let metrics = support::http_get(&s.metrics, "/metrics")?;
+    assert_eq!(
+        sample(
+            &metrics,
+            "vapcheck_webhook_ca_bundle_expiry_timestamp_seconds",
+            &labels
+        ),
+        Some(day_end as f64)
+    );
+    // Still valid: the review reaches the server.
+    // Until kube-apiserver's informer has the configuration, a ConfigMap is admitted without
+    // the call: wait for the one that reached the server.
+    let admitted =
+        wait_for_answer(client, &ns, |a| a.is_ok() && day_server.answered() >= 1).await?;
+    assert_eq!(admitted, Ok(()));
+    assert_eq!(day_server.answered(), 1, "one review answered");
+
+    // Replaced by a CA valid until 2090: cleared.
+    set_client_config(
+        &configs,
+        &name,
+        hook,
+        &ns,
+        url_config(valid_server.port, &valid.ca_pem),
+    )
+    .await?;
+    let cleared = (
+        "Normal",
+        "WebhookCertificateValid",
+        format!("webhook \"{hook}\": clientConfig.caBundle is valid until 2090-01-01T00:00:00Z"),
+    );
+    let took = wait_for_report(s, client, &name, hook, "available", &[first, cleared]).await?;
+    eprintln!("e2e: the replaced CA reported in {took:.1?}");
+    configs.delete(&name, &DeleteParams::default()).await?;
+
+    // A CA that expires in 10 s: expiring now, expired (and no Normal Event between) within
+    // 5 s of its notAfter, without any change to the objects. Another configuration: on the
+    // first, kube-runtime's Recorder would fold this second WebhookCertificateExpiring Warning
+    // into the first Event's series, with the first one's note (docs/webhooks.md).
+    let name = format!("expiring-short-{}.e2e.vapcheck.dev", support::unix_ms());
+    let now = unix_seconds();
+    let short_end = now + 10;
+    let short = certificates("vapcheck e2e CA for seconds", &["127.0.0.1"], |ca| {
+        valid_between(ca, now - 3_600, short_end);
+    })?;
+    let short_server = webhook_server::start(&short, Reply::SameVersion).await?;
+    let configs = create_configuration(
+        client,
+        &name,
+        hook,
+        &ns,
+        url_config(short_server.port, &short.ca_pem),
+    )
+    .await?;
+    let second = expiring("vapcheck e2e CA for seconds", short_end);
+    let took = wait_for_report(
+        s,
+        client,
+        &name,
+        hook,
+        "certificate_expiring",
+        std::slice::from_ref(&second),
+    )
+    .await?;
+    eprintln!("e2e: a CA expiring in 10 s reported in {took:.1?}");
+    let until_expiry = Duration::from_millis(
+        (short_end * 1000).saturating_sub(u64::try_from(support::unix_ms()).unwrap_or(u64::MAX)),
+    );
+    tokio::time::sleep(until_expiry).await;
+    let expired = (
+        "Warning",
+        "WebhookCertificateExpired",
+        format!(
+            "webhook \"{hook}\": clientConfig.caBundle: every certificate has expired, the last (CN=vapcheck e2e CA for seconds) at {} (kube-apiserver: x509: certificate has expired or is not yet valid); failurePolicy is Fail: kube-apiserver rejects every matching request",
+            rfc3339(short_end)
+        ),
+    );
+    let took = wait_for_report(
+        s,
+        client,
+        &name,
+        hook,
+        "certificate_expired",
+        &[second, expired],
+    )
+    .await?;
+    eprintln!("e2e: the CA's expiry reported {took:.1?} after its notAfter");
+    let denied = create_config_map(client, &ns).await?;
+    configs.delete(&name, &DeleteParams::default()).await?;
+    let prefix = format!(
+        "Internal error occurred: failed calling webhook \"{hook}\": failed to call webhook: Post \"https://127.0.0.1:{}/validate?timeout=2s\": tls: failed to verify certificate: x509: certificate has expired or is not yet valid: current time ",
+        short_server.port
+    );
+    let suffix = format!(" is after {}", rfc3339(short_end));
+    match &denied {
+        Err(m) if m.starts_with(&prefix) && m.ends_with(&suffix) => {}
+        other => bail!("with the expired CA: {other:?}\nexpected {prefix}<time>{suffix}"),
+    }
+    assert_eq!(short_server.answered(), 0, "no review reached the server");
     Ok(())
 }

@@ -15,6 +15,9 @@
 #[allow(dead_code)]
 #[path = "../support/mod.rs"]
 mod support;
+#[allow(dead_code)]
+#[path = "../support/webhook_server.rs"]
+mod webhook_server;
 
 use std::collections::BTreeMap;
 
@@ -26,6 +29,7 @@ use serde_json::{Value, json};
 
 const FIXTURE: &str = "e2e/fixtures/webhook-match-conditions.yaml";
 const PRACTICES: &str = "e2e/fixtures/webhook-practices.yaml";
+const REVIEW_VERSIONS: &str = "e2e/fixtures/webhook-review-versions.yaml";
 /// The namespace of the self-hosted webhook in the fixture; each run uses a fresh one (a
 /// deleted namespace stays terminating on a control plane without the namespace controller).
 const SELF_HOSTED_NAMESPACE: &str = "vapcheck-e2e-self-hosted";
@@ -600,5 +604,133 @@ async fn timeouts_beyond_the_request_deadline_fail_even_with_ignore() -> anyhow:
                 && *two >= std::time::Duration::from_secs(8) => {}
         other => bail!("kube-apiserver did not answer as VAP125 says: {other:?}"),
     }
+    Ok(())
+}
+
+/// VAP126: kube-apiserver sends the AdmissionReview version it finds first in
+/// `admissionReviewVersions` among those it supports (k8s.io/apiserver v0.37.1
+/// `admission/plugin/webhook/request/admissionreview.go` `CreateAdmissionObjects`). vapcheck
+/// reports `e2e/fixtures/webhook-review-versions.yaml`'s three webhooks that get v1beta1 and
+/// says kube-apiserver accepts the configuration; kube-apiserver creates it. A real HTTPS
+/// server (e2e/support/webhook_server.rs) records the version each webhook receives: first one
+/// that answers in the version it received (every ConfigMap admitted), then one that answers in
+/// v1 whatever it received (the three calls that sent v1beta1 fail, and the requests are
+/// denied).
+#[tokio::test]
+async fn review_versions_decide_what_the_webhook_receives() -> anyhow::Result<()> {
+    let cluster = support::shared_cluster()?;
+    let client = cluster.client().await?;
+    let fixture = support::repo_root().join(REVIEW_VERSIONS);
+    let entries = support::check_json(cluster.kubeconfig(), &fixture)?;
+    let advice: Vec<(String, String)> = entries
+        .iter()
+        .flat_map(|e| e["advice"].as_array().cloned().unwrap_or_default())
+        .map(|a| {
+            (
+                a["rule"].as_str().unwrap_or_default().to_owned(),
+                a["fieldRef"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect();
+    let want: Vec<(String, String)> = [0, 1, 3]
+        .iter()
+        .map(|i| {
+            (
+                "VAP126".to_owned(),
+                format!("webhooks[{i}].admissionReviewVersions"),
+            )
+        })
+        .collect();
+    ensure!(advice == want, "vapcheck's findings: {advice:?}");
+    ensure!(
+        entries.len() == 1 && entries[0]["apiServer"]["accepted"] == json!(true),
+        "vapcheck's verdict on the fixture: {entries:#?}"
+    );
+
+    let certs =
+        webhook_server::certificates_for_years("vapcheck e2e review versions CA", 2020, 2090)?;
+    let cases = ["only-v1beta1", "v1beta1-first", "v1-first", "unknown-first"];
+    let mut received = Vec::new();
+    let mut answers = Vec::new();
+    for reply in [
+        webhook_server::Reply::SameVersion,
+        webhook_server::Reply::V1,
+    ] {
+        let server = webhook_server::start(&certs, reply).await?;
+        let text = std::fs::read_to_string(&fixture)?
+            .replace("127.0.0.1:1/", &format!("127.0.0.1:{}/", server.port));
+        let mut config: Value = support::parse_yaml_documents(&text)?
+            .into_iter()
+            .next()
+            .context("no document")?;
+        for hook in config["webhooks"].as_array_mut().into_iter().flatten() {
+            hook["clientConfig"]["caBundle"] =
+                serde_json::to_value(k8s_openapi::ByteString(certs.ca_pem.clone().into_bytes()))?;
+        }
+        let configs: Api<
+            k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration,
+        > = Api::all(client.clone());
+        let _ = configs
+            .delete("wh-review-versions", &DeleteParams::default())
+            .await;
+        configs
+            .create(&PostParams::default(), &serde_json::from_value(config)?)
+            .await?;
+        tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+        let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+        for case in cases {
+            let got = create(&api, &config_map(&format!("review-{case}"), None)?).await?;
+            eprintln!("webhooks: {reply:?} server, {case}: {got:?}");
+            answers.push((reply, case, got));
+        }
+        received.push(server.received());
+        let _ = configs
+            .delete("wh-review-versions", &DeleteParams::default())
+            .await;
+    }
+    // What each webhook received, in the order of `cases`, for each server.
+    let sent = [
+        "admission.k8s.io/v1beta1",
+        "admission.k8s.io/v1beta1",
+        "admission.k8s.io/v1",
+        "admission.k8s.io/v1beta1",
+    ];
+    ensure!(
+        received == [sent, sent],
+        "the AdmissionReview versions received: {received:#?}"
+    );
+    // A server that answers in v1 fails every call that sent v1beta1 (failurePolicy Fail: the
+    // request is denied); the one that sent v1 is admitted.
+    let fails = |case: &str| {
+        Err(format!(
+            "Internal error occurred: failed calling webhook \"{case}.review-versions.vapcheck.example.com\": failed to call webhook: converting (v1.AdmissionReview) to (v1beta1.AdmissionReview): unknown conversion"
+        ))
+    };
+    let want: Vec<(webhook_server::Reply, &str, Result<(), String>)> = cases
+        .iter()
+        .map(|c| (webhook_server::Reply::SameVersion, *c, Ok(())))
+        .chain([
+            (
+                webhook_server::Reply::V1,
+                "only-v1beta1",
+                fails("only-v1beta1"),
+            ),
+            (
+                webhook_server::Reply::V1,
+                "v1beta1-first",
+                fails("v1beta1-first"),
+            ),
+            (webhook_server::Reply::V1, "v1-first", Ok(())),
+            (
+                webhook_server::Reply::V1,
+                "unknown-first",
+                fails("unknown-first"),
+            ),
+        ])
+        .collect();
+    ensure!(
+        answers == want,
+        "kube-apiserver's answers: {answers:#?}\nexpected {want:#?}"
+    );
     Ok(())
 }

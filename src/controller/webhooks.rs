@@ -434,10 +434,10 @@ fn publish(ctx: &Context, c: &Seen, now: BTreeMap<String, (String, Assessment)>)
             }
         }
         for gone in old_problems.difference(&kinds) {
-            // An expired certificate that is now only expiring is still a certificate problem.
-            if *gone == ProblemKind::CertificateExpired
-                && kinds.contains(&ProblemKind::CertificateExpiring)
-            {
+            // An expired certificate that is now only expiring (a new bundle), or an expiring
+            // one that has now expired (the clock), is still a certificate problem: no Normal
+            // Event saying the bundle is valid.
+            if still_certificate_problem(*gone, &kinds) {
                 continue;
             }
             send(
@@ -459,6 +459,15 @@ fn publish(ctx: &Context, c: &Seen, now: BTreeMap<String, (String, Assessment)>)
         }
     }
     records.insert(c.key.clone(), record);
+}
+
+/// Whether `gone` is a certificate problem replaced by the other one in `now`.
+fn still_certificate_problem(gone: ProblemKind, now: &BTreeSet<ProblemKind>) -> bool {
+    match gone {
+        ProblemKind::CertificateExpired => now.contains(&ProblemKind::CertificateExpiring),
+        ProblemKind::CertificateExpiring => now.contains(&ProblemKind::CertificateExpired),
+        _ => false,
+    }
 }
 
 fn labels(c: &Seen, webhook: &str) -> WebhookLabels {
