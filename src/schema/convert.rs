@@ -20,7 +20,7 @@
 //! Work is bounded: a conversion fails with [`ConvertError::TooLarge`] or
 //! [`ConvertError::TooDeep`] instead of exhausting memory or the stack.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use serde_json::{Map, Value};
@@ -102,13 +102,31 @@ pub struct ConvertOptions {
 /// The component schemas of one OpenAPI v3 document (`components.schemas`).
 #[derive(Debug, Clone, Copy)]
 pub struct Components<'a> {
-    schemas: &'a Map<String, Value>,
+    schemas: ComponentMap<'a>,
+}
+
+/// Where [`Components`] looks names up.
+#[derive(Debug, Clone, Copy)]
+enum ComponentMap<'a> {
+    /// A `components.schemas` object as parsed.
+    Plain(&'a Map<String, Value>),
+    /// Schemas shared between documents (`OpenApiDocument`'s interned components).
+    Shared(&'a HashMap<String, Arc<Value>>),
 }
 
 impl<'a> Components<'a> {
     /// Wraps a `components.schemas` map.
     pub fn new(schemas: &'a Map<String, Value>) -> Self {
-        Components { schemas }
+        Components {
+            schemas: ComponentMap::Plain(schemas),
+        }
+    }
+
+    /// Wraps schemas by name that may be shared with other documents.
+    pub fn shared(schemas: &'a HashMap<String, Arc<Value>>) -> Self {
+        Components {
+            schemas: ComponentMap::Shared(schemas),
+        }
     }
 
     /// Looks a reference up the way the discovery resolver does: strip
@@ -117,7 +135,14 @@ impl<'a> Components<'a> {
         let name = reference
             .strip_prefix(COMPONENT_REF_PREFIX)
             .unwrap_or(reference);
-        self.schemas.get(name)
+        self.by_name(name)
+    }
+
+    fn by_name(&self, name: &str) -> Option<&'a Value> {
+        match self.schemas {
+            ComponentMap::Plain(m) => m.get(name),
+            ComponentMap::Shared(m) => m.get(name).map(Arc::as_ref),
+        }
     }
 
     /// Converts the component named `component` as the root of kind `kind` (upstream
@@ -145,8 +170,7 @@ impl<'a> Components<'a> {
         options: ConvertOptions,
     ) -> Result<Option<(DeclType, SizeNode)>, ConvertError> {
         let root = self
-            .schemas
-            .get(component)
+            .by_name(component)
             .ok_or_else(|| ConvertError::RootNotFound(component.to_owned()))?;
         self.check_refs(component, root)?;
         let mut conv = Converter {

@@ -179,7 +179,7 @@ impl FilesSource {
         for (gv, comps) in crd_docs {
             let merged = match documents.remove(&gv) {
                 Some(existing) if existing.malformed_reason().is_none() => {
-                    let mut all = existing.schemas().clone();
+                    let mut all = existing.schemas();
                     all.extend(comps);
                     all
                 }
