@@ -31,7 +31,7 @@ use serde_json::{Value, json};
 
 /// Findings on the class cases, the policy corpus and the binding-set corpus (one run per
 /// set; policies with `paramKind` are not analysed yet).
-const EXPECTED_CASES: usize = 11;
+const EXPECTED_CASES: usize = 14;
 const EXPECTED_POLICIES: usize = 8;
 const EXPECTED_BINDINGS: usize = 4;
 /// Of those, on policies kube-apiserver rejects (not replayed).
@@ -385,8 +385,12 @@ fn replay_policy(name: &str, c: &Case, failure: &str, fixed: Option<&str>) -> Va
     if let Some(s) = spec.as_object_mut() {
         s.remove("auditAnnotations");
     }
+    // A messageExpression finding keeps its validation's message and messageExpression.
+    let message_finding = field_ref.ends_with(".messageExpression");
     for v in spec["validations"].as_array_mut().into_iter().flatten() {
-        if let Some(v) = v.as_object_mut() {
+        if let Some(v) = v.as_object_mut()
+            && !message_finding
+        {
             v.remove("messageExpression");
         }
     }
@@ -630,7 +634,24 @@ async fn replay(
             }),
             None => true,
         };
-        let ok = denied_for_it && ignore.is_none() && fix_ok;
+        // A messageExpression that errors does not decide: the validation denies with the
+        // fallback message whatever the failure policy, and with the fix with its own.
+        let ok = match f["fallbackMessage"].as_str() {
+            Some(fallback) => {
+                let with_fallback = |m: &Option<String>| {
+                    m.as_deref().is_some_and(|m| {
+                        m.contains(&format!("ValidatingAdmissionPolicy '{name}'"))
+                            && m.ends_with(&format!("denied request: {fallback}"))
+                    })
+                };
+                let fixed_own = fixed.as_deref().is_some_and(|m| {
+                    m.contains(&format!("ValidatingAdmissionPolicy '{name}'"))
+                        && !m.contains(fallback)
+                });
+                with_fallback(&fail) && with_fallback(&ignore) && fixed_own
+            }
+            None => denied_for_it && ignore.is_none() && fix_ok,
+        };
         eprintln!(
             "runtime-safety {label}: {} {} {} `{}` {} -> Fail: {fail:?}; Ignore: {ignore:?}; fixed: {fixed:?}",
             if ok { "ok" } else { "FAILED" },

@@ -153,6 +153,7 @@ pub fn check_mutating_policy_parsed<'p>(
         variables: crate::policy::check::variable_pairs(spec.and_then(|s| s.variables.as_deref())),
         mutating: true,
         failure_policy: None,
+        messages: Vec::new(),
     };
     let checker = backends.checker;
     let extra =

@@ -134,6 +134,9 @@ pub struct PolicyInput<'p> {
     pub mutating: bool,
     /// `spec.failurePolicy` (`Fail` when absent).
     pub failure_policy: Option<&'p str>,
+    /// `spec.validations[i].message`, by validation index (empty for a
+    /// MutatingAdmissionPolicy).
+    pub messages: Vec<Option<&'p str>>,
 }
 
 /// `spec.variables` as `(name, expression)` pairs, in order (both policy kinds use the same
@@ -197,6 +200,12 @@ pub fn check_policy_parsed<'p>(
         variables: variable_pairs(spec.and_then(|s| s.variables.as_deref())),
         mutating: false,
         failure_policy: spec.and_then(|s| s.failure_policy.as_deref()),
+        messages: spec
+            .and_then(|s| s.validations.as_deref())
+            .unwrap_or_default()
+            .iter()
+            .map(|v| v.message.as_deref())
+            .collect(),
     };
     check_input_parsed(&input, options, backends, None, parsed)
 }
@@ -378,6 +387,7 @@ pub fn check_input_parsed<'p>(
             failure_policy: input.failure_policy,
             sites,
             variables,
+            messages: &input.messages,
         };
         runtime_findings(&view, &kinds, backends.checker, parsed, &guards, &presence)
     } else {

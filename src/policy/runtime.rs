@@ -426,6 +426,10 @@ pub struct RuntimeFinding {
     pub error: String,
     /// What happens at admission, by the policy's failure policy.
     pub consequence: String,
+    /// For a messageExpression: the message kube-apiserver denies with instead (the
+    /// validation's `message`, or `failed expression: <expression>`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fallback_message: Option<String>,
     /// The object and request on which it fails (the first kind's).
     pub witness: Witness,
     /// A rewrite of the expression that does not fail there.

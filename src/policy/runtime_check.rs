@@ -38,6 +38,9 @@ pub struct PolicyView<'a, 'p> {
     pub sites: &'a [ExpressionSite<'p>],
     /// `spec.variables` as `(name, expression)`.
     pub variables: &'a [(&'p str, &'p str)],
+    /// `spec.validations[i].message`, by validation index (what an erroring
+    /// messageExpression falls back to).
+    pub messages: &'a [Option<&'p str>],
 }
 
 /// The operations the policy's rules match for `resource` of `gvk`'s group.
@@ -111,8 +114,29 @@ fn seg_name(seg: &Seg) -> Option<&str> {
     }
 }
 
-/// What happens at admission when the expression at `entry` errors.
-fn consequence(entry: &ExpressionField, fail: bool) -> String {
+/// The message kube-apiserver denies with when validation `expression`'s messageExpression
+/// errors (or gives no usable string): the validation's `message`, trimmed, else `failed
+/// expression: <expression>` (k8s.io/apiserver v0.37.1
+/// pkg/admission/plugin/policy/validating/validator.go, `Validate`: the messageExpression's
+/// error is only logged).
+pub fn fallback_message(message: Option<&str>, expression: &str) -> String {
+    match message.map(str::trim).filter(|m| !m.is_empty()) {
+        Some(m) => m.to_owned(),
+        None => format!("failed expression: {}", expression.trim()),
+    }
+}
+
+/// What happens at admission when the expression at `entry` errors (`fallback`: for a
+/// messageExpression, the message used instead).
+fn consequence(entry: &ExpressionField, fail: bool, fallback: Option<&str>) -> String {
+    if let (ExpressionField::ValidationMessageExpression(_), Some(m)) = (entry, fallback) {
+        // validator.go `Validate`: the messageExpression is used only when its validation
+        // is false, and then the request is denied whatever the failure policy; its error
+        // is logged and the static message is used.
+        return format!(
+            "kube-apiserver still denies such requests, with the message \"{m}\" instead of this expression's (its error is only logged; the failure policy does not apply)"
+        );
+    }
     // k8s.io/apiserver v0.37.1 pkg/admission/plugin/policy/validating/validator.go
     // (`Validate`: an evaluation error gives `policyDecisionActionForError(failPolicy)`, Deny
     // for Fail, Admit for Ignore) and pkg/admission/plugin/policy/generic/policy_dispatcher.go
@@ -180,21 +204,35 @@ pub fn findings(
             _ => None,
         })
         .collect();
+    let validation = |i: usize| {
+        sites.iter().find_map(|s| match s.field {
+            ExpressionField::ValidationExpression(j) if j == i => Some(s.expression),
+            _ => None,
+        })
+    };
     let mut entries: Vec<(usize, Vec<Chain>)> = Vec::new();
     for (si, s) in sites.iter().enumerate() {
-        let own = match s.field {
-            ExpressionField::ValidationExpression(_) => None,
-            ExpressionField::MatchCondition(i) => Some(i),
+        let (own, denied) = match s.field {
+            ExpressionField::ValidationExpression(_) => (None, None),
+            ExpressionField::MatchCondition(i) => (Some(i), None),
+            // A messageExpression matters only where its validation is false.
+            ExpressionField::ValidationMessageExpression(i) => {
+                match validation(i).and_then(parsed) {
+                    Some(v) => (None, Some(v)),
+                    None => continue,
+                }
+            }
             _ => continue,
         };
         let Some(p) = parsed(s.expression) else {
             continue;
         };
-        let others: Vec<&ParsedExpr> = conditions
+        let mut others: Vec<(&ParsedExpr, bool)> = conditions
             .iter()
             .filter(|(i, _)| Some(*i) != own)
-            .map(|(_, p)| *p)
+            .map(|(_, p)| (*p, true))
             .collect();
+        others.extend(denied.map(|v| (v, false)));
         match checker.access_chains(p, &others, &variables) {
             Some(chains) => entries.push((si, chains)),
             None => return Vec::new(),
@@ -224,6 +262,11 @@ pub fn findings(
         let kind_name = kind.gvk.to_string();
         for (si, chains) in &entries {
             let entry = &sites[*si].field;
+            let fallback = match entry {
+                ExpressionField::ValidationMessageExpression(i) => validation(*i)
+                    .map(|e| fallback_message(policy.messages.get(*i).copied().flatten(), e)),
+                _ => None,
+            };
             let mut null_done: HashSet<(Origin, Root)> = HashSet::new();
             for chain in chains {
                 let (field, text) = match chain.origin {
@@ -300,7 +343,8 @@ pub fn findings(
                         pos: step.pos,
                         access,
                         error,
-                        consequence: consequence(entry, fail),
+                        consequence: consequence(entry, fail, fallback.as_deref()),
+                        fallback_message: fallback.clone(),
                         witness: Witness { operation, object },
                         fix,
                         fixed_expression: None,
