@@ -209,6 +209,7 @@ impl<'a> Walker<'a> {
         match &e.expr {
             Expr::Ident(n) if n == "object" => Some((Root::Object, Vec::new())),
             Expr::Ident(n) if n == "oldObject" => Some((Root::OldObject, Vec::new())),
+            Expr::Ident(n) if n == "namespaceObject" => Some((Root::NamespaceObject, Vec::new())),
             Expr::Ident(n) => scope.iter().rev().find(|(v, _)| v == n)?.1.elem.clone(),
             Expr::Select(s) if !s.test => {
                 if is_ident(&s.operand, "variables") {

@@ -160,6 +160,22 @@ fn null_root_fix(entry: &ExpressionField, root: Root, text: &str) -> Option<Edit
     let op = match root {
         Root::Object => "DELETE",
         Root::OldObject => "CREATE",
+        Root::NamespaceObject => {
+            let replacement = match entry {
+                ExpressionField::ValidationExpression(_) => {
+                    format!("namespaceObject == null || ({text})")
+                }
+                ExpressionField::MatchCondition(_) => {
+                    format!("namespaceObject != null && ({text})")
+                }
+                _ => return None,
+            };
+            return Some(Edit {
+                start: 0,
+                end: text.len(),
+                replacement,
+            });
+        }
     };
     let replacement = match entry {
         ExpressionField::ValidationExpression(_) => {
@@ -259,6 +275,13 @@ pub fn findings(
             Cow::Owned(w)
         };
         let ops = matched_ops(policy.constraints, kind.gvk, &w.resource);
+        // k8s.io/apiserver v0.37.1 admission/plugin/policy/validating/dispatcher.go
+        // (`Dispatch`): no namespace is looked up for a cluster-scoped kind (the request has
+        // no namespace) nor for a v1 Namespace (whose request names itself).
+        let namespace_object_null = !w.namespaced
+            || (kind.gvk.group.is_empty()
+                && kind.gvk.version == "v1"
+                && kind.gvk.kind == "Namespace");
         let kind_name = kind.gvk.to_string();
         for (si, chains) in &entries {
             let entry = &sites[*si].field;
@@ -311,6 +334,7 @@ pub fn findings(
                         kind: (&kind.gvk.group, &kind.gvk.version, &kind.gvk.kind),
                         namespace: meta["namespace"].as_str().unwrap_or_default(),
                         name: meta["name"].as_str().unwrap_or_default(),
+                        namespace_object_null,
                     };
                     chain.conds.iter().all(|c| request.eval(c) == Some(true))
                 };
@@ -350,6 +374,49 @@ pub fn findings(
                         fixed_expression: None,
                     });
                 };
+                // `namespaceObject` where it is null; nothing else is known of the namespace.
+                if chain.root == Root::NamespaceObject {
+                    let Some(first) = chain.steps.first() else {
+                        continue;
+                    };
+                    if !namespace_object_null
+                        || !chain.direct()
+                        || first.optional
+                        || first.guarded
+                        || !reachable(first.pos)
+                    {
+                        continue;
+                    }
+                    let op = [
+                        (Ops::CREATE, "CREATE"),
+                        (Ops::UPDATE, "UPDATE"),
+                        (Ops::DELETE, "DELETE"),
+                    ]
+                    .into_iter()
+                    .find(|(o, _)| effective.has(*o))
+                    .map(|(_, n)| n);
+                    let witness =
+                        op.and_then(|op| w.objects.iter().find(|o| evaluated(&o.admitted, op)));
+                    if let (Some(op), Some(name), Some(witness)) =
+                        (op, seg_name(&first.seg), witness)
+                        && null_done.insert((chain.origin, chain.root))
+                    {
+                        let fix = match chain.origin {
+                            Origin::Site => null_root_fix(entry, chain.root, text),
+                            Origin::Variable(_) => None,
+                        };
+                        push(
+                            &mut out,
+                            RuntimeClass::NullNamespaceObject,
+                            0,
+                            format!("no such key: {name}"),
+                            op,
+                            witness.input.clone(),
+                            fix,
+                        );
+                    }
+                    continue;
+                }
                 // `object` in DELETE requests, `oldObject` in CREATE requests.
                 if let Some(first) = chain.steps.first()
                     && chain.direct()
@@ -387,6 +454,7 @@ pub fn findings(
                 let present = match chain.root {
                     Root::Object => effective.and(Ops::CREATE.or(Ops::UPDATE)),
                     Root::OldObject => effective.and(Ops::UPDATE.or(Ops::DELETE)),
+                    Root::NamespaceObject => continue,
                 };
                 let op = match chain.root {
                     Root::Object if present.has(Ops::CREATE) => "CREATE",
