@@ -367,10 +367,10 @@ pub fn check_input_parsed<'p>(
             Presence::Unknown
         }
     };
-    // 5c. extended mode: runtime safety (issue 31), for validating policies without params
-    // (a policy with params is evaluated only with a params object, which the witnesses
-    // do not include yet).
-    let runtime = if mode == Mode::Extended && !input.mutating && input.param_kind.is_none() {
+    // 5c. extended mode: runtime safety (issue 31), for validating and mutating policies
+    // without params (a policy with params is evaluated only with a params object, which the
+    // witnesses do not include yet).
+    let runtime = if mode == Mode::Extended && input.param_kind.is_none() {
         let kinds: Vec<KindView<'_>> = resolved
             .iter()
             .map(|k| KindView {

@@ -129,6 +129,20 @@ pub fn fallback_message(message: Option<&str>, expression: &str) -> String {
 /// What happens at admission when the expression at `entry` errors (`fallback`: for a
 /// messageExpression, the message used instead).
 fn consequence(entry: &ExpressionField, fail: bool, fallback: Option<&str>) -> String {
+    // k8s.io/apiserver v0.37.1 pkg/admission/plugin/policy/mutating/dispatcher.go
+    // (`dispatchInvocations`: a mutation's error is a policy error) and
+    // pkg/admission/plugin/policy/generic/policy_dispatcher.go (`Dispatch`: with Ignore the
+    // error is dropped, the other mutations still apply).
+    match (entry, fail) {
+        (ExpressionField::ApplyConfiguration(_) | ExpressionField::JsonPatch(_), true) => {
+            return "kube-apiserver denies such requests (a mutation error, failurePolicy Fail)"
+                .into();
+        }
+        (ExpressionField::ApplyConfiguration(_) | ExpressionField::JsonPatch(_), false) => {
+            return "the mutation is not applied to such requests (failurePolicy Ignore)".into();
+        }
+        _ => {}
+    }
     if let (ExpressionField::ValidationMessageExpression(_), Some(m)) = (entry, fallback) {
         // validator.go `Validate`: the messageExpression is used only when its validation
         // is false, and then the request is denied whatever the failure policy; its error
@@ -230,6 +244,10 @@ pub fn findings(
     for (si, s) in sites.iter().enumerate() {
         let (own, denied) = match s.field {
             ExpressionField::ValidationExpression(_) => (None, None),
+            // Mutations are applied in order, each to the object the one before returned
+            // (k8s.io/apiserver v0.37.1 pkg/admission/plugin/policy/mutating/dispatcher.go,
+            // `dispatchInvocations`): only the first one sees the object as admitted.
+            ExpressionField::ApplyConfiguration(0) | ExpressionField::JsonPatch(0) => (None, None),
             ExpressionField::MatchCondition(i) => (Some(i), None),
             // A messageExpression matters only where its validation is false.
             ExpressionField::ValidationMessageExpression(i) => {
@@ -276,7 +294,7 @@ pub fn findings(
         };
         let ops = matched_ops(policy.constraints, kind.gvk, &w.resource);
         // k8s.io/apiserver v0.37.1 admission/plugin/policy/validating/dispatcher.go
-        // (`Dispatch`): no namespace is looked up for a cluster-scoped kind (the request has
+        // (`Dispatch`; mutating/dispatcher.go `dispatchInvocations` alike): no namespace is looked up for a cluster-scoped kind (the request has
         // no namespace) nor for a v1 Namespace (whose request names itself).
         let namespace_object_null = !w.namespaced
             || (kind.gvk.group.is_empty()
@@ -424,8 +442,14 @@ pub fn findings(
                     && !first.guarded
                     && reachable(first.pos)
                 {
+                    // A MutatingAdmissionPolicy's mutations are not called when there is no
+                    // object (mutating/dispatcher.go, `dispatchInvocations`).
+                    let mutation = matches!(
+                        entry,
+                        ExpressionField::ApplyConfiguration(_) | ExpressionField::JsonPatch(_)
+                    );
                     let op = match chain.root {
-                        Root::Object if effective.has(Ops::DELETE) => Some("DELETE"),
+                        Root::Object if effective.has(Ops::DELETE) && !mutation => Some("DELETE"),
                         Root::OldObject if effective.has(Ops::CREATE) => Some("CREATE"),
                         _ => None,
                     };
