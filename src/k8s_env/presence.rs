@@ -1026,6 +1026,32 @@ mod tests {
     }
 
     #[test]
+    fn namespace_object_chains() {
+        // Recorded like object's; whether the root is null is decided per kind (runtime_check).
+        assert_eq!(
+            unguarded("namespaceObject.metadata.name != 'kube-system'", &[], &[]),
+            u(&[
+                "namespaceObject.metadata.name|*",
+                "namespaceObject.metadata|*"
+            ])
+        );
+        let p = parse("namespaceObject == null || namespaceObject.metadata.name != 'x'");
+        let chains = access_chains(&p, &[], &[]);
+        let chain = chains
+            .iter()
+            .find(|c| c.root == Root::NamespaceObject)
+            .expect("a namespaceObject chain");
+        // The other side of `||` must be false for it to decide: `namespaceObject != null`.
+        assert_eq!(
+            chain.conds,
+            vec![Cond::Not(Box::new(Cond::Eq(
+                Term::Path(Root::NamespaceObject, vec![]),
+                Term::Lit(serde_json::Value::Null)
+            )))]
+        );
+    }
+
+    #[test]
     fn comprehensions() {
         assert_eq!(
             unguarded(
