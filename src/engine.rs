@@ -343,12 +343,14 @@ impl ExpressionChecker for KubeChecker {
     fn access_chains(
         &self,
         site: &ParsedExpr,
-        conditions: &[&ParsedExpr],
+        conditions: &[(&ParsedExpr, bool)],
         variables: &[(&str, &ParsedExpr)],
     ) -> Option<Vec<crate::policy::runtime::Chain>> {
         let site = downcast(site).ok()?;
-        let conditions: Vec<&cel::ParsedExpr> =
-            conditions.iter().filter_map(|c| downcast(c).ok()).collect();
+        let conditions: Vec<(&cel::ParsedExpr, bool)> = conditions
+            .iter()
+            .filter_map(|(c, v)| Some((downcast(c).ok()?, *v)))
+            .collect();
         let variables: Vec<(&str, &cel::ParsedExpr)> = variables
             .iter()
             .filter_map(|(n, p)| Some((*n, downcast(p).ok()?)))

@@ -31,11 +31,16 @@ use serde_json::{Value, json};
 
 /// Findings on the class cases, the policy corpus and the binding-set corpus (one run per
 /// set; policies with `paramKind` are not analysed yet).
-const EXPECTED_CASES: usize = 11;
+const EXPECTED_CASES: usize = 15;
 const EXPECTED_POLICIES: usize = 8;
 const EXPECTED_BINDINGS: usize = 4;
 /// Of those, on policies kube-apiserver rejects (not replayed).
 const EXPECTED_REJECTED: usize = 8;
+/// MutatingAdmissionPolicy findings on the MAP cases and the mutating corpus, and of those,
+/// on policies kube-apiserver rejects.
+const EXPECTED_MAP_CASES: usize = 5;
+const EXPECTED_MAP_CORPUS: usize = 11;
+const EXPECTED_MAP_REJECTED: usize = 0;
 
 fn witnesses_path() -> PathBuf {
     support::repo_root().join("data/witnesses.json")
@@ -262,6 +267,12 @@ struct Case {
 /// `vapcheck check -o json` (extended mode, the embedded OpenAPI of the pinned release) on
 /// `files`; each runtime finding with its policy document.
 fn findings_of(files: &[PathBuf]) -> anyhow::Result<Vec<Case>> {
+    findings_of_kind(files, "ValidatingAdmissionPolicy")
+}
+
+/// [`findings_of`] for the policies of `kind` (`ValidatingAdmissionPolicy` or
+/// `MutatingAdmissionPolicy`).
+fn findings_of_kind(files: &[PathBuf], kind: &str) -> anyhow::Result<Vec<Case>> {
     let output = Command::new(env!("CARGO_BIN_EXE_vapcheck"))
         .args(["check", "-o", "json"])
         .args(files)
@@ -296,17 +307,14 @@ fn findings_of(files: &[PathBuf]) -> anyhow::Result<Vec<Case>> {
                 _ => vec![d],
             };
             policies.extend(items.into_iter().filter(|i| {
-                i["kind"] == "ValidatingAdmissionPolicy"
+                i["kind"] == kind
                     && i["apiVersion"]
                         .as_str()
                         .is_some_and(|v| v.starts_with("admissionregistration.k8s.io/"))
             }));
         }
     }
-    let vap_entries: Vec<&Value> = entries
-        .iter()
-        .filter(|e| e["kind"] == "ValidatingAdmissionPolicy")
-        .collect();
+    let vap_entries: Vec<&Value> = entries.iter().filter(|e| e["kind"] == kind).collect();
     if vap_entries.len() != policies.len() {
         bail!(
             "{} policy entries for {} policy documents",
@@ -385,8 +393,12 @@ fn replay_policy(name: &str, c: &Case, failure: &str, fixed: Option<&str>) -> Va
     if let Some(s) = spec.as_object_mut() {
         s.remove("auditAnnotations");
     }
+    // A messageExpression finding keeps its validation's message and messageExpression.
+    let message_finding = field_ref.ends_with(".messageExpression");
     for v in spec["validations"].as_array_mut().into_iter().flatten() {
-        if let Some(v) = v.as_object_mut() {
+        if let Some(v) = v.as_object_mut()
+            && !message_finding
+        {
             v.remove("messageExpression");
         }
     }
@@ -630,6 +642,160 @@ async fn replay(
             }),
             None => true,
         };
+        // A messageExpression that errors does not decide: the validation denies with the
+        // fallback message whatever the failure policy, and with the fix with its own.
+        let ok = match f["fallbackMessage"].as_str() {
+            Some(fallback) => {
+                let with_fallback = |m: &Option<String>| {
+                    m.as_deref().is_some_and(|m| {
+                        m.contains(&format!("ValidatingAdmissionPolicy '{name}'"))
+                            && m.ends_with(&format!("denied request: {fallback}"))
+                    })
+                };
+                let fixed_own = fixed.as_deref().is_some_and(|m| {
+                    m.contains(&format!("ValidatingAdmissionPolicy '{name}'"))
+                        && !m.contains(fallback)
+                });
+                with_fallback(&fail) && with_fallback(&ignore) && fixed_own
+            }
+            None => denied_for_it && ignore.is_none() && fix_ok,
+        };
+        eprintln!(
+            "runtime-safety {label}: {} {} {} `{}` {} -> Fail: {fail:?}; Ignore: {ignore:?}; fixed: {fixed:?}",
+            if ok { "ok" } else { "FAILED" },
+            c.policy["metadata"]["name"].as_str().unwrap_or_default(),
+            f["fieldRef"].as_str().unwrap_or_default(),
+            f["access"].as_str().unwrap_or_default(),
+            f["witness"]["operation"].as_str().unwrap_or_default(),
+        );
+        if !ok {
+            failures.push(format!(
+                "{label}: {} {}: {} (Fail: {fail:?}; Ignore: {ignore:?}; fixed: {fixed:?})",
+                c.policy["metadata"]["name"], f["fieldRef"], f["access"]
+            ));
+        }
+    }
+    Ok(failures)
+}
+
+/// The replay MutatingAdmissionPolicy of case `c`: the policy's matchConditions and
+/// variables, only the mutation of the finding (all of them for a matchCondition), the given
+/// failure policy, and `fixed` in place of the finding's expression when given.
+fn replay_map_policy(name: &str, c: &Case, failure: &str, fixed: Option<&str>) -> Value {
+    let mut p = c.policy.clone();
+    let field_ref = c.finding["fieldRef"].as_str().unwrap_or_default();
+    let spec = &mut p["spec"];
+    spec["failurePolicy"] = json!(failure);
+    // `spec.mutations[0].applyConfiguration.expression`, `spec.matchConditions[0].expression`.
+    let parts = field_parts(field_ref);
+    if let (Some((list, i, field)), Some(fixed)) = (parts, fixed) {
+        let mut at = &mut spec[list][i];
+        for f in field.split('.') {
+            at = &mut at[f];
+        }
+        *at = json!(fixed);
+    }
+    if let Some(("mutations", i, _)) = parts {
+        let m = spec["mutations"][i].clone();
+        spec["mutations"] = json!([m]);
+    }
+    p["metadata"] = json!({"name": name});
+    p["apiVersion"] = json!("admissionregistration.k8s.io/v1");
+    p
+}
+
+fn map_binding(name: &str, namespace: &str) -> Value {
+    json!({"apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "MutatingAdmissionPolicyBinding",
+        "metadata": {"name": name},
+        "spec": {"policyName": name, "matchResources": {"namespaceSelector": {"matchLabels":
+            {"kubernetes.io/metadata.name": namespace}}}}})
+}
+
+/// Applies `objects` and a sentinel MutatingAdmissionPolicy whose mutation errors on
+/// ConfigMaps in `rs-map-sentinel` with `round` in the error; waits until it denies (the
+/// mutating plugin has loaded the set).
+async fn load_map_round(client: &Client, objects: &[Value], round: &str) -> anyhow::Result<()> {
+    for o in objects {
+        support::apply_yaml(client, &serde_json::to_string(o)?).await?;
+    }
+    let key = format!("rs-map-sentinel-{round}");
+    let sentinel = json!({"apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "MutatingAdmissionPolicy", "metadata": {"name": "rs-map-sentinel"},
+        "spec": {"failurePolicy": "Fail", "reinvocationPolicy": "Never",
+            "matchConstraints": {"resourceRules": [
+            {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["configmaps"]}]},
+            "mutations": [{"patchType": "ApplyConfiguration", "applyConfiguration": {"expression":
+                format!("Object{{metadata: Object.metadata{{annotations: {{'x': object.metadata.labels['{key}']}}}}}}")}}]}});
+    support::apply_yaml(client, &serde_json::to_string(&sentinel)?).await?;
+    support::apply_yaml(
+        client,
+        &serde_json::to_string(&map_binding("rs-map-sentinel", "rs-map-sentinel"))?,
+    )
+    .await?;
+    let probe = json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "probe", "labels": {"probe": "true"}}});
+    let uri = "/api/v1/namespaces/rs-map-sentinel/configmaps?dryRun=All";
+    support::wait_for(
+        "the mutating admission plugin to load the replay policies",
+        Duration::from_secs(90),
+        || async {
+            Ok(support::dry_run_create(client, uri, &probe)
+                .await?
+                .filter(|m| m.contains(&format!("no such key: {key}")))
+                .map(|_| ()))
+        },
+    )
+    .await?;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    Ok(())
+}
+
+/// Replays every MutatingAdmissionPolicy case; returns the failures.
+async fn replay_maps(
+    client: &Client,
+    label: &str,
+    cases: &[Case],
+    offset: usize,
+) -> anyhow::Result<Vec<String>> {
+    let mut targets = Vec::new();
+    for (i, c) in cases.iter().enumerate() {
+        targets.push(prepare(client, offset + i, c).await?);
+    }
+    let mut results: Vec<[Option<String>; 3]> = vec![Default::default(); cases.len()];
+    for (round, (failure, fixed)) in [("Fail", false), ("Ignore", false), ("Fail", true)]
+        .iter()
+        .enumerate()
+    {
+        let mut objects = Vec::new();
+        for (i, (c, t)) in cases.iter().zip(&targets).enumerate() {
+            let name = format!("rs-{}", offset + i);
+            let fix = if *fixed {
+                c.finding["fixedExpression"].as_str()
+            } else {
+                None
+            };
+            objects.push(replay_map_policy(&name, c, failure, fix));
+            objects.push(map_binding(&name, &t.namespace));
+        }
+        load_map_round(client, &objects, &format!("{label}-{round}")).await?;
+        for (i, t) in targets.iter().enumerate() {
+            results[i][round] = request(client, t).await?;
+        }
+    }
+    let mut failures = Vec::new();
+    for (i, (c, [fail, ignore, fixed])) in cases.iter().zip(results).enumerate() {
+        let f = &c.finding;
+        let error = f["error"].as_str().unwrap_or_default();
+        let name = format!("rs-{}", offset + i);
+        // mutating/dispatcher.go: the policy error, `policy '<p>' with binding '<b>' denied
+        // request: <the evaluation error>`.
+        let denied_for_it = fail.as_deref().is_some_and(|m| {
+            m.contains(&format!(
+                "policy '{name}' with binding '{name}' denied request"
+            )) && m.contains(error)
+        });
+        let fix_ok = f["fixedExpression"].as_str().is_none() || fixed.is_none();
         let ok = denied_for_it && ignore.is_none() && fix_ok;
         eprintln!(
             "runtime-safety {label}: {} {} {} `{}` {} -> Fail: {fail:?}; Ignore: {ignore:?}; fixed: {fixed:?}",
@@ -647,6 +813,65 @@ async fn replay(
         }
     }
     Ok(failures)
+}
+
+/// MutatingAdmissionPolicies: every finding on the MAP cases and on the mutating corpus is
+/// replayed (a MutatingAdmissionPolicy and its binding per finding).
+#[tokio::test(flavor = "multi_thread")]
+async fn map_findings_reproduce_on_the_api_server() -> anyhow::Result<()> {
+    let cluster = support::shared_cluster()?;
+    let client = cluster.client().await?;
+    ensure_namespace(&client, "rs-map-sentinel", &BTreeMap::new()).await?;
+    let kind = "MutatingAdmissionPolicy";
+    let cases = findings_of_kind(
+        &[support::repo_root().join("e2e/fixtures/runtime-safety-map-cases.yaml")],
+        kind,
+    )?;
+    let corpus = findings_of_kind(&files(&support::shared_dir().join("corpus/mutating")), kind)?;
+    eprintln!(
+        "runtime-safety: {} MutatingAdmissionPolicy findings on the cases, {} on the mutating corpus",
+        cases.len(),
+        corpus.len()
+    );
+    let rejected = cases.iter().chain(&corpus).filter(|c| !c.accepted).count();
+    for c in cases.iter().chain(&corpus).filter(|c| !c.accepted) {
+        eprintln!(
+            "runtime-safety: not replayed (kube-apiserver rejects the policy): {} {} `{}`",
+            c.policy["metadata"]["name"].as_str().unwrap_or_default(),
+            c.finding["fieldRef"].as_str().unwrap_or_default(),
+            c.finding["access"].as_str().unwrap_or_default(),
+        );
+    }
+    let (n_cases, n_corpus) = (cases.len(), corpus.len());
+    assert!(
+        !cases
+            .iter()
+            .any(|c| c.policy["metadata"]["name"] == "rs-map-guarded"),
+        "a finding on a guarded form"
+    );
+    let accepted = |v: Vec<Case>| -> Vec<Case> { v.into_iter().filter(|c| c.accepted).collect() };
+    let (cases, corpus) = (accepted(cases), accepted(corpus));
+    let mut failures = Vec::new();
+    failures.extend(replay_maps(&client, "map-cases", &cases, 300).await?);
+    failures.extend(replay_maps(&client, "map-corpus", &corpus, 400).await?);
+    let total = cases.len() + corpus.len();
+    eprintln!(
+        "runtime-safety: {total} MutatingAdmissionPolicy findings replayed, {} reproduced with their witness, admitted with Ignore and fixed",
+        total - failures.len()
+    );
+    if !failures.is_empty() {
+        bail!("{}", failures.join("\n"));
+    }
+    assert_eq!(n_cases, EXPECTED_MAP_CASES, "findings on the MAP cases");
+    assert_eq!(
+        n_corpus, EXPECTED_MAP_CORPUS,
+        "findings on the mutating corpus"
+    );
+    assert_eq!(
+        rejected, EXPECTED_MAP_REJECTED,
+        "MAP findings on rejected policies"
+    );
+    Ok(())
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -720,9 +945,9 @@ async fn findings_reproduce_on_the_api_server() -> anyhow::Result<()> {
     );
     // The guarded forms get no finding.
     assert!(
-        !cases
-            .iter()
-            .any(|c| c.policy["metadata"]["name"] == "rs-guarded"),
+        !cases.iter().any(|c| c.policy["metadata"]["name"]
+            .as_str()
+            .is_some_and(|n| n.starts_with("rs-guarded"))),
         "a finding on a guarded form"
     );
     if !failures.is_empty() {

@@ -100,15 +100,16 @@ struct Walker<'a> {
 pub const MAX_ANALYSED_DEPTH: usize = 48;
 
 /// Every chain of `site` (and of the variables it uses, [`Origin::Variable`]), given the
-/// matchConditions that must be true for it to be evaluated (`conditions`; for a
-/// matchCondition, the others).
+/// expressions that must have a value for its result to matter (`conditions`: the
+/// matchConditions, true, for a matchCondition the others; for a messageExpression also its
+/// validation, false: the message is used only when the validation denies).
 pub fn access_chains(
     site: &ParsedExpr,
-    conditions: &[&ParsedExpr],
+    conditions: &[(&ParsedExpr, bool)],
     variables: &[(&str, &ParsedExpr)],
 ) -> Vec<Chain> {
     let too_deep = |p: &ParsedExpr| p.depth() > MAX_ANALYSED_DEPTH;
-    if too_deep(site) || conditions.iter().any(|c| too_deep(c)) {
+    if too_deep(site) || conditions.iter().any(|(c, _)| too_deep(c)) {
         return Vec::new();
     }
     let mut w = Walker {
@@ -119,9 +120,14 @@ pub fn access_chains(
     };
     let mut known = Known::all();
     let mut conds = Vec::new();
-    for c in conditions {
-        known = known.with(&w.facts(c.expr(), true, &Vec::new()));
-        conds.push(w.cond(c.expr(), &Vec::new(), 0));
+    for (c, value) in conditions {
+        known = known.with(&w.facts(c.expr(), *value, &Vec::new()));
+        let cond = w.cond(c.expr(), &Vec::new(), 0);
+        conds.push(if *value {
+            cond
+        } else {
+            Cond::Not(Box::new(cond))
+        });
     }
     let t = Text {
         parsed: site,
@@ -203,6 +209,7 @@ impl<'a> Walker<'a> {
         match &e.expr {
             Expr::Ident(n) if n == "object" => Some((Root::Object, Vec::new())),
             Expr::Ident(n) if n == "oldObject" => Some((Root::OldObject, Vec::new())),
+            Expr::Ident(n) if n == "namespaceObject" => Some((Root::NamespaceObject, Vec::new())),
             Expr::Ident(n) => scope.iter().rev().find(|(v, _)| v == n)?.1.elem.clone(),
             Expr::Select(s) if !s.test => {
                 if is_ident(&s.operand, "variables") {
@@ -842,9 +849,17 @@ mod tests {
     /// The unguarded, non-optional steps of `site`, as `root.path` text up to the step.
     fn unguarded(site: &str, conditions: &[&str], variables: &[(&str, &str)]) -> Vec<String> {
         let p = parse(site);
-        let cs: Vec<ParsedExpr> = conditions.iter().map(|c| parse(c)).collect();
+        let cs: Vec<ParsedExpr> = conditions
+            .iter()
+            .map(|c| parse(c.strip_prefix("false: ").unwrap_or(c)))
+            .collect();
         let vs: Vec<(&str, ParsedExpr)> = variables.iter().map(|(n, e)| (*n, parse(e))).collect();
-        let csr: Vec<&ParsedExpr> = cs.iter().collect();
+        // A condition written `false: e` must be false (a messageExpression's validation).
+        let csr: Vec<(&ParsedExpr, bool)> = cs
+            .iter()
+            .zip(conditions)
+            .map(|(c, t)| (c, !t.starts_with("false: ")))
+            .collect();
         let vsr: Vec<(&str, &ParsedExpr)> = vs.iter().map(|(n, p)| (*n, p)).collect();
         let mut out = Vec::new();
         for c in access_chains(&p, &csr, &vsr) {
@@ -976,6 +991,63 @@ mod tests {
         assert_eq!(
             unguarded("object.spec.x == 1", &["has(object.spec.x)"], &[]),
             u(&[])
+        );
+    }
+
+    #[test]
+    fn message_expressions_are_guarded_by_their_validation_being_false() {
+        // The validation is false only where the labels are present.
+        assert_eq!(
+            unguarded(
+                "string(object.metadata.labels.size())",
+                &["false: !has(object.metadata.labels) || object.metadata.labels.size() < 9"],
+                &[]
+            ),
+            u(&[])
+        );
+        // A false validation that says nothing of the field.
+        assert_eq!(
+            unguarded(
+                "object.metadata.labels['team']",
+                &["false: object.metadata.name.startsWith('team-')"],
+                &[]
+            ),
+            u(&[
+                "object.metadata|*",
+                "object.metadata.labels|*",
+                "object.metadata.labels['team']|*"
+            ])
+        );
+        // `has(x) && ...` false says nothing either; true it guards.
+        assert_eq!(
+            unguarded("object.spec.x", &["false: has(object.spec.x) && true"], &[]),
+            u(&["object.spec.x|*", "object.spec|*"])
+        );
+    }
+
+    #[test]
+    fn namespace_object_chains() {
+        // Recorded like object's; whether the root is null is decided per kind (runtime_check).
+        assert_eq!(
+            unguarded("namespaceObject.metadata.name != 'kube-system'", &[], &[]),
+            u(&[
+                "namespaceObject.metadata.name|*",
+                "namespaceObject.metadata|*"
+            ])
+        );
+        let p = parse("namespaceObject == null || namespaceObject.metadata.name != 'x'");
+        let chains = access_chains(&p, &[], &[]);
+        let chain = chains
+            .iter()
+            .find(|c| c.root == Root::NamespaceObject)
+            .expect("a namespaceObject chain");
+        // The other side of `||` must be false for it to decide: `namespaceObject != null`.
+        assert_eq!(
+            chain.conds,
+            vec![Cond::Not(Box::new(Cond::Eq(
+                Term::Path(Root::NamespaceObject, vec![]),
+                Term::Lit(serde_json::Value::Null)
+            )))]
         );
     }
 

@@ -152,7 +152,8 @@ pub fn check_mutating_policy_parsed<'p>(
         sites: mutation_sites(policy, options.mode),
         variables: crate::policy::check::variable_pairs(spec.and_then(|s| s.variables.as_deref())),
         mutating: true,
-        failure_policy: None,
+        failure_policy: spec.and_then(|s| s.failure_policy.as_deref()),
+        messages: Vec::new(),
     };
     let checker = backends.checker;
     let extra =

@@ -143,13 +143,13 @@ pub trait ExpressionChecker: Send + Sync {
     }
 
     /// Extended mode only: the access chains of `site` for runtime safety
-    /// ([`crate::policy::runtime`]), with `conditions` (parsed matchConditions that must be
-    /// true for `site` to be evaluated) and the policy's parsed `variables`. `None`: no
-    /// analysis.
+    /// ([`crate::policy::runtime`]), with `conditions` (parsed expressions that must have the
+    /// given value for `site`'s result to matter: matchConditions true, a messageExpression's
+    /// validation false) and the policy's parsed `variables`. `None`: no analysis.
     fn access_chains(
         &self,
         _site: &ParsedExpr,
-        _conditions: &[&ParsedExpr],
+        _conditions: &[(&ParsedExpr, bool)],
         _variables: &[(&str, &ParsedExpr)],
     ) -> Option<Vec<crate::policy::runtime::Chain>> {
         None

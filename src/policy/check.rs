@@ -134,6 +134,9 @@ pub struct PolicyInput<'p> {
     pub mutating: bool,
     /// `spec.failurePolicy` (`Fail` when absent).
     pub failure_policy: Option<&'p str>,
+    /// `spec.validations[i].message`, by validation index (empty for a
+    /// MutatingAdmissionPolicy).
+    pub messages: Vec<Option<&'p str>>,
 }
 
 /// `spec.variables` as `(name, expression)` pairs, in order (both policy kinds use the same
@@ -197,6 +200,12 @@ pub fn check_policy_parsed<'p>(
         variables: variable_pairs(spec.and_then(|s| s.variables.as_deref())),
         mutating: false,
         failure_policy: spec.and_then(|s| s.failure_policy.as_deref()),
+        messages: spec
+            .and_then(|s| s.validations.as_deref())
+            .unwrap_or_default()
+            .iter()
+            .map(|v| v.message.as_deref())
+            .collect(),
     };
     check_input_parsed(&input, options, backends, None, parsed)
 }
@@ -358,10 +367,10 @@ pub fn check_input_parsed<'p>(
             Presence::Unknown
         }
     };
-    // 5c. extended mode: runtime safety (issue 31), for validating policies without params
-    // (a policy with params is evaluated only with a params object, which the witnesses
-    // do not include yet).
-    let runtime = if mode == Mode::Extended && !input.mutating && input.param_kind.is_none() {
+    // 5c. extended mode: runtime safety (issue 31), for validating and mutating policies
+    // without params (a policy with params is evaluated only with a params object, which the
+    // witnesses do not include yet).
+    let runtime = if mode == Mode::Extended && input.param_kind.is_none() {
         let kinds: Vec<KindView<'_>> = resolved
             .iter()
             .map(|k| KindView {
@@ -378,6 +387,7 @@ pub fn check_input_parsed<'p>(
             failure_policy: input.failure_policy,
             sites,
             variables,
+            messages: &input.messages,
         };
         runtime_findings(&view, &kinds, backends.checker, parsed, &guards, &presence)
     } else {

@@ -38,6 +38,9 @@ pub enum Root {
     /// `oldObject`.
     #[serde(rename = "oldObject")]
     OldObject,
+    /// `namespaceObject` (null for cluster-scoped kinds and Namespaces).
+    #[serde(rename = "namespaceObject")]
+    NamespaceObject,
 }
 
 impl Root {
@@ -46,6 +49,7 @@ impl Root {
         match self {
             Root::Object => "object",
             Root::OldObject => "oldObject",
+            Root::NamespaceObject => "namespaceObject",
         }
     }
 }
@@ -180,6 +184,9 @@ pub struct Request<'a> {
     pub namespace: &'a str,
     /// `request.name`.
     pub name: &'a str,
+    /// `namespaceObject` is null (a cluster-scoped kind or a Namespace); otherwise it is a
+    /// Namespace the witness does not describe (conditions on it are not decided).
+    pub namespace_object_null: bool,
 }
 
 impl Request<'_> {
@@ -187,6 +194,16 @@ impl Request<'_> {
         match r {
             Root::Object => self.object,
             Root::OldObject => self.old_object,
+            Root::NamespaceObject => None,
+        }
+    }
+
+    /// Whether root `r` is null in this request (`None`: not known).
+    fn root_is_null(&self, r: Root) -> Option<bool> {
+        match r {
+            Root::Object => Some(self.object.is_none()),
+            Root::OldObject => Some(self.old_object.is_none()),
+            Root::NamespaceObject => self.namespace_object_null.then_some(true),
         }
     }
 
@@ -202,6 +219,8 @@ impl Request<'_> {
             }),
             Term::RequestNamespace => Value::from(self.namespace),
             Term::RequestName => Value::from(self.name),
+            // `object == null` and the like.
+            Term::Path(r, path) if path.is_empty() && self.root_is_null(*r)? => Value::Null,
             Term::Path(r, path) => {
                 let mut cur = self.root(*r)?;
                 for seg in path {
@@ -371,6 +390,10 @@ pub enum RuntimeClass {
     /// request: `namespaceObject` in a webhook's match conditions (k8s.io/apiserver v0.37.1
     /// `admission/plugin/webhook/matchconditions/matcher.go` `Match` passes no namespace).
     Unbound,
+    /// `namespaceObject` in a request for a cluster-scoped kind or a Namespace: null
+    /// (k8s.io/apiserver v0.37.1 `admission/plugin/policy/validating/dispatcher.go`,
+    /// `Dispatch`: no namespace is looked up for them).
+    NullNamespaceObject,
 }
 
 impl fmt::Display for RuntimeClass {
@@ -380,6 +403,7 @@ impl fmt::Display for RuntimeClass {
             RuntimeClass::AbsentKey => "absent map key",
             RuntimeClass::NullRoot => "null object",
             RuntimeClass::Unbound => "never bound for webhooks",
+            RuntimeClass::NullNamespaceObject => "namespaceObject is null",
         })
     }
 }
@@ -426,6 +450,10 @@ pub struct RuntimeFinding {
     pub error: String,
     /// What happens at admission, by the policy's failure policy.
     pub consequence: String,
+    /// For a messageExpression: the message kube-apiserver denies with instead (the
+    /// validation's `message`, or `failed expression: <expression>`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fallback_message: Option<String>,
     /// The object and request on which it fails (the first kind's).
     pub witness: Witness,
     /// A rewrite of the expression that does not fail there.
@@ -448,6 +476,7 @@ impl RuntimeFinding {
         let on = match self.class {
             RuntimeClass::NullRoot => format!("in {} requests", self.witness.operation),
             RuntimeClass::Unbound => "in every request".to_owned(),
+            RuntimeClass::NullNamespaceObject => format!("in {} requests", kinds.join(", ")),
             _ => format!("on valid {} objects that omit it", kinds.join(", ")),
         };
         format!(
@@ -726,6 +755,33 @@ mod tests {
             apply(text, &e).as_deref(),
             Some("object.spec.?securityContext.runAsNonRoot.orValue(false) == true")
         );
+    }
+
+    #[test]
+    fn null_roots_in_conditions() {
+        let pod = json!({"metadata": {"name": "p"}});
+        let request = |object, namespace_object_null| Request {
+            object,
+            old_object: None,
+            operation: "CREATE",
+            kind: ("", "v1", "Pod"),
+            namespace: "",
+            name: "p",
+            namespace_object_null,
+        };
+        let null = |r| Cond::Eq(Term::Path(r, vec![]), Term::Lit(Value::Null));
+        let r = request(Some(&pod), true);
+        assert_eq!(r.eval(&null(Root::OldObject)), Some(true));
+        assert_eq!(r.eval(&null(Root::Object)), Some(false));
+        assert_eq!(r.eval(&null(Root::NamespaceObject)), Some(true));
+        // A Namespace the witness does not describe: not decided.
+        let r = request(Some(&pod), false);
+        assert_eq!(r.eval(&null(Root::NamespaceObject)), None);
+        let name = Term::Path(Root::NamespaceObject, vec![f("metadata"), f("name")]);
+        assert_eq!(r.eval(&Cond::Eq(name, Term::Lit("x".into()))), None);
+        // object is null on DELETE.
+        let r = request(None, false);
+        assert_eq!(r.eval(&null(Root::Object)), Some(true));
     }
 
     #[test]

@@ -38,6 +38,9 @@ pub struct PolicyView<'a, 'p> {
     pub sites: &'a [ExpressionSite<'p>],
     /// `spec.variables` as `(name, expression)`.
     pub variables: &'a [(&'p str, &'p str)],
+    /// `spec.validations[i].message`, by validation index (what an erroring
+    /// messageExpression falls back to).
+    pub messages: &'a [Option<&'p str>],
 }
 
 /// The operations the policy's rules match for `resource` of `gvk`'s group.
@@ -111,8 +114,43 @@ fn seg_name(seg: &Seg) -> Option<&str> {
     }
 }
 
-/// What happens at admission when the expression at `entry` errors.
-fn consequence(entry: &ExpressionField, fail: bool) -> String {
+/// The message kube-apiserver denies with when validation `expression`'s messageExpression
+/// errors (or gives no usable string): the validation's `message`, trimmed, else `failed
+/// expression: <expression>` (k8s.io/apiserver v0.37.1
+/// pkg/admission/plugin/policy/validating/validator.go, `Validate`: the messageExpression's
+/// error is only logged).
+pub fn fallback_message(message: Option<&str>, expression: &str) -> String {
+    match message.map(str::trim).filter(|m| !m.is_empty()) {
+        Some(m) => m.to_owned(),
+        None => format!("failed expression: {}", expression.trim()),
+    }
+}
+
+/// What happens at admission when the expression at `entry` errors (`fallback`: for a
+/// messageExpression, the message used instead).
+fn consequence(entry: &ExpressionField, fail: bool, fallback: Option<&str>) -> String {
+    // k8s.io/apiserver v0.37.1 pkg/admission/plugin/policy/mutating/dispatcher.go
+    // (`dispatchInvocations`: a mutation's error is a policy error) and
+    // pkg/admission/plugin/policy/generic/policy_dispatcher.go (`Dispatch`: with Ignore the
+    // error is dropped, the other mutations still apply).
+    match (entry, fail) {
+        (ExpressionField::ApplyConfiguration(_) | ExpressionField::JsonPatch(_), true) => {
+            return "kube-apiserver denies such requests (a mutation error, failurePolicy Fail)"
+                .into();
+        }
+        (ExpressionField::ApplyConfiguration(_) | ExpressionField::JsonPatch(_), false) => {
+            return "the mutation is not applied to such requests (failurePolicy Ignore)".into();
+        }
+        _ => {}
+    }
+    if let (ExpressionField::ValidationMessageExpression(_), Some(m)) = (entry, fallback) {
+        // validator.go `Validate`: the messageExpression is used only when its validation
+        // is false, and then the request is denied whatever the failure policy; its error
+        // is logged and the static message is used.
+        return format!(
+            "kube-apiserver still denies such requests, with the message \"{m}\" instead of this expression's (its error is only logged; the failure policy does not apply)"
+        );
+    }
     // k8s.io/apiserver v0.37.1 pkg/admission/plugin/policy/validating/validator.go
     // (`Validate`: an evaluation error gives `policyDecisionActionForError(failPolicy)`, Deny
     // for Fail, Admit for Ignore) and pkg/admission/plugin/policy/generic/policy_dispatcher.go
@@ -136,6 +174,22 @@ fn null_root_fix(entry: &ExpressionField, root: Root, text: &str) -> Option<Edit
     let op = match root {
         Root::Object => "DELETE",
         Root::OldObject => "CREATE",
+        Root::NamespaceObject => {
+            let replacement = match entry {
+                ExpressionField::ValidationExpression(_) => {
+                    format!("namespaceObject == null || ({text})")
+                }
+                ExpressionField::MatchCondition(_) => {
+                    format!("namespaceObject != null && ({text})")
+                }
+                _ => return None,
+            };
+            return Some(Edit {
+                start: 0,
+                end: text.len(),
+                replacement,
+            });
+        }
     };
     let replacement = match entry {
         ExpressionField::ValidationExpression(_) => {
@@ -180,21 +234,39 @@ pub fn findings(
             _ => None,
         })
         .collect();
+    let validation = |i: usize| {
+        sites.iter().find_map(|s| match s.field {
+            ExpressionField::ValidationExpression(j) if j == i => Some(s.expression),
+            _ => None,
+        })
+    };
     let mut entries: Vec<(usize, Vec<Chain>)> = Vec::new();
     for (si, s) in sites.iter().enumerate() {
-        let own = match s.field {
-            ExpressionField::ValidationExpression(_) => None,
-            ExpressionField::MatchCondition(i) => Some(i),
+        let (own, denied) = match s.field {
+            ExpressionField::ValidationExpression(_) => (None, None),
+            // Mutations are applied in order, each to the object the one before returned
+            // (k8s.io/apiserver v0.37.1 pkg/admission/plugin/policy/mutating/dispatcher.go,
+            // `dispatchInvocations`): only the first one sees the object as admitted.
+            ExpressionField::ApplyConfiguration(0) | ExpressionField::JsonPatch(0) => (None, None),
+            ExpressionField::MatchCondition(i) => (Some(i), None),
+            // A messageExpression matters only where its validation is false.
+            ExpressionField::ValidationMessageExpression(i) => {
+                match validation(i).and_then(parsed) {
+                    Some(v) => (None, Some(v)),
+                    None => continue,
+                }
+            }
             _ => continue,
         };
         let Some(p) = parsed(s.expression) else {
             continue;
         };
-        let others: Vec<&ParsedExpr> = conditions
+        let mut others: Vec<(&ParsedExpr, bool)> = conditions
             .iter()
             .filter(|(i, _)| Some(*i) != own)
-            .map(|(_, p)| *p)
+            .map(|(_, p)| (*p, true))
             .collect();
+        others.extend(denied.map(|v| (v, false)));
         match checker.access_chains(p, &others, &variables) {
             Some(chains) => entries.push((si, chains)),
             None => return Vec::new(),
@@ -221,9 +293,21 @@ pub fn findings(
             Cow::Owned(w)
         };
         let ops = matched_ops(policy.constraints, kind.gvk, &w.resource);
+        // k8s.io/apiserver v0.37.1 admission/plugin/policy/validating/dispatcher.go
+        // (`Dispatch`; mutating/dispatcher.go `dispatchInvocations` alike): no namespace is looked up for a cluster-scoped kind (the request has
+        // no namespace) nor for a v1 Namespace (whose request names itself).
+        let namespace_object_null = !w.namespaced
+            || (kind.gvk.group.is_empty()
+                && kind.gvk.version == "v1"
+                && kind.gvk.kind == "Namespace");
         let kind_name = kind.gvk.to_string();
         for (si, chains) in &entries {
             let entry = &sites[*si].field;
+            let fallback = match entry {
+                ExpressionField::ValidationMessageExpression(i) => validation(*i)
+                    .map(|e| fallback_message(policy.messages.get(*i).copied().flatten(), e)),
+                _ => None,
+            };
             let mut null_done: HashSet<(Origin, Root)> = HashSet::new();
             for chain in chains {
                 let (field, text) = match chain.origin {
@@ -268,6 +352,7 @@ pub fn findings(
                         kind: (&kind.gvk.group, &kind.gvk.version, &kind.gvk.kind),
                         namespace: meta["namespace"].as_str().unwrap_or_default(),
                         name: meta["name"].as_str().unwrap_or_default(),
+                        namespace_object_null,
                     };
                     chain.conds.iter().all(|c| request.eval(c) == Some(true))
                 };
@@ -300,12 +385,56 @@ pub fn findings(
                         pos: step.pos,
                         access,
                         error,
-                        consequence: consequence(entry, fail),
+                        consequence: consequence(entry, fail, fallback.as_deref()),
+                        fallback_message: fallback.clone(),
                         witness: Witness { operation, object },
                         fix,
                         fixed_expression: None,
                     });
                 };
+                // `namespaceObject` where it is null; nothing else is known of the namespace.
+                if chain.root == Root::NamespaceObject {
+                    let Some(first) = chain.steps.first() else {
+                        continue;
+                    };
+                    if !namespace_object_null
+                        || !chain.direct()
+                        || first.optional
+                        || first.guarded
+                        || !reachable(first.pos)
+                    {
+                        continue;
+                    }
+                    let op = [
+                        (Ops::CREATE, "CREATE"),
+                        (Ops::UPDATE, "UPDATE"),
+                        (Ops::DELETE, "DELETE"),
+                    ]
+                    .into_iter()
+                    .find(|(o, _)| effective.has(*o))
+                    .map(|(_, n)| n);
+                    let witness =
+                        op.and_then(|op| w.objects.iter().find(|o| evaluated(&o.admitted, op)));
+                    if let (Some(op), Some(name), Some(witness)) =
+                        (op, seg_name(&first.seg), witness)
+                        && null_done.insert((chain.origin, chain.root))
+                    {
+                        let fix = match chain.origin {
+                            Origin::Site => null_root_fix(entry, chain.root, text),
+                            Origin::Variable(_) => None,
+                        };
+                        push(
+                            &mut out,
+                            RuntimeClass::NullNamespaceObject,
+                            0,
+                            format!("no such key: {name}"),
+                            op,
+                            witness.input.clone(),
+                            fix,
+                        );
+                    }
+                    continue;
+                }
                 // `object` in DELETE requests, `oldObject` in CREATE requests.
                 if let Some(first) = chain.steps.first()
                     && chain.direct()
@@ -313,8 +442,14 @@ pub fn findings(
                     && !first.guarded
                     && reachable(first.pos)
                 {
+                    // A MutatingAdmissionPolicy's mutations are not called when there is no
+                    // object (mutating/dispatcher.go, `dispatchInvocations`).
+                    let mutation = matches!(
+                        entry,
+                        ExpressionField::ApplyConfiguration(_) | ExpressionField::JsonPatch(_)
+                    );
                     let op = match chain.root {
-                        Root::Object if effective.has(Ops::DELETE) => Some("DELETE"),
+                        Root::Object if effective.has(Ops::DELETE) && !mutation => Some("DELETE"),
                         Root::OldObject if effective.has(Ops::CREATE) => Some("CREATE"),
                         _ => None,
                     };
@@ -343,6 +478,7 @@ pub fn findings(
                 let present = match chain.root {
                     Root::Object => effective.and(Ops::CREATE.or(Ops::UPDATE)),
                     Root::OldObject => effective.and(Ops::UPDATE.or(Ops::DELETE)),
+                    Root::NamespaceObject => continue,
                 };
                 let op = match chain.root {
                     Root::Object if present.has(Ops::CREATE) => "CREATE",

@@ -105,6 +105,7 @@ pub fn unbound_variable_findings(
             } else {
                 "the webhook is never called (a matchCondition error, failurePolicy Ignore)".into()
             },
+            fallback_message: None,
             witness: Witness {
                 operation,
                 object: serde_json::Value::Null,
