@@ -75,10 +75,12 @@ test:
 ## Then the whole-command cost comparison (e2e/bench/cost-command) once, on the same debug
 ## binary: it proves the script still runs and that both sides give the same findings; its
 ## numbers are not measurements (`make bench` measures on a release build); and the one-file
-## check bench (e2e/bench/single-file) for one round on 3 files, its target not enforced. The in-process
+## check bench (e2e/bench/single-file) for one round on 3 files, its target not enforced; and the
+## CRD-axis bench with 100 CRDs created while 100 policies are watched (every affected status
+## must become current). The in-process
 ## cost bench (benches/cost_estimation.rs) runs as a smoke test in the cargo-test stage.
 ## Full size, release build: e2e/bench/cold 5000, e2e/bench/steady 500 600,
-## e2e/bench/recovery 5000 10.
+## e2e/bench/recovery 5000 10, e2e/bench/crds 2000 500.
 bench-smoke:
 	VAPCHECK_BENCH_N=500 cargo test --test e2e_bench_cold -- \
 		--ignored --exact cold_start_kcm_vs_vapcheck --nocapture
@@ -90,6 +92,9 @@ bench-smoke:
 	VAPCHECK_BENCH_BIN="$${CARGO_TARGET_DIR:-target}/debug/vapcheck" e2e/bench/cost-command 1
 	VAPCHECK_BENCH_NO_TARGET=1 VAPCHECK_BENCH_BIN="$${CARGO_TARGET_DIR:-target}/debug/vapcheck" \
 		e2e/bench/single-file 1 3
+	VAPCHECK_BENCH_CRDS=100 VAPCHECK_BENCH_POLICIES=100 VAPCHECK_BENCH_CRD_POLICIES=10 \
+		VAPCHECK_BENCH_POLL=5s cargo test --test e2e_bench_crds -- \
+		--ignored --exact crd_burst_while_policies_are_watched --nocapture
 
 ## make bench: the measuring runs, on a release build (not part of `make test`, whose
 ## bench-smoke proves they run): what the CEL cost estimates add to a corpus check

@@ -253,64 +253,74 @@ pub fn instance_env(kubeconfig: &Path, key: &str) -> anyhow::Result<String> {
 /// manager with only the ValidatingAdmissionPolicy status controller, or `vapcheck controller`
 /// (`VAPCHECK_BENCH_BIN`, behind `VAPCHECK_BENCH_WRAPPER` if set).
 pub fn start(side: Side, kubeconfig: &Path, log: &Path) -> anyhow::Result<Killed> {
+    if side == Side::Vapcheck {
+        return start_vapcheck(kubeconfig, log, &[], "warn");
+    }
     let instance = kubeconfig.parent().context("kubeconfig has no parent")?;
     let file = std::fs::File::create(log).with_context(|| log.display().to_string())?;
-    let child = match side {
-        Side::Kcm => {
-            let bin =
-                PathBuf::from(instance_env(kubeconfig, "BIN_DIR")?).join("kube-controller-manager");
-            // The flags of e2e/cluster/up --with-upstream-controller, serving nothing.
-            Command::new(&bin)
-                .arg(format!(
-                    "--kubeconfig={}",
-                    instance.join("kcm.kubeconfig").display()
-                ))
-                .args([
-                    "--controllers=validatingadmissionpolicy-status-controller",
-                    "--leader-elect=false",
-                    "--bind-address=127.0.0.1",
-                    "--secure-port=0",
-                    "--profiling=false",
-                ])
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(file)
-                .spawn()
-                .with_context(|| format!("starting {}", bin.display()))?
+    let bin = PathBuf::from(instance_env(kubeconfig, "BIN_DIR")?).join("kube-controller-manager");
+    // The flags of e2e/cluster/up --with-upstream-controller, serving nothing.
+    let child = Command::new(&bin)
+        .arg(format!(
+            "--kubeconfig={}",
+            instance.join("kcm.kubeconfig").display()
+        ))
+        .args([
+            "--controllers=validatingadmissionpolicy-status-controller",
+            "--leader-elect=false",
+            "--bind-address=127.0.0.1",
+            "--secure-port=0",
+            "--profiling=false",
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(file)
+        .spawn()
+        .with_context(|| format!("starting {}", bin.display()))?;
+    Ok(Killed(child))
+}
+
+/// Starts `vapcheck controller` (`VAPCHECK_BENCH_BIN`, behind `VAPCHECK_BENCH_WRAPPER` if set)
+/// against the control plane of `kubeconfig` with `RUST_LOG=rust_log` and the flags `extra`,
+/// serving metrics and health on free loopback ports, logging to `log`.
+pub fn start_vapcheck(
+    kubeconfig: &Path,
+    log: &Path,
+    extra: &[&str],
+    rust_log: &str,
+) -> anyhow::Result<Killed> {
+    let file = std::fs::File::create(log).with_context(|| log.display().to_string())?;
+    let bin = std::env::var_os("VAPCHECK_BENCH_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_vapcheck")));
+    let wrapper = std::env::var("VAPCHECK_BENCH_WRAPPER").unwrap_or_default();
+    let mut words = wrapper.split_whitespace();
+    let mut command = match words.next() {
+        Some(first) => {
+            let mut c = Command::new(first);
+            c.args(words).arg(&bin);
+            c
         }
-        Side::Vapcheck => {
-            let bin = std::env::var_os("VAPCHECK_BENCH_BIN")
-                .map(PathBuf::from)
-                .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_vapcheck")));
-            let wrapper = std::env::var("VAPCHECK_BENCH_WRAPPER").unwrap_or_default();
-            let mut words = wrapper.split_whitespace();
-            let mut command = match words.next() {
-                Some(first) => {
-                    let mut c = Command::new(first);
-                    c.args(words).arg(&bin);
-                    c
-                }
-                None => Command::new(&bin),
-            };
-            command
-                .args([
-                    "controller",
-                    "--metrics-bind-address",
-                    "127.0.0.1:0",
-                    "--health-bind-address",
-                    "127.0.0.1:0",
-                ])
-                .env("KUBECONFIG", kubeconfig)
-                .env("RUST_LOG", "warn")
-                .env_remove("POD_NAME")
-                .env_remove("POD_NAMESPACE")
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(file)
-                .spawn()
-                .with_context(|| format!("starting {}", bin.display()))?
-        }
+        None => Command::new(&bin),
     };
+    let child = command
+        .args([
+            "controller",
+            "--metrics-bind-address",
+            "127.0.0.1:0",
+            "--health-bind-address",
+            "127.0.0.1:0",
+        ])
+        .args(extra)
+        .env("KUBECONFIG", kubeconfig)
+        .env("RUST_LOG", rust_log)
+        .env_remove("POD_NAME")
+        .env_remove("POD_NAMESPACE")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(file)
+        .spawn()
+        .with_context(|| format!("starting {}", bin.display()))?;
     Ok(Killed(child))
 }
 
