@@ -29,6 +29,7 @@ mod k8s_env_golden_vap_typed;
 mod k8s_env_proptest;
 mod k8s_env_typechecking;
 mod k8s_env_upstream_functions;
+mod kyverno_oracle;
 mod layering;
 mod lsp;
 mod manifests;
