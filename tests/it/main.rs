@@ -11,6 +11,7 @@ mod check_cli_config;
 mod check_cli_documents;
 mod check_cli_gate;
 mod check_cli_gatekeeper;
+mod check_cli_kyverno;
 mod check_cli_suppress;
 mod check_mutating_verdicts;
 mod ci_formats;
