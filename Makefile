@@ -24,6 +24,7 @@ SHELL := /bin/bash
 ## scripts/action-run) with the GitHub Actions variables faked (scripts/test-action).
 test: export CELCHECK = $(CURDIR)/e2e/oracle/bin/celcheck
 test: export GKCHECK = $(CURDIR)/e2e/gatekeeper-oracle/bin/gkcheck
+test: export KVCHECK = $(CURDIR)/e2e/kyverno-oracle/bin/kvcheck
 # The comparisons with the oracle run in their own stage with --nocapture, so that the log shows
 # their exact counts ("oracle diff: 12054 comparisons ...", "compared 571 cases ...",
 # "cost: 2280/2280 identical ...", "typed cost: .../... identical ..."); the main
@@ -36,7 +37,10 @@ ORACLE_REPLAY_TESTS := cel_oracle_diff::same_as_cel_go \
 	k8s_env_golden_cost::cost_estimates_match_cel_go \
 	k8s_env_golden_cost_typed::typed_cost_estimates_match_cel_go \
 	gatekeeper_oracle::corpus_verdicts_equal_gatekeepers \
-	gatekeeper_oracle::fixture_verdicts_equal_gatekeepers
+	gatekeeper_oracle::fixture_verdicts_equal_gatekeepers \
+	kyverno_oracle::corpus_verdicts_equal_kyvernos \
+	kyverno_oracle::fixture_verdicts_equal_kyvernos \
+	kyverno_oracle::declarations_equal_kyvernos
 test:
 	@scripts/check-tools
 	@scripts/stage lint $(MAKE) --no-print-directory lint
@@ -44,6 +48,7 @@ test:
 	@scripts/stage oracle-go-test e2e/oracle/test -count=1 -v
 	@scripts/stage oracle-golden e2e/oracle/golden --check
 	@scripts/stage gatekeeper-oracle e2e/gatekeeper-oracle/build >/dev/null
+	@scripts/stage kyverno-oracle e2e/kyverno-oracle/build >/dev/null
 	@scripts/stage embedded-openapi scripts/gen-embedded-openapi --check
 	@helm="$$(scripts/stage helm scripts/helm-path)" && \
 		VAPCHECK_HELM="$$helm" scripts/stage chart-lint scripts/check-chart
@@ -155,12 +160,14 @@ image:
 cluster-binaries:
 	e2e/cluster/build
 
-## gofmt and go vet on the Go modules (e2e/cluster, e2e/oracle, e2e/gatekeeper-oracle), rustfmt, clippy.
+## gofmt and go vet on the Go modules (e2e/cluster, e2e/oracle, e2e/gatekeeper-oracle,
+## e2e/kyverno-oracle), rustfmt, clippy.
 lint:
-	@unformatted="$$(gofmt -l e2e/cluster/cmd e2e/oracle e2e/gatekeeper-oracle)"; \
+	@unformatted="$$(gofmt -l e2e/cluster/cmd e2e/oracle e2e/gatekeeper-oracle e2e/kyverno-oracle)"; \
 		if [ -n "$$unformatted" ]; then echo "gofmt: not formatted: $$unformatted" >&2; exit 1; fi
 	cd e2e/cluster && go vet ./cmd/...
 	cd e2e/oracle && go vet ./...
 	cd e2e/gatekeeper-oracle && go vet ./...
+	cd e2e/kyverno-oracle && go vet ./...
 	cargo fmt --check
 	cargo clippy --all-targets -- -D warnings

@@ -152,6 +152,18 @@ impl KubeChecker {
         })
     }
 
+    /// A checker whose environments extend `base` instead of the Kubernetes environment of
+    /// `target` (another engine's environment built on it: Kyverno's,
+    /// `crate::engines::kyverno::env`).
+    pub fn with_base(target: Target, base: Arc<cel::Env>) -> Self {
+        Self {
+            target,
+            base,
+            newer: None,
+            reuse_estimates: true,
+        }
+    }
+
     /// The same checker, estimating every expression for every kind afresh instead of reusing
     /// another kind's estimate when it is necessarily the same (which gives the same numbers
     /// and reasons: a test compares the two over the corpus).

@@ -262,6 +262,7 @@ pub fn findings(checked: &[CheckedPolicy], sources: &BTreeMap<String, String>) -
                 SkipSubject::Resource { rule, .. } => {
                     format!("spec.matchConstraints.resourceRules[{rule}].resources")
                 }
+                SkipSubject::Field(f) => f.clone(),
                 _ => "spec.matchConstraints".to_owned(),
             };
             out.push(Finding {

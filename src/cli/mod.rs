@@ -9,6 +9,7 @@ pub mod documents;
 pub mod gate;
 pub mod gatekeeper;
 pub mod input;
+pub mod kyverno;
 pub mod live;
 pub mod mutating;
 pub mod output;
@@ -715,11 +716,18 @@ pub fn analyse_input(
     // Gatekeeper ConstraintTemplates with K8sNativeValidation code (gatekeeper.rs).
     let (templates, bad_templates) = gatekeeper::read_lenient(&others);
     undecoded.extend(bad_templates);
+    // Kyverno's ValidatingPolicies (kyverno.rs).
+    let (kyverno_policies, bad_kyverno) = kyverno::read_lenient(&others);
+    undecoded.extend(bad_kyverno);
     documents::locate(&mut undecoded, &input_sources);
     if let Some(message) = documents::nothing_to_check(
         read,
         &undecoded,
-        inputs.len() + mutating_objects.len() + webhook_objects.len() + templates.len(),
+        inputs.len()
+            + mutating_objects.len()
+            + webhook_objects.len()
+            + templates.len()
+            + kyverno_policies.len(),
         others.len(),
     )
     .filter(|_| static_files.is_none())
@@ -777,6 +785,7 @@ pub fn analyse_input(
                 .any(|w| w.match_policy.as_deref() == Some("Exact"))
         })
         || !templates.is_empty()
+        || !kyverno_policies.is_empty()
         || objects
             .iter()
             .any(|(o, _)| matches!(o, InputObject::Policy(_)));
@@ -948,6 +957,13 @@ pub fn analyse_input(
         let entries = templates
             .iter()
             .map(|o| gatekeeper::check(o, &constraints, server, &check_options, backends.as_ref()))
+            .collect();
+        mutating::merge_in_input_order(&mut checked, entries, &files, keep_first);
+    }
+    if !kyverno_policies.is_empty() {
+        let entries = kyverno_policies
+            .iter()
+            .map(|o| kyverno::check(o, server, &check_options, backends.as_ref()))
             .collect();
         mutating::merge_in_input_order(&mut checked, entries, &files, keep_first);
     }

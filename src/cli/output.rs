@@ -503,6 +503,9 @@ pub fn render_text_at(policies: &[CheckedPolicy], colour: bool, locate: &Locator
             let by = if p.kind == super::gatekeeper::KIND {
                 // Gatekeeper's driver, not the API server, refuses a template (gatekeeper.rs).
                 "Gatekeeper".to_owned()
+            } else if super::kyverno::is_kind(p.kind) {
+                // Kyverno's policy webhook refuses a Kyverno policy (kyverno.rs).
+                "Kyverno".to_owned()
             } else {
                 format!("kube-apiserver 1.{}", v.server_minor)
             };

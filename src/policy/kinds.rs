@@ -81,6 +81,8 @@ pub enum SkipSubject {
     Gvk(Gvk),
     /// API discovery as a whole (it failed).
     Discovery,
+    /// A field of the object (`spec.evaluation.mode`).
+    Field(String),
 }
 
 impl fmt::Display for SkipSubject {
@@ -93,6 +95,7 @@ impl fmt::Display for SkipSubject {
             SkipSubject::Gvr(gvr) => write!(f, "{gvr}"),
             SkipSubject::Gvk(gvk) => write!(f, "{gvk}"),
             SkipSubject::Discovery => f.write_str("API discovery"),
+            SkipSubject::Field(field) => f.write_str(field),
         }
     }
 }

@@ -1,0 +1,275 @@
+package main
+
+// `kvcheck -decls`: the declarations Kyverno's ValidatingPolicy environment adds to the
+// Kubernetes base environment it extends, one JSON object a line, for the cluster-wide
+// (namespace "") and the namespaced ("default") variants. vapcheck's table of Kyverno's
+// libraries (src/engines/kyverno/decls.rs) is compared with this output.
+//
+// The environment is built as pkg/cel/policies/vpol/compiler/compiler.go,
+// (*compilerImpl).createBaseVpolEnv builds it (unexported there, so its steps are repeated
+// here from the same exported pieces), then read in environment.StoredExpressions mode, as
+// compileForKubernetes reads it.
+
+import (
+	"encoding/json"
+	"reflect"
+	"sort"
+	"strings"
+
+	"github.com/google/cel-go/cel"
+	"github.com/google/cel-go/common/types"
+	"github.com/google/cel-go/ext"
+	"github.com/kyverno/kyverno/pkg/cel/compiler"
+	"github.com/kyverno/kyverno/pkg/cel/libs"
+	"github.com/kyverno/sdk/extensions/cel/libs/globalcontext"
+	"github.com/kyverno/sdk/extensions/cel/libs/gzip"
+	"github.com/kyverno/sdk/extensions/cel/libs/hash"
+	"github.com/kyverno/sdk/extensions/cel/libs/http"
+	"github.com/kyverno/sdk/extensions/cel/libs/image"
+	"github.com/kyverno/sdk/extensions/cel/libs/imagedata"
+	kjson "github.com/kyverno/sdk/extensions/cel/libs/json"
+	"github.com/kyverno/sdk/extensions/cel/libs/math"
+	"github.com/kyverno/sdk/extensions/cel/libs/random"
+	"github.com/kyverno/sdk/extensions/cel/libs/resource"
+	ktime "github.com/kyverno/sdk/extensions/cel/libs/time"
+	"github.com/kyverno/sdk/extensions/cel/libs/transform"
+	"github.com/kyverno/sdk/extensions/cel/libs/user"
+	"github.com/kyverno/sdk/extensions/cel/libs/x509"
+	"github.com/kyverno/sdk/extensions/cel/libs/yaml"
+	"k8s.io/apimachinery/pkg/util/version"
+	apiservercel "k8s.io/apiserver/pkg/cel"
+	"k8s.io/apiserver/pkg/cel/environment"
+)
+
+// compilerVariables are the variables the compiler declares itself (createBaseVpolEnv's
+// baseOpts), which vapcheck declares in code (src/engines/kyverno/env.rs), not in the table.
+var compilerVariables = map[string]bool{
+	compiler.NamespaceObjectKey: true,
+	compiler.ObjectKey:          true,
+	compiler.OldObjectKey:       true,
+	compiler.RequestKey:         true,
+	compiler.VariablesKey:       true,
+}
+
+type declRow struct {
+	Variant  string   `json:"variant"`
+	What     string   `json:"what"`
+	Name     string   `json:"name"`
+	ID       string   `json:"id,omitempty"`
+	Member   bool     `json:"member,omitempty"`
+	Args     []string `json:"args,omitempty"`
+	Field    string   `json:"field,omitempty"`
+	Result   string   `json:"result"`
+	TypeArgs []string `json:"typeParams,omitempty"`
+}
+
+func vpolEnv(namespace string) (*cel.Env, error) {
+	v := version.MajorMinor(1, 0)
+	libsctx := libs.GetLibsCtx()
+	baseOpts := compiler.DefaultEnvOptionsWithCompat()
+	baseOpts = append(baseOpts,
+		cel.Variable(compiler.NamespaceObjectKey, compiler.NamespaceType.CelType()),
+		cel.Variable(compiler.ObjectKey, cel.DynType),
+		cel.Variable(compiler.OldObjectKey, cel.DynType),
+		cel.Variable(compiler.RequestKey, compiler.RequestType.CelType()),
+		cel.Types(compiler.NamespaceType.CelType()),
+		cel.Types(compiler.RequestType.CelType()),
+		cel.Variable(compiler.VariablesKey, compiler.VariablesType),
+	)
+	base := environment.MustBaseEnvSet(v)
+	env, err := base.Env(environment.StoredExpressions)
+	if err != nil {
+		return nil, err
+	}
+	variablesProvider := compiler.NewVariablesProvider(env.CELTypeProvider())
+	declProvider := apiservercel.NewDeclTypeProvider(compiler.NamespaceType, compiler.RequestType)
+	declOptions, err := declProvider.EnvOptions(variablesProvider)
+	if err != nil {
+		return nil, err
+	}
+	baseOpts = append(baseOpts, declOptions...)
+	libEnvOpts := []cel.EnvOption{
+		ext.NativeTypes(reflect.TypeFor[libs.Exception](), ext.ParseStructTags(true)),
+		cel.Variable(compiler.ExceptionsKey, types.NewObjectType("libs.Exception")),
+		globalcontext.Lib(globalcontext.Context{ContextInterface: compiler.ConfineGlobalContext(libsctx, namespace)}, globalcontext.Latest()),
+		resource.Lib(resource.Context{ContextInterface: libsctx}, namespace, resource.Latest()),
+		image.Lib(image.Latest()),
+		imagedata.Lib(imagedata.Context{ContextInterface: libsctx}, imagedata.Latest(), nil),
+		user.Lib(user.Latest()),
+		hash.Lib(hash.Latest()),
+		math.Lib(math.Latest()),
+		kjson.Lib(&kjson.JsonImpl{}, kjson.Latest()),
+		yaml.Lib(&yaml.YamlImpl{}, yaml.Latest()),
+		random.Lib(random.Latest()),
+		x509.Lib(x509.Latest()),
+		ktime.Lib(ktime.Latest()),
+		transform.Lib(transform.Latest()),
+		gzip.Lib(gzip.Latest()),
+		http.Lib(http.Context{ContextInterface: libs.NewMockAwareHTTPContext(compiler.NewLazyCELHTTPContext(namespace), libsctx.GetHTTPMocks())}, http.Latest()),
+	}
+	extended, err := base.Extend(
+		environment.VersionedOptions{IntroducedVersion: v, EnvOptions: baseOpts},
+		environment.VersionedOptions{IntroducedVersion: v, EnvOptions: libEnvOpts},
+	)
+	if err != nil {
+		return nil, err
+	}
+	return extended.Env(environment.StoredExpressions)
+}
+
+// typeText writes t in the syntax of vapcheck's tables (cel-go's type syntax, opaque types
+// marked `opaque:`).
+func typeText(t *types.Type) string {
+	params := func() string {
+		var ps []string
+		for _, p := range t.Parameters() {
+			ps = append(ps, typeText(p))
+		}
+		return strings.Join(ps, ", ")
+	}
+	switch t.Kind() {
+	case types.ListKind:
+		return "list(" + params() + ")"
+	case types.MapKind:
+		return "map(" + params() + ")"
+	case types.OpaqueKind:
+		if t.TypeName() == "optional_type" {
+			return "optional_type(" + params() + ")"
+		}
+		if len(t.Parameters()) > 0 {
+			return "opaque:" + t.TypeName() + "(" + params() + ")"
+		}
+		return "opaque:" + t.TypeName()
+	case types.TypeKind:
+		if len(t.Parameters()) > 0 {
+			return "type(" + params() + ")"
+		}
+		return "type"
+	case types.AnyKind:
+		return "any"
+	case types.TypeParamKind:
+		return t.TypeName()
+	case types.TimestampKind:
+		return "timestamp"
+	case types.DurationKind:
+		return "duration"
+	}
+	return t.String()
+}
+
+func dumpDecls() {
+	enc := json.NewEncoder(stdout)
+	for _, r := range collectDecls() {
+		if err := enc.Encode(r); err != nil {
+			fail(err)
+		}
+	}
+}
+
+// collectDecls reads the declarations of both variants.
+func collectDecls() []declRow {
+	base, err := environment.MustBaseEnvSet(version.MajorMinor(1, 0)).Env(environment.StoredExpressions)
+	if err != nil {
+		fail(err)
+	}
+	out := []declRow{}
+	for _, variant := range []struct{ name, ns string }{{"cluster", ""}, {"namespaced", "default"}} {
+		env, err := vpolEnv(variant.ns)
+		if err != nil {
+			fail(err)
+		}
+		baseVars := map[string]string{}
+		for _, v := range base.Variables() {
+			baseVars[v.Name()] = typeText(v.Type())
+		}
+		for _, v := range env.Variables() {
+			if t, ok := baseVars[v.Name()]; ok && t == typeText(v.Type()) {
+				continue
+			}
+			if compilerVariables[v.Name()] {
+				continue
+			}
+			out = append(out, declRow{Variant: variant.name, What: "variable", Name: v.Name(), Result: typeText(v.Type())})
+		}
+		envVars := map[string]bool{}
+		for _, v := range env.Variables() {
+			envVars[v.Name()] = true
+		}
+		for _, v := range base.Variables() {
+			if !envVars[v.Name()] {
+				out = append(out, declRow{Variant: variant.name, What: "removed-variable", Name: v.Name(), Result: baseVars[v.Name()]})
+			}
+		}
+		baseFns := base.Functions()
+		for name, fn := range env.Functions() {
+			known := map[string]bool{}
+			if b, ok := baseFns[name]; ok {
+				for _, o := range b.OverloadDecls() {
+					known[o.ID()] = true
+				}
+			}
+			for _, o := range fn.OverloadDecls() {
+				if known[o.ID()] {
+					continue
+				}
+				row := declRow{Variant: variant.name, What: "overload", Name: name, ID: o.ID(), Member: o.IsMemberFunction(), Result: typeText(o.ResultType()), Args: []string{}}
+				for _, a := range o.ArgTypes() {
+					row.Args = append(row.Args, typeText(a))
+				}
+				row.TypeArgs = o.TypeParams()
+				out = append(out, row)
+			}
+		}
+	}
+	// The fields of the object types the rows name (ext.NativeTypes of the libraries).
+	for _, variant := range []struct{ name, ns string }{{"cluster", ""}, {"namespaced", "default"}} {
+		env, err := vpolEnv(variant.ns)
+		if err != nil {
+			fail(err)
+		}
+		provider := env.CELTypeProvider()
+		names := map[string]bool{}
+		for _, r := range out {
+			if r.Variant != variant.name {
+				continue
+			}
+			for _, t := range append(append([]string{}, r.Args...), r.Result) {
+				for _, part := range strings.FieldsFunc(t, func(c rune) bool { return c == '(' || c == ')' || c == ',' || c == ' ' }) {
+					if strings.Contains(part, ".") && !strings.HasPrefix(part, "opaque:") {
+						names[part] = true
+					}
+				}
+			}
+		}
+		for name := range names {
+			fields, ok := provider.FindStructFieldNames(name)
+			if !ok {
+				continue
+			}
+			for _, f := range fields {
+				ft, ok := provider.FindStructFieldType(name, f)
+				if !ok {
+					continue
+				}
+				out = append(out, declRow{Variant: variant.name, What: "field", Name: name, Field: f, Result: typeText(ft.Type)})
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		if a.Variant != b.Variant {
+			return a.Variant < b.Variant
+		}
+		if a.What != b.What {
+			return a.What < b.What
+		}
+		if a.Name != b.Name {
+			return a.Name < b.Name
+		}
+		if a.Field != b.Field {
+			return a.Field < b.Field
+		}
+		return a.ID < b.ID
+	})
+	return out
+}

@@ -1,0 +1,269 @@
+//! Kyverno's CEL environment for ValidatingPolicies, as
+//! `pkg/cel/policies/vpol/compiler/compiler.go` `(*compilerImpl).createBaseVpolEnv` builds it
+//! (Kyverno v1.19.1) and `compileForKubernetes` reads it (`environment.StoredExpressions`):
+//!
+//! - the Kubernetes base environment of the k8s.io/apiserver Kyverno is built with (v0.36.3:
+//!   `environment.MustBaseEnvSet` in StoredExpressions mode declares every library that
+//!   release knows, whatever the compatibility version; [`crate::k8s_env`] at 1.36 in upstream
+//!   mode);
+//! - `pkg/cel/compiler/env.go` `DefaultEnvOptionsWithCompat`: cel-go's encoders, math, protos
+//!   and regex extensions beside the libraries Kubernetes declares too, and the `orValue`
+//!   compatibility macro (`OrValueCompatEnvOptions`: every `x.orValue(y)` becomes
+//!   `__orValueCompat__(x, y)`, of type `dyn`);
+//! - `namespaceObject`, `object` and `oldObject` (`dyn`), `request` (Kubernetes'
+//!   `AdmissionRequest` with `object` and `oldObject` fields of type `dyn`:
+//!   `pkg/cel/compiler/request.go` `BuildRequestType`), `variables`, and `exceptions`
+//!   (`libs.Exception`: `pkg/cel/libs/variables.go`); no `authorizer` and no `params`;
+//! - Kyverno's libraries from github.com/kyverno/sdk `extensions/cel/libs/*/lib.go`
+//!   (`globalcontext`, `resource`, `image`, `imagedata`, `user`, `hash`, `math`, `json`,
+//!   `yaml`, `random`, `x509`, `time`, `transform`, `gzip`, `http`), whose declarations are
+//!   the table of [`super::decls`]. `resource` declares other overloads in a namespaced policy
+//!   (`namespacedEnv`: no namespace argument), so there are two environments.
+
+use std::sync::{Arc, OnceLock};
+
+use cel::common::ast::IdedExpr;
+
+use crate::cel::{
+    CallMacro, Checker, Env, EnvBuilder, EnvError, EnvOptions, FunctionDecl, OverloadDecl, Synth,
+    Type, TypeProvider,
+};
+use crate::k8s_env::{KindDecls, KubeVersion, Mode, Params, PolicyEnv, Target, admission};
+
+use super::decls::{self, Variant};
+
+/// The Kubernetes libraries Kyverno v1.19.1 is built with: k8s.io/apiserver v0.36.3.
+pub const KUBERNETES_MINOR: u32 = 36;
+
+/// The target of Kyverno's environment: the Kubernetes 1.36 libraries, as upstream declares
+/// them (not the target cluster's: Kyverno compiles with its own).
+pub fn target() -> Result<Target, EnvError> {
+    let version = KubeVersion::new(KUBERNETES_MINOR).map_err(|e| EnvError(e.to_string()))?;
+    Ok(Target {
+        version,
+        mode: Mode::Upstream,
+    })
+}
+
+static ENVS: [OnceLock<Result<Arc<Env>, EnvError>>; 2] = [const { OnceLock::new() }; 2];
+
+/// Kyverno's base environment (cluster-wide or namespaced policy), built once and cached.
+pub fn base_env(namespaced: bool) -> Result<Arc<Env>, EnvError> {
+    ENVS[usize::from(namespaced)]
+        .get_or_init(|| build_base_env(namespaced).map(Arc::new))
+        .clone()
+}
+
+/// The environment the verdict compiles in: [`base_env`] with `object` and `oldObject` `dyn`
+/// and no `params`.
+pub fn verdict_env(namespaced: bool) -> Result<PolicyEnv, EnvError> {
+    PolicyEnv::with_base(
+        target()?,
+        &base_env(namespaced)?,
+        KindDecls::untyped(Params::Absent),
+    )
+}
+
+/// The checker backend of vapcheck's typed check in Kyverno's environment.
+pub fn checker(namespaced: bool) -> Result<crate::engine::KubeChecker, EnvError> {
+    Ok(crate::engine::KubeChecker::with_base(
+        target()?,
+        base_env(namespaced)?,
+    ))
+}
+
+/// Builds (without caching) [`base_env`].
+pub fn build_base_env(namespaced: bool) -> Result<Env, EnvError> {
+    let version = target()?.version;
+    let mut b = EnvBuilder::standard(EnvOptions::kubernetes());
+    crate::k8s_env::libraries::add_libraries(
+        &mut b,
+        crate::k8s_env::libraries::LibrarySelection {
+            minor: version.minor(),
+        },
+    )?;
+    let variant = if namespaced {
+        Variant::Namespaced
+    } else {
+        Variant::Cluster
+    };
+    // admission::add_request_and_namespace, with Kyverno's request type and object types.
+    b.add_provider(Arc::new(KyvernoTypes::new(variant)?));
+    b.add_variable(
+        admission::NAMESPACE_VAR,
+        Type::object(admission::NAMESPACE_TYPE),
+    )?;
+    b.add_variable(
+        admission::REQUEST_VAR,
+        Type::object(admission::REQUEST_TYPE),
+    )?;
+    for v in decls::VARIABLES.iter().filter(|v| v.variant.holds(variant)) {
+        b.add_variable(v.name, table_type(v.ty)?)?;
+    }
+    let mut grouped: Vec<(&str, Vec<OverloadDecl>)> = Vec::new();
+    for row in decls::OVERLOADS.iter().filter(|r| r.variant.holds(variant)) {
+        let args = row
+            .args
+            .iter()
+            .map(|a| table_type(a))
+            .collect::<Result<Vec<_>, _>>()?;
+        let result = table_type(row.result)?;
+        let decl = if row.member {
+            OverloadDecl::member(row.id, args, result)
+        } else {
+            OverloadDecl::global(row.id, args, result)
+        };
+        match grouped.iter_mut().find(|(n, _)| *n == row.function) {
+            Some((_, list)) => list.push(decl),
+            None => grouped.push((row.function, vec![decl])),
+        }
+    }
+    for (name, overloads) in grouped {
+        b.add_function(FunctionDecl::new(name, overloads))?;
+    }
+    b.add_call_macro(Arc::new(OrValueCompat));
+    Ok(b.build())
+}
+
+/// A type of the table: cel-go's syntax, `opaque:` before an opaque type's name, `any` for
+/// `google.protobuf.Any`.
+pub fn table_type(text: &str) -> Result<Type, EnvError> {
+    let text = text.trim();
+    let bad = || EnvError(format!("bad type in Kyverno's table: {text}"));
+    let (name, args) = match text.find('(') {
+        Some(open) if text.ends_with(')') => {
+            let inner = &text[open + 1..text.len() - 1];
+            let mut parts = Vec::new();
+            let (mut depth, mut start) = (0usize, 0usize);
+            for (i, c) in inner.char_indices() {
+                match c {
+                    '(' => depth += 1,
+                    ')' => depth = depth.checked_sub(1).ok_or_else(bad)?,
+                    ',' if depth == 0 => {
+                        parts.push(table_type(&inner[start..i])?);
+                        start = i + 1;
+                    }
+                    _ => {}
+                }
+            }
+            parts.push(table_type(&inner[start..])?);
+            (&text[..open], parts)
+        }
+        Some(_) => return Err(bad()),
+        None => (text, Vec::new()),
+    };
+    if let Some(opaque) = name.strip_prefix("opaque:") {
+        return Ok(Type::opaque(opaque.to_owned(), args));
+    }
+    match (name, args.as_slice()) {
+        ("any", []) => Ok(Type::any()),
+        ("list", [e]) => Ok(Type::list(e.clone())),
+        ("map", [k, v]) => Ok(Type::map(k.clone(), v.clone())),
+        ("optional_type", [t]) => Ok(Type::optional(t.clone())),
+        ("type", [t]) => Ok(Type::type_of(t.clone())),
+        (_, []) => Type::parse(name).map_err(|e| EnvError(format!("{}: {e}", bad().0))),
+        _ => Err(bad()),
+    }
+}
+
+/// The object types Kyverno adds: `request`'s `object` and `oldObject` fields
+/// (`BuildRequestType`) and the libraries' native types of [`decls::FIELDS`]
+/// (`libs.Exception`, `user.ServiceAccount`), over Kubernetes' `request` and `namespaceObject`
+/// types.
+struct KyvernoTypes {
+    kubernetes: crate::cel::StructTypes,
+    /// Object type, field, type.
+    fields: Vec<(&'static str, &'static str, Type)>,
+}
+
+impl KyvernoTypes {
+    fn new(variant: Variant) -> Result<Self, EnvError> {
+        let fields = decls::FIELDS
+            .iter()
+            .filter(|f| f.variant.holds(variant))
+            .map(|f| Ok((f.object, f.field, table_type(f.ty)?)))
+            .collect::<Result<Vec<_>, EnvError>>()?;
+        Ok(Self {
+            kubernetes: admission::request_and_namespace_types(),
+            fields,
+        })
+    }
+}
+
+impl TypeProvider for KyvernoTypes {
+    fn find_struct_type(&self, name: &str) -> Option<Type> {
+        if self.fields.iter().any(|(o, _, _)| *o == name) {
+            return Some(Type::object(name.to_owned()));
+        }
+        self.kubernetes.find_struct_type(name)
+    }
+
+    fn find_struct_field_type(&self, struct_name: &str, field: &str) -> Option<Type> {
+        if struct_name == admission::REQUEST_TYPE && matches!(field, "object" | "oldObject") {
+            return Some(Type::dyn_type());
+        }
+        if self.fields.iter().any(|(o, _, _)| *o == struct_name) {
+            return self
+                .fields
+                .iter()
+                .find(|(o, f, _)| *o == struct_name && *f == field)
+                .map(|(_, _, t)| t.clone());
+        }
+        self.kubernetes.find_struct_field_type(struct_name, field)
+    }
+}
+
+/// `pkg/cel/compiler/env.go` `orValueCompatMacro`: `x.orValue(y)` is
+/// `__orValueCompat__(x, y)` (`dyn`, whatever `x` is).
+struct OrValueCompat;
+
+/// The function the macro calls.
+pub const OR_VALUE_COMPAT: &str = "__orValueCompat__";
+
+impl CallMacro for OrValueCompat {
+    fn name(&self) -> &str {
+        "orValue"
+    }
+
+    fn matches(&self, receiver: bool, arg_count: usize) -> bool {
+        receiver && arg_count == 1
+    }
+
+    fn expansion_error(
+        &self,
+        _target: Option<&IdedExpr>,
+        _args: &[IdedExpr],
+    ) -> Option<(u64, String)> {
+        None
+    }
+
+    fn expansion<'e>(
+        &self,
+        target: Option<&'e IdedExpr>,
+        args: &'e [IdedExpr],
+    ) -> Option<Synth<'e>> {
+        let (Some(target), [arg]) = (target, args) else {
+            return None;
+        };
+        Some(Synth::Call(
+            OR_VALUE_COMPAT,
+            vec![Synth::Real(target), Synth::Real(arg)],
+        ))
+    }
+
+    fn check(
+        &self,
+        ctx: &mut Checker<'_>,
+        call_id: u64,
+        target: Option<&IdedExpr>,
+        args: &[IdedExpr],
+    ) -> Type {
+        let (Some(target), [arg]) = (target, args) else {
+            return Type::error();
+        };
+        ctx.check_synth(
+            call_id,
+            &Synth::Call(OR_VALUE_COMPAT, vec![Synth::Real(target), Synth::Real(arg)]),
+        )
+    }
+}

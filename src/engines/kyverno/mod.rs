@@ -1,0 +1,513 @@
+//! Kyverno's CEL policies (`policies.kyverno.io` `v1alpha1`, `v1beta1`, `v1`): what Kyverno's
+//! policy validation webhook answers when a ValidatingPolicy or NamespacedValidatingPolicy is
+//! created, and vapcheck's type checking of its CEL against the kinds its `matchConstraints`
+//! select, in Kyverno's CEL environment ([`env`]). Pure: no I/O (docs/engines.md).
+//!
+//! Upstream: github.com/kyverno/kyverno v1.19.1 (pinned in `e2e/kyverno-oracle/go.mod`, with
+//! github.com/kyverno/api and github.com/kyverno/sdk at the versions its go.mod requires):
+//! - `pkg/webhooks/policy/handlers.go`, `(*policyHandlers).Validate`: the object is decoded by
+//!   `pkg/utils/admission/policy.go` `UnmarshalPolicy` into the `v1beta1` type of its kind,
+//!   whatever its apiVersion (the three versions share one schema), and a ValidatingPolicy (or
+//!   its namespaced variant) is validated by `pkg/cel/policies/vpol/validate.go` `Validate`:
+//!   the compiler's errors, a `matchConstraints` with at least one resource rule, and in a
+//!   namespaced policy no `globalContext` and (by default) no `http`.
+//! - `pkg/cel/policies/vpol/compiler/compiler.go`, `(*compilerImpl).Compile`: the evaluation
+//!   mode `JSON` compiles with `compileForJSON`, every other mode (`Kubernetes`, and `Envoy` or
+//!   `HTTP`, which are kyverno-authz's) with `compileForKubernetes`: in order the match
+//!   conditions, the variables, the validations (each expression then its message
+//!   expression) and, for Kubernetes, the audit annotations, stopping at the first error
+//!   (`pkg/cel/compiler/compiler.go` `CompileMatchConditions`, `CompileVariables`,
+//!   `CompileValidation`, `CompileAuditAnnotations`). A condition or validation must be of
+//!   type `bool` exactly, a message expression `string` exactly, an audit annotation `string`
+//!   or `null` exactly (`IsExactType`: `dyn` is refused, unlike kube-apiserver). `object` and
+//!   `oldObject` are `dyn`.
+
+pub mod decls;
+pub mod env;
+
+use k8s_openapi::api::admissionregistration::v1::{
+    AuditAnnotation, MatchCondition, MatchResources, ValidatingAdmissionPolicy,
+    ValidatingAdmissionPolicySpec, Validation, Variable,
+};
+use serde_json::Value;
+
+use crate::apiserver::field::FieldError;
+use crate::cel::Type;
+
+/// The API group.
+pub const GROUP: &str = "policies.kyverno.io";
+/// The versions read (`v1alpha1`, `v1beta1`, `v1`: one schema, decoded alike by Kyverno).
+pub const VERSIONS: &[&str] = &["v1alpha1", "v1beta1", "v1"];
+/// The kinds `vapcheck check` reads: Kyverno's validating policies.
+pub const VALIDATING_KINDS: &[&str] = &["ValidatingPolicy", "NamespacedValidatingPolicy"];
+/// The evaluation mode whose `object` is a Kubernetes object (`EvaluationModeKubernetes`).
+pub const MODE_KUBERNETES: &str = "Kubernetes";
+/// `EvaluationModeJSON`.
+pub const MODE_JSON: &str = "JSON";
+/// The namespace `kubectl create` gives a namespaced object without one (the API server sets
+/// the request's namespace on the object before admission:
+/// k8s.io/apiserver/pkg/registry/rest `EnsureObjectNamespaceMatchesRequestNamespace`).
+pub const DEFAULT_NAMESPACE: &str = "default";
+
+/// The placeholder error `compileForKubernetes` puts first in every error list it returns
+/// (`field.InternalError(nil, fmt.Errorf(compileError, "failed to compile policy"))`; a nil
+/// path prints as `<nil>`).
+pub const COMPILE_PLACEHOLDER: &str =
+    "<nil>: Internal error: validating policy compiler 1.0 error: failed to compile policy";
+
+/// Whether `api_version`/`kind` is a Kyverno ValidatingPolicy or NamespacedValidatingPolicy.
+pub fn is_validating_policy(api_version: &str, kind: &str) -> bool {
+    VALIDATING_KINDS.contains(&kind)
+        && api_version
+            .split_once('/')
+            .is_some_and(|(g, v)| g == GROUP && VERSIONS.contains(&v))
+}
+
+/// A ValidatingPolicy or NamespacedValidatingPolicy, as Kyverno decodes it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ValidatingPolicy {
+    /// `ValidatingPolicy` or `NamespacedValidatingPolicy`.
+    pub kind: &'static str,
+    /// `apiVersion`.
+    pub api_version: String,
+    /// `metadata.name`.
+    pub name: String,
+    /// `metadata.namespace` (namespaced kind: [`DEFAULT_NAMESPACE`] when missing; the
+    /// cluster-wide kind: empty).
+    pub namespace: String,
+    /// `spec.evaluation.mode` (`Kubernetes` when missing: `EvaluationMode()`).
+    pub mode: String,
+    /// `spec.failurePolicy`.
+    pub failure_policy: Option<String>,
+    /// `spec.matchConstraints`.
+    pub match_constraints: Option<MatchResources>,
+    /// `spec.matchConditions`.
+    pub match_conditions: Vec<MatchCondition>,
+    /// `spec.variables`.
+    pub variables: Vec<Variable>,
+    /// `spec.validations`.
+    pub validations: Vec<Validation>,
+    /// `spec.auditAnnotations`.
+    pub audit_annotations: Vec<AuditAnnotation>,
+}
+
+impl ValidatingPolicy {
+    /// Whether the kind is namespaced.
+    pub fn namespaced(&self) -> bool {
+        self.kind == "NamespacedValidatingPolicy"
+    }
+}
+
+/// Reads a policy. `Err((field, cause))` when a field has a type Go's `encoding/json` refuses
+/// for the `v1beta1` type (Kyverno answers with that decoding error).
+pub fn read_validating_policy(value: &Value) -> Result<ValidatingPolicy, (String, String)> {
+    let kind_text = text(value, "/kind")?;
+    let kind = VALIDATING_KINDS
+        .iter()
+        .copied()
+        .find(|k| *k == kind_text)
+        .ok_or_else(|| {
+            (
+                "kind".to_owned(),
+                format!("not a validating policy: {kind_text}"),
+            )
+        })?;
+    let api_version = text(value, "/apiVersion")?;
+    let name = text(value, "/metadata/name")?;
+    let mut namespace = text(value, "/metadata/namespace")?;
+    if kind == "NamespacedValidatingPolicy" && namespace.is_empty() {
+        namespace = DEFAULT_NAMESPACE.to_owned();
+    }
+    let mode = match text(value, "/spec/evaluation/mode")? {
+        m if m.is_empty() => MODE_KUBERNETES.to_owned(),
+        m => m,
+    };
+    let failure_policy = Some(text(value, "/spec/failurePolicy")?).filter(|s| !s.is_empty());
+    let match_constraints = match value.pointer("/spec/matchConstraints") {
+        None | Some(Value::Null) => None,
+        Some(v) => Some(
+            serde_json::from_value::<MatchResources>(v.clone())
+                .map_err(|e| ("spec.matchConstraints".to_owned(), e.to_string()))?,
+        ),
+    };
+    let match_conditions = entries(value, "matchConditions", |e, at| {
+        Ok(MatchCondition {
+            name: entry_text(e, "name", at)?,
+            expression: entry_text(e, "expression", at)?,
+        })
+    })?;
+    let variables = entries(value, "variables", |e, at| {
+        Ok(Variable {
+            name: entry_text(e, "name", at)?,
+            expression: entry_text(e, "expression", at)?,
+        })
+    })?;
+    let validations = entries(value, "validations", |e, at| {
+        let optional = |k: &str| -> Result<Option<String>, (String, String)> {
+            Ok(Some(entry_text(e, k, at)?).filter(|s| !s.is_empty()))
+        };
+        Ok(Validation {
+            expression: entry_text(e, "expression", at)?,
+            message: optional("message")?,
+            message_expression: optional("messageExpression")?,
+            reason: optional("reason")?,
+        })
+    })?;
+    let audit_annotations = entries(value, "auditAnnotations", |e, at| {
+        Ok(AuditAnnotation {
+            key: entry_text(e, "key", at)?,
+            value_expression: entry_text(e, "valueExpression", at)?,
+        })
+    })?;
+    Ok(ValidatingPolicy {
+        kind,
+        api_version,
+        name,
+        namespace,
+        mode,
+        failure_policy,
+        match_constraints,
+        match_conditions,
+        variables,
+        validations,
+        audit_annotations,
+    })
+}
+
+fn text(value: &Value, pointer: &str) -> Result<String, (String, String)> {
+    match value.pointer(pointer) {
+        None | Some(Value::Null) => Ok(String::new()),
+        Some(Value::String(s)) => Ok(s.clone()),
+        Some(_) => Err((
+            pointer.trim_start_matches('/').replace('/', "."),
+            "must be a string".into(),
+        )),
+    }
+}
+
+fn entry_text(entry: &Value, key: &str, at: &str) -> Result<String, (String, String)> {
+    match entry.get(key) {
+        None | Some(Value::Null) => Ok(String::new()),
+        Some(Value::String(s)) => Ok(s.clone()),
+        Some(_) => Err((format!("{at}.{key}"), "must be a string".into())),
+    }
+}
+
+/// The entries of the list `spec.<list>`, each read by `read` (an entry that is not an object
+/// is refused, as Go refuses to decode it into the struct).
+fn entries<T>(
+    value: &Value,
+    list: &str,
+    read: impl Fn(&Value, &str) -> Result<T, (String, String)>,
+) -> Result<Vec<T>, (String, String)> {
+    match value.pointer(&format!("/spec/{list}")) {
+        None | Some(Value::Null) => Ok(Vec::new()),
+        Some(Value::Array(items)) => items
+            .iter()
+            .enumerate()
+            .map(|(i, e)| {
+                let at = format!("spec.{list}[{i}]");
+                match e {
+                    Value::Object(_) | Value::Null => read(e, &at),
+                    _ => Err((at, "must be an object".into())),
+                }
+            })
+            .collect(),
+        Some(_) => Err((format!("spec.{list}"), "must be a list".into())),
+    }
+}
+
+/// One CEL site of a policy, in the order Kyverno compiles them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Site {
+    /// The field (`spec.validations[0].messageExpression`).
+    pub field: String,
+    /// The expression.
+    pub expression: String,
+}
+
+/// The errors Kyverno's webhook answers for the policy (`vpol.Validate`), each as
+/// `field.Error.Error()` prints it; empty: accepted.
+pub fn validate(policy: &ValidatingPolicy) -> Vec<String> {
+    let mut errors: Vec<String> = compile(policy);
+    let no_rules = policy
+        .match_constraints
+        .as_ref()
+        .and_then(|m| m.resource_rules.as_ref())
+        .is_none_or(Vec::is_empty);
+    if no_rules {
+        errors.push(
+            FieldError::required(
+                "spec.matchConstraints",
+                "a matchConstraints with at least one resource rule is required",
+            )
+            .to_string(),
+        );
+    }
+    if policy.namespaced() {
+        let texts = namespaced_check_texts(policy);
+        // pkg/cel/compiler/http.go `ExpressionsUseGlobalContext`, `ExpressionsUseHTTP`: an
+        // identifier of that name anywhere in a parsed expression; `http` is refused unless
+        // Kyverno runs with --allowHTTPInNamespacedPolicies (off by default,
+        // pkg/toggle/toggle.go `AllowHTTPInNamespacedPolicies`).
+        if uses_ident(&texts, "globalContext") {
+            errors.push(
+                FieldError::forbidden(
+                    "spec",
+                    "globalContext.* is not allowed in namespaced policies",
+                )
+                .to_string(),
+            );
+        }
+        if uses_ident(&texts, "http") {
+            errors.push(
+                FieldError::forbidden(
+                    "spec",
+                    "http.* is not allowed in namespaced policies; set --allowHTTPInNamespacedPolicies to enable",
+                )
+                .to_string(),
+            );
+        }
+    }
+    // `ErrorList.ToAggregate` drops repeated messages.
+    let mut seen = std::collections::HashSet::new();
+    errors.retain(|e| seen.insert(e.clone()));
+    errors
+}
+
+/// `vpolExpressions`: the texts the namespaced checks read.
+fn namespaced_check_texts(policy: &ValidatingPolicy) -> Vec<&str> {
+    let mut out: Vec<&str> = Vec::new();
+    out.extend(policy.variables.iter().map(|v| v.expression.as_str()));
+    out.extend(
+        policy
+            .match_conditions
+            .iter()
+            .map(|m| m.expression.as_str()),
+    );
+    for v in &policy.validations {
+        out.push(&v.expression);
+        out.push(v.message_expression.as_deref().unwrap_or_default());
+    }
+    out.extend(
+        policy
+            .audit_annotations
+            .iter()
+            .map(|a| a.value_expression.as_str()),
+    );
+    out
+}
+
+/// Whether an expression that parses names the identifier `name` (`expressionsUseIdent`).
+fn uses_ident(texts: &[&str], name: &str) -> bool {
+    use cel::common::ast::Expr;
+    texts.iter().filter(|t| !t.is_empty()).any(|t| {
+        let Ok(parsed) = crate::cel::parse::parse(t) else {
+            return false;
+        };
+        let mut found = false;
+        crate::cel::parse::walk(parsed.expr(), |e| {
+            if let Expr::Ident(n) = &e.expr
+                && n == name
+            {
+                found = true;
+            }
+        });
+        found
+    })
+}
+
+/// What the output type of a site must be.
+#[derive(Clone, Copy)]
+enum Output {
+    Bool,
+    String,
+    StringOrNull,
+}
+
+/// The compile errors of `(*compilerImpl).Compile`: none, or the placeholder (Kubernetes
+/// mode) and the first error.
+pub fn compile(policy: &ValidatingPolicy) -> Vec<String> {
+    let json = policy.mode == MODE_JSON;
+    let fail = |e: String| -> Vec<String> {
+        if json {
+            vec![e]
+        } else {
+            vec![COMPILE_PLACEHOLDER.to_owned(), e]
+        }
+    };
+    let mut env = match env::verdict_env(policy.namespaced()) {
+        Ok(e) => e,
+        Err(e) => {
+            return fail(
+                FieldError::internal("", format!("validating policy compiler 1.0 error: {e}"))
+                    .to_string(),
+            );
+        }
+    };
+    let one = |env: &crate::k8s_env::PolicyEnv,
+               field: String,
+               text: &str,
+               output: Output|
+     -> Option<String> {
+        let compiled = match env.compile(text) {
+            Ok(c) => c,
+            Err(issues) => {
+                return Some(
+                    FieldError::invalid(field, text, issues.to_display_string()).to_string(),
+                );
+            }
+        };
+        let t = compiled.result_type();
+        let message = match output {
+            Output::Bool if !t.is_exact(&Type::bool()) => "output is expected to be of type bool",
+            Output::String if !t.is_exact(&Type::string()) => {
+                "output is expected to be of type string"
+            }
+            Output::StringOrNull if !t.is_exact(&Type::string()) && !t.is_exact(&Type::null()) => {
+                "output is expected to be either of type string or null_type"
+            }
+            _ => return None,
+        };
+        Some(FieldError::invalid(field, text, message).to_string())
+    };
+    for (i, m) in policy.match_conditions.iter().enumerate() {
+        let field = format!("spec.matchConditions[{i}].expression");
+        if let Some(e) = one(&env, field, &m.expression, Output::Bool) {
+            return fail(e);
+        }
+    }
+    for (i, v) in policy.variables.iter().enumerate() {
+        let outcome = env.add_variable(&v.name, &v.expression);
+        if let Err(issues) = outcome.result {
+            let field = format!("spec.variables[{i}].expression");
+            return fail(
+                FieldError::invalid(field, &v.expression, issues.to_display_string()).to_string(),
+            );
+        }
+    }
+    for (i, v) in policy.validations.iter().enumerate() {
+        let field = format!("spec.validations[{i}].expression");
+        if let Some(e) = one(&env, field, &v.expression, Output::Bool) {
+            return fail(e);
+        }
+        if let Some(m) = v.message_expression.as_deref().filter(|m| !m.is_empty()) {
+            let field = format!("spec.validations[{i}].messageExpression");
+            if let Some(e) = one(&env, field, m, Output::String) {
+                return fail(e);
+            }
+        }
+    }
+    if !json {
+        for (i, a) in policy.audit_annotations.iter().enumerate() {
+            let field = format!("spec.auditAnnotations[{i}].valueExpression");
+            if let Some(e) = one(&env, field, &a.value_expression, Output::StringOrNull) {
+                return fail(e);
+            }
+        }
+    }
+    Vec::new()
+}
+
+/// The ValidatingAdmissionPolicy vapcheck type-checks for the policy: its matching, match
+/// conditions, variables, validations and audit annotations, under its name (no `paramKind`:
+/// Kyverno's validating policies have no parameters).
+pub fn as_admission_policy(policy: &ValidatingPolicy) -> ValidatingAdmissionPolicy {
+    fn some_vec<T>(v: Vec<T>) -> Option<Vec<T>> {
+        (!v.is_empty()).then_some(v)
+    }
+    ValidatingAdmissionPolicy {
+        metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+            name: Some(policy.name.clone()),
+            generation: None,
+            ..Default::default()
+        },
+        spec: Some(ValidatingAdmissionPolicySpec {
+            failure_policy: policy.failure_policy.clone(),
+            match_constraints: policy.match_constraints.clone(),
+            match_conditions: some_vec(policy.match_conditions.clone()),
+            variables: some_vec(policy.variables.clone()),
+            validations: some_vec(policy.validations.clone()),
+            audit_annotations: some_vec(policy.audit_annotations.clone()),
+            ..Default::default()
+        }),
+        status: None,
+    }
+}
+
+/// Why a policy's expressions are not type-checked against kinds: its evaluation mode is not
+/// `Kubernetes`, so `object` is not an object of the kinds `matchConstraints` names (JSON:
+/// any JSON payload; `Envoy`, `HTTP`: kyverno-authz's requests). `None`: checked.
+pub fn not_checked_reason(policy: &ValidatingPolicy) -> Option<String> {
+    (policy.mode != MODE_KUBERNETES).then(|| {
+        format!(
+            "evaluation mode {}: `object` is not an object of the matched kinds, no schema types it",
+            policy.mode
+        )
+    })
+}
+
+/// vapcheck's type checking of the policy: [`as_admission_policy`] checked by
+/// [`crate::policy::check_policy`] in Kyverno's environment ([`env::base_env`]), `object`
+/// and `oldObject` typed by the kinds `matchConstraints` selects. The fields are the policy's
+/// own. Left out: the runtime-safety findings and the cost estimates (kube-apiserver's
+/// evaluation and cost limits, not Kyverno's). A policy whose mode is not `Kubernetes` is not
+/// checked ([`not_checked_reason`]).
+pub fn type_check(
+    policy: &ValidatingPolicy,
+    options: &crate::policy::CheckOptions,
+    backends: &crate::policy::Backends<'_>,
+) -> crate::policy::PolicyStatus {
+    use crate::policy::{PolicyStatus, SkipReason, SkipSubject, Skipped};
+    if let Some(reason) = not_checked_reason(policy) {
+        let skipped = vec![Skipped {
+            subject: SkipSubject::Field("spec.evaluation.mode".into()),
+            reason: SkipReason::SchemaError(reason),
+        }];
+        return PolicyStatus {
+            conditions: vec![crate::policy::status::type_checked_condition(
+                None,
+                &[],
+                &skipped,
+                false,
+            )],
+            skipped,
+            ..Default::default()
+        };
+    }
+    let checker = match env::checker(policy.namespaced()) {
+        Ok(c) => c,
+        Err(e) => {
+            return PolicyStatus {
+                skipped: vec![Skipped {
+                    subject: SkipSubject::Field("spec".into()),
+                    reason: SkipReason::SchemaError(format!("Kyverno's environment: {e}")),
+                }],
+                ..Default::default()
+            };
+        }
+    };
+    let overlay = crate::policy::Backends {
+        checker: &checker,
+        ..*backends
+    };
+    let options = crate::policy::CheckOptions {
+        estimate_costs: false,
+        ..*options
+    };
+    let vap = as_admission_policy(policy);
+    let mut checked = crate::policy::check_policy(&vap, &options, &overlay);
+    let mut status = PolicyStatus {
+        observed_generation: None,
+        checked_kinds: std::mem::take(&mut checked.checked_kinds),
+        skipped: std::mem::take(&mut checked.skipped),
+        expressions_checked: checked.expressions_checked,
+        conditions: std::mem::take(&mut checked.conditions),
+        ..Default::default()
+    };
+    status.take_remapped(&mut checked, &|f| Some(f.to_owned()));
+    status
+}
+
+#[cfg(test)]
+mod tests;

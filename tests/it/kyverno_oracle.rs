@@ -1,0 +1,514 @@
+//! Kyverno's verdict on its ValidatingPolicies and NamespacedValidatingPolicies, reproduced:
+//! for every `policies.kyverno.io` object of the Kyverno corpus (`../shared/corpus/kyverno`)
+//! and of `tests/fixtures/kyverno`, vapcheck's answer equals the oracle's, `kvcheck`
+//! (e2e/kyverno-oracle: Kyverno v1.19.1's own policy webhook validation,
+//! `pkg/cel/policies/vpol.Validate` and its compiler): accepted or not, with the same errors
+//! in the same order. Kyverno's library declarations in vapcheck (`engines::kyverno::decls`)
+//! equal the ones `kvcheck -decls` reads from Kyverno's environment.
+//!
+//! The oracle is `$KVCHECK`, else `e2e/kyverno-oracle/bin/kvcheck` (built by
+//! `e2e/kyverno-oracle/build`); under CI (`CI=true`) a missing oracle fails.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::Value;
+use vapcheck::engines::kyverno as kv;
+
+fn under_ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
+}
+
+fn oracle_path() -> Option<PathBuf> {
+    let path = match std::env::var_os("KVCHECK") {
+        Some(p) => PathBuf::from(p),
+        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("e2e/kyverno-oracle/bin/kvcheck"),
+    };
+    if path.is_file() {
+        return Some(path);
+    }
+    let why = format!(
+        "the Kyverno oracle {} does not exist: build it with e2e/kyverno-oracle/build or set KVCHECK",
+        path.display()
+    );
+    assert!(!under_ci(), "{why} (required under CI)");
+    eprintln!("SKIPPED (not under CI): {why}");
+    None
+}
+
+fn run(oracle: &Path, args: &[&Path]) -> String {
+    let out = Command::new(oracle)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("running {}: {e}", oracle.display()));
+    assert!(
+        out.status.success(),
+        "{} failed: {}",
+        oracle.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The oracle's answer on one object.
+#[derive(Debug)]
+struct Answer {
+    kind: String,
+    checked: bool,
+    errors: Vec<String>,
+}
+
+/// The oracle's answers by (file, document).
+fn oracle_answers(oracle: &Path, dirs: &[PathBuf]) -> BTreeMap<(String, u64), Answer> {
+    let dirs: Vec<&Path> = dirs.iter().map(PathBuf::as_path).collect();
+    let mut out = BTreeMap::new();
+    for line in run(oracle, &dirs).lines() {
+        let v: Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("{line}: {e}"));
+        let key = (
+            v["file"].as_str().expect("file").to_owned(),
+            v["document"].as_u64().expect("document"),
+        );
+        let errors: Vec<String> = v["errors"]
+            .as_array()
+            .expect("errors")
+            .iter()
+            .map(|e| e.as_str().expect("error").to_owned())
+            .collect();
+        assert_eq!(
+            v["accepted"].as_bool().expect("accepted"),
+            v["checked"] == true && errors.is_empty(),
+            "{line}"
+        );
+        let answer = Answer {
+            kind: v["kind"].as_str().expect("kind").to_owned(),
+            checked: v["checked"].as_bool().expect("checked"),
+            errors,
+        };
+        assert!(out.insert(key, answer).is_none(), "{line}: twice");
+    }
+    out
+}
+
+/// vapcheck's errors for the validating policy in document `document` (1-based) of `file`.
+fn vapcheck_errors(file: &str, document: u64) -> Vec<String> {
+    let text = std::fs::read_to_string(file).unwrap_or_else(|e| panic!("{file}: {e}"));
+    let docs: Vec<Value> =
+        serde_saphyr::from_multiple(&text).unwrap_or_else(|e| panic!("{file}: {e}"));
+    let index = usize::try_from(document - 1).expect("index");
+    let value = docs
+        .get(index)
+        .unwrap_or_else(|| panic!("{file}: no document {document}"));
+    match kv::read_validating_policy(value) {
+        Ok(policy) => kv::validate(&policy),
+        Err((field, cause)) => vec![format!("decode: {field}: {cause}")],
+    }
+}
+
+/// The counts of a comparison.
+#[derive(Debug, PartialEq, Eq)]
+struct Counts {
+    /// Validating policies compared.
+    compared: usize,
+    /// Of them, accepted by Kyverno.
+    accepted: usize,
+    /// Objects of the other kinds (Kyverno's verdict known, not reproduced by vapcheck).
+    other_kinds: usize,
+    /// Of the compared, those whose errors differ only by the end of a block scalar that ends
+    /// the file without a line break: Go's YAML reader keeps no final `\n` (YAML 1.2 clip
+    /// chomping keeps the final line break only if there is one), vapcheck's (serde-saphyr)
+    /// adds one, so the quoted expression in a cause ends in `\n`. Same verdict, same causes
+    /// otherwise.
+    eof_newline: usize,
+}
+
+fn compare(dirs: &[PathBuf]) -> Option<Counts> {
+    let oracle = oracle_path()?;
+    let answers = oracle_answers(&oracle, dirs);
+    let mut differences = Vec::new();
+    let (mut compared, mut accepted, mut other_kinds, mut eof_newline) = (0, 0, 0, 0);
+    for ((file, document), want) in &answers {
+        if !kv::VALIDATING_KINDS.contains(&want.kind.as_str()) {
+            other_kinds += 1;
+            continue;
+        }
+        assert!(
+            want.checked,
+            "{file}: a validating policy not checked by the oracle"
+        );
+        compared += 1;
+        accepted += usize::from(want.errors.is_empty());
+        let got = vapcheck_errors(file, *document);
+        let text = std::fs::read_to_string(file).unwrap_or_else(|e| panic!("{file}: {e}"));
+        let trimmed: Vec<String> = got
+            .iter()
+            .map(|e| e.replacen("\\n\": ", "\": ", 1))
+            .collect();
+        if got != want.errors && !text.ends_with('\n') && trimmed == want.errors {
+            eof_newline += 1;
+            continue;
+        }
+        if got != want.errors {
+            differences.push(format!(
+                "{file} #{document}:\n  kyverno:  {:?}\n  vapcheck: {got:?}",
+                want.errors
+            ));
+        }
+    }
+    assert!(
+        differences.is_empty(),
+        "{} of {compared} validating policies differ:\n{}",
+        differences.len(),
+        differences.join("\n")
+    );
+    let counts = Counts {
+        compared,
+        accepted,
+        other_kinds,
+        eof_newline,
+    };
+    eprintln!("kyverno oracle: {} objects, {counts:?}", answers.len());
+    Some(counts)
+}
+
+fn corpus_dir() -> PathBuf {
+    crate::support::shared_dir().join("corpus/kyverno")
+}
+
+fn fixture_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/kyverno")
+}
+
+#[test]
+fn corpus_verdicts_equal_kyvernos() {
+    if let Some(counts) = compare(&[corpus_dir()]) {
+        assert_eq!(
+            counts,
+            Counts {
+                compared: 206,
+                accepted: ACCEPTED_CORPUS,
+                other_kinds: 221,
+                eof_newline: 5,
+            }
+        );
+    }
+}
+
+/// Of the corpus's 206 validating policies, how many Kyverno accepts.
+const ACCEPTED_CORPUS: usize = 177;
+
+#[test]
+fn fixture_verdicts_equal_kyvernos() {
+    if let Some(counts) = compare(&[fixture_dir()]) {
+        assert_eq!(
+            counts,
+            Counts {
+                compared: FIXTURES,
+                accepted: FIXTURES_ACCEPTED,
+                other_kinds: 0,
+                eof_newline: 0,
+            }
+        );
+    }
+}
+
+const FIXTURES: usize = 13;
+const FIXTURES_ACCEPTED: usize = 6;
+
+/// The table of Kyverno's library declarations equals what Kyverno's environment declares
+/// beyond Kubernetes' base environment, row for row.
+#[test]
+fn declarations_equal_kyvernos() {
+    let Some(oracle) = oracle_path() else {
+        return;
+    };
+    let dump = run(&oracle, &[Path::new("-decls")]);
+    let mut want: Vec<String> = Vec::new();
+    for line in dump.lines() {
+        let v: Value = serde_json::from_str(line).expect("JSON");
+        want.push(row_text(&v));
+    }
+    let mut got: Vec<String> = Vec::new();
+    for (variant, name) in [
+        (kv::decls::Variant::Cluster, "cluster"),
+        (kv::decls::Variant::Namespaced, "namespaced"),
+    ] {
+        for v in kv::decls::VARIABLES
+            .iter()
+            .filter(|v| v.variant.holds(variant))
+        {
+            got.push(format!("{name} variable {} : {}", v.name, v.ty));
+        }
+        for f in kv::decls::FIELDS
+            .iter()
+            .filter(|f| f.variant.holds(variant))
+        {
+            got.push(format!("{name} field {}.{} : {}", f.object, f.field, f.ty));
+        }
+        for o in kv::decls::OVERLOADS
+            .iter()
+            .filter(|o| o.variant.holds(variant))
+        {
+            got.push(format!(
+                "{name} overload {} {} member={} ({}) -> {}",
+                o.function,
+                o.id,
+                o.member,
+                o.args.join(", "),
+                o.result
+            ));
+        }
+    }
+    want.sort();
+    got.sort();
+    assert_eq!(got, want);
+    eprintln!("kyverno declarations: {} rows equal", want.len());
+}
+
+fn row_text(v: &Value) -> String {
+    let s = |k: &str| v[k].as_str().unwrap_or_default().to_owned();
+    match v["what"].as_str() {
+        Some("variable") => format!("{} variable {} : {}", s("variant"), s("name"), s("result")),
+        Some("field") => format!(
+            "{} field {}.{} : {}",
+            s("variant"),
+            s("name"),
+            s("field"),
+            s("result")
+        ),
+        Some("overload") => format!(
+            "{} overload {} {} member={} ({}) -> {}",
+            s("variant"),
+            s("name"),
+            s("id"),
+            v["member"].as_bool().unwrap_or(false),
+            v["args"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+                .collect::<Vec<_>>()
+                .join(", "),
+            s("result")
+        ),
+        _ => format!("unexpected row {v}"),
+    }
+}
+
+/// Every typed finding on the corpus's validating policies (`vapcheck check -o json
+/// ../shared/corpus/kyverno`): policy name, message, number of error blocks (one per matched
+/// kind); each class is reviewed in docs/engines.md.
+const REVIEWED: [(&str, &str, usize); 40] = [
+    (
+        "check-deployment-labels",
+        "found no matching overload for '_!=_' applied to '(string, null)'",
+        1,
+    ),
+    (
+        "check-deployment-labels",
+        "undeclared reference to 'platform' (in container '')",
+        1,
+    ),
+    (
+        "check-ingress-nginx-controller-version-and-annotation-policy",
+        "undefined field 'containers'",
+        1,
+    ),
+    (
+        "check-ingress-nginx-controller-version-and-annotation-policy",
+        "undefined field 'ephemeralContainers'",
+        1,
+    ),
+    (
+        "check-ingress-nginx-controller-version-and-annotation-policy",
+        "undefined field 'initContainers'",
+        1,
+    ),
+    ("check-security-context", "undefined field 'containers'", 2),
+    (
+        "computeclasses-enforce-non-spot-usage-crd",
+        "undefined field 'jobTemplate'",
+        5,
+    ),
+    (
+        "computeclasses-enforce-non-spot-usage-crd",
+        "undefined field 'nodeSelector'",
+        5,
+    ),
+    (
+        "computeclasses-enforce-non-spot-usage-crd",
+        "undefined field 'template'",
+        4,
+    ),
+    (
+        "disallow-privilege-escalation",
+        "undefined field 'containers'",
+        1,
+    ),
+    (
+        "exclude-namespaces-example",
+        "undefined field 'jobTemplate'",
+        12,
+    ),
+    (
+        "exclude-namespaces-example",
+        "undefined field 'template'",
+        12,
+    ),
+    ("forbid-cpu-limits", "undefined field 'limits'", 1),
+    (
+        "memory-requests-equal-limits",
+        "undefined field 'limits'",
+        1,
+    ),
+    (
+        "memory-requests-equal-limits",
+        "undefined field 'requests'",
+        2,
+    ),
+    (
+        "require-labels",
+        "found no matching overload for 'string' applied to '(map(string, string))'",
+        1,
+    ),
+    ("require-pod-probes", "undefined field 'containers'", 6),
+    ("require-pod-probes", "undefined field 'template'", 3),
+    ("require-qos-burstable", "undefined field 'limits'", 1),
+    ("require-qos-burstable", "undefined field 'requests'", 1),
+    ("require-qos-guaranteed", "undefined field 'limits'", 4),
+    ("require-qos-guaranteed", "undefined field 'requests'", 4),
+    (
+        "require-storageclass",
+        "undefined field 'storageClassName'",
+        1,
+    ),
+    (
+        "require-storageclass",
+        "undefined field 'volumeClaimTemplates'",
+        1,
+    ),
+    (
+        "restrict-clusterrole-nodesproxy",
+        "found no matching overload for '_==_' applied to '(list(ClusterRole.rules.@idx), null)'",
+        1,
+    ),
+    (
+        "restrict-escalation-verbs-roles",
+        "found no matching overload for '_==_' applied to '(list(ClusterRole.rules.@idx), null)'",
+        1,
+    ),
+    (
+        "restrict-escalation-verbs-roles",
+        "found no matching overload for '_==_' applied to '(list(Role.rules.@idx), null)'",
+        1,
+    ),
+    (
+        "restrict-networkpolicy-empty-podselector",
+        "found no matching overload for 'size' applied to '(NetworkPolicy.spec.podSelector)'",
+        1,
+    ),
+    (
+        "restrict-pod-controller-serviceaccount-updates",
+        "undefined field 'jobTemplate'",
+        2,
+    ),
+    (
+        "restrict-pod-controller-serviceaccount-updates",
+        "undefined field 'template'",
+        2,
+    ),
+    (
+        "restrict-secret-role-verbs",
+        "found no matching overload for '_==_' applied to '(list(ClusterRole.rules.@idx), null)'",
+        1,
+    ),
+    (
+        "restrict-secret-role-verbs",
+        "found no matching overload for '_==_' applied to '(list(Role.rules.@idx), null)'",
+        1,
+    ),
+    (
+        "restrict-wildcard-resources",
+        "found no matching overload for '_==_' applied to '(list(ClusterRole.rules.@idx), null)'",
+        1,
+    ),
+    (
+        "restrict-wildcard-resources",
+        "found no matching overload for '_==_' applied to '(list(Role.rules.@idx), null)'",
+        1,
+    ),
+    (
+        "restrict-wildcard-verbs",
+        "found no matching overload for '_==_' applied to '(list(ClusterRole.rules.@idx), null)'",
+        1,
+    ),
+    (
+        "restrict-wildcard-verbs",
+        "found no matching overload for '_==_' applied to '(list(Role.rules.@idx), null)'",
+        1,
+    ),
+    (
+        "validate-probes",
+        "found no matching overload for '_==_' applied to '(DaemonSet.spec.template.spec.containers.@idx.readinessProbe, DaemonSet.spec.template.spec.containers.@idx.livenessProbe)'",
+        1,
+    ),
+    (
+        "validate-probes",
+        "found no matching overload for '_==_' applied to '(Deployment.spec.template.spec.containers.@idx.readinessProbe, Deployment.spec.template.spec.containers.@idx.livenessProbe)'",
+        1,
+    ),
+    (
+        "validate-probes",
+        "found no matching overload for '_==_' applied to '(StatefulSet.spec.template.spec.containers.@idx.readinessProbe, StatefulSet.spec.template.spec.containers.@idx.livenessProbe)'",
+        1,
+    ),
+    ("vpol-http-get", "undefined field 'get'", 1),
+];
+
+#[test]
+fn corpus_findings_are_the_reviewed_ones() {
+    let out = Command::new(env!("CARGO_BIN_EXE_vapcheck"))
+        .args(["check", "-o", "json"])
+        .arg(corpus_dir())
+        .output()
+        .expect("run vapcheck");
+    assert_eq!(out.status.code(), Some(3));
+    let v: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let entries = v.as_array().expect("list");
+    assert_eq!(entries.len(), 206);
+    let mut counts: BTreeMap<(String, String), usize> = BTreeMap::new();
+    let (mut warnings, mut policies) = (0, 0);
+    for e in entries {
+        let ws = e["status"]["typeChecking"]["expressionWarnings"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        warnings += ws.len();
+        policies += usize::from(!ws.is_empty());
+        for w in ws {
+            for block in w["warning"].as_str().expect("warning").lines() {
+                let Some(at) = block.find("ERROR: <input>:") else {
+                    continue;
+                };
+                let rest = &block[at + "ERROR: <input>:".len()..];
+                let message = rest.splitn(3, ':').nth(2).unwrap_or_default().trim();
+                *counts
+                    .entry((
+                        e["name"].as_str().expect("name").to_owned(),
+                        message.to_owned(),
+                    ))
+                    .or_default() += 1;
+            }
+        }
+    }
+    let want: BTreeMap<(String, String), usize> = REVIEWED
+        .iter()
+        .map(|(n, m, k)| ((n.to_string(), m.to_string()), *k))
+        .collect();
+    assert_eq!(counts, want);
+    eprintln!(
+        "kyverno corpus: {warnings} warnings on {policies} of 206 validating policies, {} error blocks, each class reviewed in docs/engines.md",
+        counts.values().sum::<usize>()
+    );
+    assert_eq!((warnings, policies), (28, 24));
+}
