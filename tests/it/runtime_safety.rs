@@ -96,6 +96,26 @@ fn the_class_cases_get_exactly_their_findings() {
             "spec.validations[0].expression",
             "object.automountServiceAccountToken",
         ),
+        (
+            "rs-message-expression",
+            "spec.validations[0].messageExpression",
+            "object.metadata.labels",
+        ),
+        (
+            "rs-message-expression",
+            "spec.validations[0].messageExpression",
+            "object.metadata.labels['team']",
+        ),
+        (
+            "rs-message-expression-no-message",
+            "spec.validations[0].messageExpression",
+            "object.automountServiceAccountToken",
+        ),
+        (
+            "rs-namespace-object",
+            "spec.validations[0].expression",
+            "namespaceObject.metadata",
+        ),
     ];
     let want: Vec<(String, String, String)> = want
         .iter()
@@ -141,8 +161,8 @@ fn applying_the_sarif_fixes_removes_every_finding() {
             edits.push(e);
         }
     }
-    assert_eq!(results, 11);
-    assert_eq!(edits.len(), 10, "{edits:?}");
+    assert_eq!(results, 15);
+    assert_eq!(edits.len(), 13, "{edits:?}");
     let text = std::fs::read_to_string(&file).expect("read");
     let mut lines: Vec<String> = text.lines().map(str::to_owned).collect();
     // From the end of each line, so that earlier columns stay valid.
