@@ -442,8 +442,15 @@ fn file_fix(
 
 /// The title line of a finding.
 fn title(f: &Finding) -> String {
+    let rejected_by;
     let what = match f.rule {
-        Rule::Rejected => "rejected by kube-apiserver",
+        Rule::Rejected => {
+            rejected_by = format!(
+                "rejected by {}",
+                super::output::engine_of(f.kind).unwrap_or("kube-apiserver")
+            );
+            rejected_by.as_str()
+        }
         Rule::StaticManifests => "static manifests not loaded",
         Rule::NotDecoded => "not decoded",
         Rule::TypeWarning => "type-checking warning",

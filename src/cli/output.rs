@@ -500,14 +500,9 @@ pub fn render_text_at(policies: &[CheckedPolicy], colour: bool, locate: &Locator
                 (None, true) => "on update",
                 (None, false) => "on create",
             };
-            let by = if p.kind == super::gatekeeper::KIND {
-                // Gatekeeper's driver, not the API server, refuses a template (gatekeeper.rs).
-                "Gatekeeper".to_owned()
-            } else if super::kyverno::is_kind(p.kind) {
-                // Kyverno's policy webhook refuses a Kyverno policy (kyverno.rs).
-                "Kyverno".to_owned()
-            } else {
-                format!("kube-apiserver 1.{}", v.server_minor)
+            let by = match engine_of(p.kind) {
+                Some(engine) => engine.to_owned(),
+                None => format!("kube-apiserver 1.{}", v.server_minor),
             };
             verdicts.push(st.red(&format!(
                 "REJECTED by {by} {on}: {}",
@@ -649,11 +644,15 @@ pub fn render_text_at(policies: &[CheckedPolicy], colour: bool, locate: &Locator
         .iter()
         .filter(|p| p.kind == super::input::BINDING_KIND)
         .count();
-    let rejected = policies
+    let refused: Vec<&CheckedPolicy> = policies
         .iter()
         .filter(|p| {
             p.kind != STATIC_MANIFESTS_KIND && p.undecoded.is_none() && !p.api_server.accepted()
         })
+        .collect();
+    let rejected = refused
+        .iter()
+        .filter(|p| engine_of(p.kind).is_none())
         .count();
     let undecoded = policies.iter().filter(|p| p.undecoded.is_some()).count();
     let count = if n_policies == 1 {
@@ -684,6 +683,15 @@ pub fn render_text_at(policies: &[CheckedPolicy], colour: bool, locate: &Locator
     out.push_str(&format!(
         ", {rejected} rejected by kube-apiserver 1.{minor}"
     ));
+    for engine in ENGINES {
+        let n = refused
+            .iter()
+            .filter(|p| engine_of(p.kind) == Some(engine))
+            .count();
+        if n > 0 {
+            out.push_str(&format!(", {n} rejected by {engine}"));
+        }
+    }
     if undecoded > 0 {
         out.push_str(&format!(", {undecoded} not decoded"));
     }
@@ -721,6 +729,23 @@ fn push_indented(out: &mut String, text: &str, first: &str, rest: &str) {
             out.push_str(line);
             out.push('\n');
         }
+    }
+}
+
+/// The policy engines whose own admission, not kube-apiserver's, decides whether their objects
+/// are accepted.
+const ENGINES: [&str; 2] = ["Gatekeeper", "Kyverno"];
+
+/// The engine that refuses an object of `kind` when it is refused (`None`: kube-apiserver):
+/// Gatekeeper's driver refuses a ConstraintTemplate (`super::gatekeeper`), Kyverno's policy
+/// webhook a Kyverno policy (`super::kyverno`).
+pub(crate) fn engine_of(kind: &str) -> Option<&'static str> {
+    if kind == super::gatekeeper::KIND {
+        Some(ENGINES[0])
+    } else if super::kyverno::is_kind(kind) {
+        Some(ENGINES[1])
+    } else {
+        None
     }
 }
 

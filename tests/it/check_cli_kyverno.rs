@@ -163,6 +163,11 @@ fn a_policy_kyverno_rejects_with_its_causes_at_their_position() {
         text.contains("  wrong-function.yaml:15:39: spec.validations[0].expression: Invalid value: \"object.metadata.name.startWith(\\\"team-\\\")\\n\": ERROR: <input>:1:31: undeclared reference to 'startWith' (in container '')\n"),
         "{text}"
     );
+    // The summary counts it as Kyverno's refusal, not kube-apiserver's.
+    assert!(
+        text.contains(", 0 rejected by kube-apiserver 1.37, 1 rejected by Kyverno\n"),
+        "{text}"
+    );
     let out = check("kyverno", &["-o", "json", "wrong-function.yaml"]);
     let v: Value = serde_json::from_slice(&out.stdout).expect("JSON");
     assert_eq!(v[0]["apiServer"]["accepted"], false);
