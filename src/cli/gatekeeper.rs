@@ -11,48 +11,24 @@ use serde_json::Value;
 use crate::apiserver::Server;
 use crate::engines::gatekeeper::{self, MatchedKind, Template};
 
-use super::input::{DecodeFailure, InputOther, Origin, Undecoded, undecoded};
+use super::input::{InputOther, Sourced, Undecoded, decode_others};
 use super::output::{ApiServerVerdict, CheckedPolicy};
 
 /// The kind of the entries.
 pub const KIND: &str = "ConstraintTemplate";
 
 /// A ConstraintTemplate with K8sNativeValidation code, with where it came from.
-#[derive(Debug, Clone)]
-pub struct TemplateObject {
-    /// Where it came from.
-    pub origin: Origin,
-    /// The template.
-    pub template: Template,
-}
+pub type TemplateObject = Sourced<Template>;
 
 /// The templates with K8sNativeValidation code among `others`, in input order, and each such
 /// template with a field of the wrong type as an [`Undecoded`]. Templates without that code
 /// (Rego only) are not read.
 pub fn read_lenient(others: &[InputOther]) -> (Vec<TemplateObject>, Vec<Undecoded>) {
-    let mut out = Vec::new();
-    let mut bad = Vec::new();
-    for o in others {
-        if !gatekeeper::is_template(o.api_version(), o.kind()) || !gatekeeper::has_cel(&o.value) {
-            continue;
-        }
-        match gatekeeper::read_template(&o.value) {
-            Ok(template) => out.push(TemplateObject {
-                origin: o.origin.clone(),
-                template,
-            }),
-            Err((field, message)) => bad.push(undecoded(
-                &o.origin,
-                &o.value,
-                &DecodeFailure::Field {
-                    kind: KIND.to_owned(),
-                    field,
-                    message,
-                },
-            )),
-        }
-    }
-    (out, bad)
+    decode_others(
+        others,
+        |o| gatekeeper::is_template(o.api_version(), o.kind()) && gatekeeper::has_cel(&o.value),
+        gatekeeper::read_template,
+    )
 }
 
 /// The Constraints among `others` (`constraints.gatekeeper.sh/*`): kind and object.
@@ -99,7 +75,7 @@ pub fn check(
     options: &crate::policy::CheckOptions,
     backends: Option<&crate::policy::Backends<'_>>,
 ) -> CheckedPolicy {
-    let template = &object.template;
+    let template = &object.object;
     let added = gatekeeper::add_template(template);
     let causes = match &added {
         Ok(_) => Vec::new(),

@@ -626,6 +626,46 @@ impl InputOther {
     }
 }
 
+/// An object of a kind `check` reads from among the other objects (a policy engine's), with
+/// where it came from.
+#[derive(Debug, Clone)]
+pub struct Sourced<T> {
+    /// Where it came from.
+    pub origin: Origin,
+    /// The object, decoded.
+    pub object: T,
+}
+
+/// The objects among `others` of the kind `select` picks, in input order, each decoded by
+/// `decode`; one that does not decode is an [`Undecoded`] naming the field and the decoder's
+/// message (`<origin>: invalid <Kind>: <field>: <error>`), and the others are still read.
+pub fn decode_others<T>(
+    others: &[InputOther],
+    select: impl Fn(&InputOther) -> bool,
+    decode: impl Fn(&Value) -> Result<T, (String, String)>,
+) -> (Vec<Sourced<T>>, Vec<Undecoded>) {
+    let mut out = Vec::new();
+    let mut bad = Vec::new();
+    for o in others.iter().filter(|o| select(o)) {
+        match decode(&o.value) {
+            Ok(object) => out.push(Sourced {
+                origin: o.origin.clone(),
+                object,
+            }),
+            Err((field, message)) => bad.push(undecoded(
+                &o.origin,
+                &o.value,
+                &DecodeFailure::Field {
+                    kind: o.kind().to_owned(),
+                    field,
+                    message,
+                },
+            )),
+        }
+    }
+    (out, bad)
+}
+
 /// Reads every policy and binding of one source, in order, and every other object beside
 /// them (errors as [`read_policies`]).
 pub fn read_all(

@@ -10,7 +10,7 @@
 use crate::apiserver::Server;
 use crate::engines::kyverno::{self, ValidatingPolicy};
 
-use super::input::{DecodeFailure, InputOther, Origin, Undecoded, undecoded};
+use super::input::{InputOther, Sourced, Undecoded, decode_others};
 use super::output::{ApiServerVerdict, CheckedPolicy};
 
 /// Whether `kind` is one this module reports (for the text output's "REJECTED by Kyverno").
@@ -19,40 +19,16 @@ pub fn is_kind(kind: &str) -> bool {
 }
 
 /// A Kyverno validating policy, with where it came from.
-#[derive(Debug, Clone)]
-pub struct PolicyObject {
-    /// Where it came from.
-    pub origin: Origin,
-    /// The policy.
-    pub policy: ValidatingPolicy,
-}
+pub type PolicyObject = Sourced<ValidatingPolicy>;
 
 /// The validating policies among `others`, in input order, and each with a field of the wrong
 /// type as an [`Undecoded`].
 pub fn read_lenient(others: &[InputOther]) -> (Vec<PolicyObject>, Vec<Undecoded>) {
-    let mut out = Vec::new();
-    let mut bad = Vec::new();
-    for o in others {
-        if !kyverno::is_validating_policy(o.api_version(), o.kind()) {
-            continue;
-        }
-        match kyverno::read_validating_policy(&o.value) {
-            Ok(policy) => out.push(PolicyObject {
-                origin: o.origin.clone(),
-                policy,
-            }),
-            Err((field, message)) => bad.push(undecoded(
-                &o.origin,
-                &o.value,
-                &DecodeFailure::Field {
-                    kind: o.kind().to_owned(),
-                    field,
-                    message,
-                },
-            )),
-        }
-    }
-    (out, bad)
+    decode_others(
+        others,
+        |o| kyverno::is_validating_policy(o.api_version(), o.kind()),
+        kyverno::read_validating_policy,
+    )
 }
 
 /// What Kyverno answers to the policy and, with schema backends, vapcheck's type checking of
@@ -63,7 +39,7 @@ pub fn check(
     options: &crate::policy::CheckOptions,
     backends: Option<&crate::policy::Backends<'_>>,
 ) -> CheckedPolicy {
-    let policy = &object.policy;
+    let policy = &object.object;
     let causes = kyverno::validate(policy);
     let status = backends.map(|b| kyverno::type_check(policy, options, b));
     CheckedPolicy {
