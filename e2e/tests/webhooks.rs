@@ -734,3 +734,148 @@ async fn review_versions_decide_what_the_webhook_receives() -> anyhow::Result<()
     );
     Ok(())
 }
+
+/// `vapcheck check -o json` (offline, the built binary, no cluster) on `args`: the entries.
+fn check_offline(args: &[&std::path::Path]) -> anyhow::Result<(Option<i32>, Vec<Value>)> {
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_vapcheck"))
+        .args(["check", "-o", "json"])
+        .args(args)
+        .env_remove("KUBECONFIG")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .context("running vapcheck check")?;
+    let entries: Vec<Value> = serde_json::from_slice(&output.stdout).with_context(|| {
+        format!(
+            "vapcheck ({}) printed no JSON: {}",
+            output.status,
+            String::from_utf8_lossy(&output.stderr)
+        )
+    })?;
+    Ok((output.status.code(), entries))
+}
+
+/// Deletes the cluster-scoped object at `uri`.
+async fn delete_uri(client: &kube::Client, uri: &str) -> anyhow::Result<()> {
+    let request = http::Request::builder()
+        .method(http::Method::DELETE)
+        .uri(uri)
+        .body(Vec::new())?;
+    client
+        .request_text(request)
+        .await
+        .with_context(|| format!("deleting {uri}"))?;
+    Ok(())
+}
+
+/// The match conditions' budget (`RuntimeCELCostBudgetMatchConditions`, 2,500,000), shared by
+/// one webhook's conditions and spent in order (k8s.io/apiserver v0.37.1
+/// `admission/plugin/webhook/matchconditions/matcher.go` `(*matcher).Match`,
+/// `plugin/cel/condition.go` `ForInput`). `e2e/fixtures/webhook-budget.yaml` on
+/// `e2e/fixtures/notes-crd.yaml`: vapcheck reports the budget on the webhook with twelve
+/// conditions estimated at 900,023 at most each (and no per-call finding), and nothing on its
+/// twin with two. On the API server a Note whose `spec.text` is 112,500 `a`s (its maxLength) is
+/// denied by the first with the budget error (each condition costs about 225,000 there: eleven
+/// fit in 2,500,000, the twelfth is refused) and reaches the second's webhook; a small Note
+/// reaches both webhooks.
+#[tokio::test]
+async fn match_conditions_share_one_budget_per_webhook() -> anyhow::Result<()> {
+    let cluster = support::shared_cluster()?;
+    let client = cluster.client().await?;
+    let root = support::repo_root();
+    let crd_file = root.join("e2e/fixtures/notes-crd.yaml");
+    let hooks_file = root.join("e2e/fixtures/webhook-budget.yaml");
+    let (code, entries) = check_offline(&[std::path::Path::new("--crd"), &crd_file, &hooks_file])?;
+    let findings = |name: &str| -> Vec<String> {
+        entries
+            .iter()
+            .filter(|e| e["name"] == name)
+            .flat_map(|e| {
+                e["status"]["cost"]["findings"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default()
+            })
+            .map(|f| {
+                format!(
+                    "{} {} {}",
+                    f["limit"].as_str().unwrap_or_default(),
+                    f["fieldRef"].as_str().unwrap_or_default(),
+                    f["estimate"]
+                )
+            })
+            .collect()
+    };
+    let (over, under) = (findings("wh-budget-over"), findings("wh-budget-under"));
+    eprintln!("webhooks: budget: vapcheck: over {over:?}, under {under:?}");
+    ensure!(
+        code == Some(0)
+            && over == ["RuntimeCELCostBudgetMatchConditions webhooks[0].matchConditions 10800276"]
+            && under.is_empty(),
+        "vapcheck ({code:?}): over {over:?}, under {under:?}"
+    );
+
+    support::apply_yaml(&client, &std::fs::read_to_string(&crd_file)?).await?;
+    support::wait_for(
+        "notes served",
+        std::time::Duration::from_secs(30),
+        || async {
+            let request = http::Request::builder()
+                .uri("/apis/vapcheck.example.com/v1/namespaces/default/notes")
+                .body(Vec::new())?;
+            Ok(client.request_text(request).await.ok().map(|_| ()))
+        },
+    )
+    .await?;
+    let applied = support::apply_yaml(&client, &std::fs::read_to_string(&hooks_file)?).await?;
+    let note = |case: &str, len: usize| {
+        json!({"apiVersion": "vapcheck.example.com/v1", "kind": "Note",
+            "metadata": {"name": format!("{case}-{len}"), "namespace": "default",
+                         "labels": {"vapcheck-e2e": format!("budget-{case}")}},
+            "spec": {"text": "a".repeat(len)}})
+    };
+    let uri = "/apis/vapcheck.example.com/v1/namespaces/default/notes?dryRun=All";
+    const BIG: usize = 112_500;
+    let answers = async {
+        // The webhooks are loaded once the small Note reaches the first one.
+        let small_over = support::wait_for(
+            "the webhook configurations to be loaded",
+            std::time::Duration::from_secs(30),
+            || async {
+                Ok(support::dry_run_create(&client, uri, &note("over", 1))
+                    .await?
+                    .filter(|m| m.contains("failed calling webhook")))
+            },
+        )
+        .await?;
+        let big_over = support::dry_run_create(&client, uri, &note("over", BIG)).await?;
+        let big_under = support::dry_run_create(&client, uri, &note("under", BIG)).await?;
+        let small_under = support::dry_run_create(&client, uri, &note("under", 1)).await?;
+        anyhow::Ok((small_over, big_over, big_under, small_under))
+    }
+    .await;
+    delete_configurations(&client, &applied).await?;
+    delete_uri(
+        &client,
+        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/notes.vapcheck.example.com",
+    )
+    .await?;
+    let (small_over, big_over, big_under, small_under) = answers?;
+    eprintln!("webhooks: budget: over, 1 char: {small_over}");
+    eprintln!("webhooks: budget: over, {BIG} chars: {big_over:?}");
+    eprintln!("webhooks: budget: under, {BIG} chars: {big_under:?}");
+    eprintln!("webhooks: budget: under, 1 char: {small_under:?}");
+    let calls = |m: &Option<String>, hook: &str| matches!(m, Some(m) if m.contains(&format!("failed calling webhook \"{hook}.vapcheck.example.com\"")));
+    let want = format!(
+        "HTTP 403: notes.vapcheck.example.com \"over-{BIG}\" is forbidden: validation failed due \
+         to running out of cost budget, no further validation rules will be run"
+    );
+    ensure!(
+        big_over.as_deref() == Some(want.as_str())
+            && calls(&big_under, "budget-under")
+            && calls(&small_under, "budget-under")
+            && small_over.contains("failed calling webhook \"budget-over.vapcheck.example.com\""),
+        "kube-apiserver did not answer as the finding says: over {big_over:?}, under \
+         {big_under:?}, small {small_over:?} / {small_under:?}"
+    );
+    Ok(())
+}

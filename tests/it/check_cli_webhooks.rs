@@ -1,0 +1,108 @@
+//! `vapcheck check` on webhook configurations: the match conditions' shared cost budget per
+//! webhook. The same fixtures are replayed on kube-apiserver 1.37.1 by e2e_webhooks.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use serde_json::{Value, json};
+
+fn binary() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_vapcheck"));
+    c.env_remove("KUBECONFIG");
+    c
+}
+
+fn fixture(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("e2e/fixtures")
+        .join(name)
+}
+
+/// `vapcheck check -o json <args>`: (exit code, entries).
+fn check_json(args: &[&std::ffi::OsStr]) -> (Option<i32>, Vec<Value>) {
+    let o = binary()
+        .args(["check", "-o", "json"])
+        .args(args)
+        .output()
+        .expect("vapcheck runs");
+    let entries: Vec<Value> = serde_json::from_slice(&o.stdout).unwrap_or_else(|e| {
+        panic!(
+            "no JSON ({e}): {}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        )
+    });
+    (o.status.code(), entries)
+}
+
+fn entry<'a>(entries: &'a [Value], name: &str) -> &'a Value {
+    entries
+        .iter()
+        .find(|e| e["name"] == name)
+        .unwrap_or_else(|| panic!("no entry {name}: {entries:#?}"))
+}
+
+#[test]
+fn match_conditions_share_one_budget_per_webhook() {
+    let crd = fixture("notes-crd.yaml");
+    let hooks = fixture("webhook-budget.yaml");
+    let (code, entries) = check_json(&["--crd".as_ref(), crd.as_os_str(), hooks.as_os_str()]);
+    // Cost estimates never fail the run.
+    assert_eq!(code, Some(0), "{entries:#?}");
+    assert_eq!(entries.len(), 2);
+    let note = "vapcheck.example.com/v1, Kind=Note";
+    // Each condition: ceil((1 + 4 × 112500) × 0.1) × ceil(80 × 0.25) = 900,020 for `matches`,
+    // plus the selections of `object.spec.text`.
+    let per_condition = 900_020 + 3;
+    for (name, conditions) in [("wh-budget-over", 12u64), ("wh-budget-under", 2)] {
+        let cost = &entry(&entries, name)["status"]["cost"];
+        let expressions = cost["expressions"].as_array().expect("estimates");
+        assert_eq!(expressions.len() as u64, conditions, "{name}: {cost:#}");
+        for (j, e) in expressions.iter().enumerate() {
+            assert_eq!(
+                e["fieldRef"],
+                format!("webhooks[0].matchConditions[{j}].expression")
+            );
+            assert_eq!(e["max"], per_condition, "{name}: {e}");
+        }
+        assert_eq!(
+            cost["budgets"],
+            json!([{
+                "fieldRef": "webhooks[0].matchConditions",
+                "gvks": [note],
+                "budget": "RuntimeCELCostBudgetMatchConditions",
+                "limit": 2_500_000,
+                "max": per_condition * conditions,
+                "expressions": conditions,
+            }]),
+            "{name}"
+        );
+        let want = if conditions == 12 {
+            json!([{
+                "fieldRef": "webhooks[0].matchConditions",
+                "gvks": [note],
+                "limit": "RuntimeCELCostBudgetMatchConditions",
+                "limitValue": 2_500_000,
+                "estimate": per_condition * 12,
+            }])
+        } else {
+            json!([])
+        };
+        assert_eq!(cost["findings"], want, "{name}");
+    }
+
+    let o = binary()
+        .arg("check")
+        .arg("--crd")
+        .arg(&crd)
+        .arg(&hooks)
+        .output()
+        .expect("vapcheck runs");
+    let text = String::from_utf8_lossy(&o.stdout);
+    let line = format!(
+        "  cost: webhooks[0].matchConditions on {note}: worst-case cost 10,800,276 exceeds the \
+         budget of the match conditions (RuntimeCELCostBudgetMatchConditions) of 2,500,000\n"
+    );
+    assert_eq!(text.matches("  cost: ").count(), 1, "{text}");
+    assert!(text.contains(&line), "{text}");
+}
