@@ -879,3 +879,116 @@ async fn match_conditions_share_one_budget_per_webhook() -> anyhow::Result<()> {
     );
     Ok(())
 }
+
+/// VAP123 across groups: core `events` and `events.k8s.io` `events` are the same objects
+/// (one storage; equivalent resources). `e2e/fixtures/webhook-exact-events.yaml`: vapcheck
+/// reports the `Exact` webhook on core v1 events and not its `Equivalent` twin; on the API
+/// server the `Exact` one denies a core Event (it is called and unavailable) and lets an
+/// events.k8s.io/v1 Event through, while the `Equivalent` one denies both.
+#[tokio::test]
+async fn exact_match_policy_is_bypassed_through_the_equivalent_group() -> anyhow::Result<()> {
+    let cluster = support::shared_cluster()?;
+    let client = cluster.client().await?;
+    let hooks_file = support::repo_root().join("e2e/fixtures/webhook-exact-events.yaml");
+    let (code, entries) = check_offline(&[&hooks_file])?;
+    let got: Vec<String> = entries
+        .iter()
+        .flat_map(|e| {
+            let name = e["name"].as_str().unwrap_or_default().to_owned();
+            e["advice"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+                .into_iter()
+                .map(move |a| {
+                    format!(
+                        "{name} {} {}",
+                        a["rule"].as_str().unwrap_or_default(),
+                        a["fieldRef"].as_str().unwrap_or_default()
+                    )
+                })
+        })
+        .collect();
+    ensure!(
+        code == Some(1) && got == ["wh-events-exact VAP123 webhooks[0].rules[0]"],
+        "vapcheck ({code:?}): {got:?}"
+    );
+
+    let core = |n: u128| {
+        json!({"apiVersion": "v1", "kind": "Event",
+            "metadata": {"name": format!("core-{n}"), "namespace": "default",
+                         "labels": {"vapcheck-e2e": "events"}},
+            "involvedObject": {"kind": "ConfigMap", "name": "x", "namespace": "default"},
+            "reason": "Test", "message": "vapcheck e2e", "type": "Normal"})
+    };
+    let new_group = |n: u128| {
+        json!({"apiVersion": "events.k8s.io/v1", "kind": "Event",
+            "metadata": {"name": format!("new-{n}"), "namespace": "default",
+                         "labels": {"vapcheck-e2e": "events"}},
+            "eventTime": "2026-12-01T00:00:00.000000Z",
+            "reportingController": "vapcheck.example.com/e2e", "reportingInstance": "e2e",
+            "action": "Test", "reason": "Test", "note": "vapcheck e2e", "type": "Normal",
+            "regarding": {"kind": "ConfigMap", "name": "x", "namespace": "default"}})
+    };
+    let core_uri = "/api/v1/namespaces/default/events?dryRun=All";
+    let new_uri = "/apis/events.k8s.io/v1/namespaces/default/events?dryRun=All";
+    // Without a webhook, both are admitted.
+    let n = support::unix_ms();
+    let before = (
+        support::dry_run_create(&client, core_uri, &core(n)).await?,
+        support::dry_run_create(&client, new_uri, &new_group(n)).await?,
+    );
+    ensure!(before == (None, None), "without webhooks: {before:?}");
+    let text = std::fs::read_to_string(&hooks_file)?;
+    let mut report = String::new();
+    for doc in support::parse_yaml_documents(&text)? {
+        let name = doc["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        let hook = name.trim_start_matches("wh-").to_owned();
+        let applied = support::apply_yaml(&client, &serde_json::to_string(&doc)?).await?;
+        let answers = async {
+            // Loaded once the core Event reaches the webhook.
+            let through_core = support::wait_for(
+                "the webhook configuration to be loaded",
+                std::time::Duration::from_secs(30),
+                || async {
+                    Ok(
+                        support::dry_run_create(&client, core_uri, &core(support::unix_ms()))
+                            .await?
+                            .filter(|m| m.contains("failed calling webhook")),
+                    )
+                },
+            )
+            .await?;
+            let through_new =
+                support::dry_run_create(&client, new_uri, &new_group(support::unix_ms())).await?;
+            anyhow::Ok((through_core, through_new))
+        }
+        .await;
+        delete_configurations(&client, &applied).await?;
+        let (through_core, through_new) = answers?;
+        eprintln!("webhooks: {name}: core v1 {through_core:?}, events.k8s.io/v1 {through_new:?}");
+        let calls = |m: &str| {
+            m.contains(&format!(
+                "failed calling webhook \"{hook}.vapcheck.example.com\""
+            ))
+        };
+        let new_ok = if name == "wh-events-exact" {
+            through_new.is_none()
+        } else {
+            through_new.as_deref().is_some_and(calls)
+        };
+        if !calls(&through_core) || !new_ok {
+            report.push_str(&format!(
+                "{name}: core v1 {through_core:?}, events.k8s.io/v1 {through_new:?}\n"
+            ));
+        }
+    }
+    ensure!(
+        report.is_empty(),
+        "kube-apiserver did not answer as the finding says:\n{report}"
+    );
+    Ok(())
+}

@@ -1,5 +1,6 @@
 //! `vapcheck check` on webhook configurations: the match conditions' shared cost budget per
-//! webhook. The same fixtures are replayed on kube-apiserver 1.37.1 by e2e_webhooks.
+//! webhook, and `matchPolicy: Exact` bypassed through the equivalent resource of another
+//! group. The same fixtures are replayed on kube-apiserver 1.37.1 by e2e_webhooks.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -105,4 +106,32 @@ fn match_conditions_share_one_budget_per_webhook() {
     );
     assert_eq!(text.matches("  cost: ").count(), 1, "{text}");
     assert!(text.contains(&line), "{text}");
+}
+
+#[test]
+fn exact_webhook_on_core_events_is_bypassed_through_events_k8s_io() {
+    static EMPTY: Value = Value::Array(Vec::new());
+    let hooks = fixture("webhook-exact-events.yaml");
+    let (code, entries) = check_json(&[hooks.as_os_str()]);
+    assert_eq!(code, Some(1), "{entries:#?}");
+    let advice: Vec<(&str, &Value)> = entries
+        .iter()
+        .map(|e| (e["name"].as_str().unwrap_or_default(), &e["advice"]))
+        // An entry without findings has no `advice`.
+        .map(|(n, a)| (n, if a.is_null() { &EMPTY } else { a }))
+        .collect();
+    assert_eq!(
+        advice,
+        [
+            (
+                "wh-events-exact",
+                &json!([{
+                    "rule": "VAP123",
+                    "fieldRef": "webhooks[0].rules[0]",
+                    "message": "matchPolicy is Exact and events is also served as events.k8s.io/v1 (the same objects, stored once): requests through it are not sent to the webhook; use matchPolicy Equivalent or name every group and version",
+                }])
+            ),
+            ("wh-events-equivalent", &json!([])),
+        ]
+    );
 }
