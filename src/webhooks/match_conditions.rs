@@ -178,6 +178,13 @@ fn merge_match_condition_results(
     let remap = |f: &str| f.strip_prefix(FROM).map(|rest| format!("{to}{rest}"));
     status.take_remapped(&mut checked, &remap);
     for mut r in checked.runtime {
+        // `namespaceObject` null for cluster-scoped kinds and Namespaces is the policy
+        // dispatcher's rule; in a webhook's conditions it is null in every request, which
+        // [`unbound_variable_findings`] reports (its policy fix, `namespaceObject == null ||
+        // ...`, would make the condition hold for every request).
+        if r.class == crate::policy::runtime::RuntimeClass::NullNamespaceObject {
+            continue;
+        }
         if let Some(n) = remap(&r.field_ref) {
             r.field_ref = n;
             r.consequence = r
@@ -224,8 +231,28 @@ fn merge_match_condition_results(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::policy::runtime::{RuntimeClass, RuntimeFinding, Witness};
     use crate::policy::{CostLimit, Gvk};
     use std::sync::Arc;
+
+    fn finding(field_ref: &str, class: RuntimeClass) -> RuntimeFinding {
+        RuntimeFinding {
+            field_ref: field_ref.into(),
+            kinds: vec!["/v1, Kind=Namespace".into()],
+            class,
+            pos: None,
+            access: "namespaceObject.metadata".into(),
+            error: "no such key: metadata".into(),
+            consequence: "kube-apiserver denies the request (a matchCondition error, failurePolicy Fail); the policy is skipped".into(),
+            fallback_message: None,
+            witness: Witness {
+                operation: "CREATE",
+                object: serde_json::Value::Null,
+            },
+            fix: None,
+            fixed_expression: None,
+        }
+    }
 
     fn budget(limit: CostLimit, max: u64) -> crate::policy::cost::BudgetSum {
         crate::policy::cost::BudgetSum {
@@ -257,5 +284,38 @@ mod tests {
         // A policy's sums have no fieldRef in the output.
         let policy = serde_json::to_value(budget(CostLimit::RuntimeCELCostBudget, 1)).unwrap();
         assert_eq!(policy.get("fieldRef"), None);
+    }
+    //SPLIT
+    #[test]
+    fn merge_drops_the_policy_only_null_namespace_object_findings() {
+        let checked = crate::policy::PolicyStatus {
+            runtime: vec![
+                finding(
+                    "spec.matchConditions[0].expression",
+                    RuntimeClass::NullNamespaceObject,
+                ),
+                finding(
+                    "spec.matchConditions[1].expression",
+                    RuntimeClass::AbsentField,
+                ),
+                finding("spec.validations[0].expression", RuntimeClass::AbsentField),
+            ],
+            ..Default::default()
+        };
+        let mut status = crate::policy::PolicyStatus::default();
+        merge_match_condition_results(&mut status, checked, "webhooks[1]");
+        let runtime: Vec<(&str, RuntimeClass, &str)> = status
+            .runtime
+            .iter()
+            .map(|r| (r.field_ref.as_str(), r.class, r.consequence.as_str()))
+            .collect();
+        assert_eq!(
+            runtime,
+            [(
+                "webhooks[1].matchConditions[1].expression",
+                RuntimeClass::AbsentField,
+                "kube-apiserver denies the request (a matchCondition error, failurePolicy Fail); the webhook is not called"
+            )]
+        );
     }
 }

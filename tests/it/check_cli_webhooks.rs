@@ -1,6 +1,7 @@
 //! `vapcheck check` on webhook configurations: the match conditions' shared cost budget per
-//! webhook, and `matchPolicy: Exact` bypassed through the equivalent resource of another
-//! group. The same fixtures are replayed on kube-apiserver 1.37.1 by e2e_webhooks.
+//! webhook, `matchPolicy: Exact` bypassed through the equivalent resource of another group,
+//! and `namespaceObject` in a webhook's conditions on cluster-scoped kinds reported once (as
+//! never bound). The same fixtures are replayed on kube-apiserver 1.37.1 by e2e_webhooks.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -133,5 +134,52 @@ fn exact_webhook_on_core_events_is_bypassed_through_events_k8s_io() {
             ),
             ("wh-events-equivalent", &json!([])),
         ]
+    );
+}
+
+#[test]
+fn namespace_object_on_cluster_scoped_kinds_is_reported_once_as_never_bound() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("ns.yaml");
+    std::fs::write(
+        &file,
+        r#"apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingWebhookConfiguration
+metadata: {name: wh-namespaces}
+webhooks:
+- name: namespaces.vapcheck.example.com
+  clientConfig: {url: "https://127.0.0.1:1/validate"}
+  rules:
+  - {apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [namespaces, nodes]}
+  sideEffects: None
+  admissionReviewVersions: [v1]
+  matchConditions:
+  - name: c
+    expression: "namespaceObject.metadata.name == 'x'"
+"#,
+    )
+    .expect("write");
+    let (code, entries) = check_json(&[file.as_os_str()]);
+    assert_eq!(code, Some(1), "{entries:#?}");
+    let runtime = entries[0]["status"]["runtime"]
+        .as_array()
+        .expect("runtime findings");
+    let found: Vec<(&str, &str, &str)> = runtime
+        .iter()
+        .map(|r| {
+            (
+                r["fieldRef"].as_str().unwrap_or_default(),
+                r["class"].as_str().unwrap_or_default(),
+                r["error"].as_str().unwrap_or_default(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        found,
+        [(
+            "webhooks[0].matchConditions[0].expression",
+            "unbound",
+            "no such key: metadata"
+        )]
     );
 }
