@@ -15,7 +15,8 @@
 //! Event):
 //!
 //! 1. `a_service_without_endpoints_is_reported_and_clears` (`no_ready_endpoints`): a ready
-//!    EndpointSlice clears it (one ready endpoint).
+//!    EndpointSlice clears it (one ready endpoint); deleting the slice reports it again, as a
+//!    third Event (webhook Events are not folded into an earlier one's series).
 //! 2. `an_expired_ca_bundle_is_reported_and_clears` (`certificate_expired`): a webhook through
 //!    `clientConfig.url` whose `caBundle` is an expired CA, the one that signed the server's
 //!    certificate (Go's x509 error); with a valid CA the request reaches the server and is
@@ -287,7 +288,15 @@ async fn a_service_without_endpoints_is_reported_and_clears(
         "WebhookEndpointsReady",
         format!("webhook \"{hook}\": the Service has 1 ready endpoint(s) for the webhook's port"),
     );
-    let took = wait_for_report(s, client, &name, hook, "available", &[warning, normal]).await?;
+    let took = wait_for_report(
+        s,
+        client,
+        &name,
+        hook,
+        "available",
+        &[warning.clone(), normal.clone()],
+    )
+    .await?;
     eprintln!("e2e: ready endpoint reported in {took:.1?}");
     let metrics = support::http_get(&s.metrics, "/metrics")?;
     assert_eq!(
@@ -296,6 +305,18 @@ async fn a_service_without_endpoints_is_reported_and_clears(
     );
     // Now kube-apiserver picks the endpoint (192.0.2.10, TEST-NET-1: nothing answers).
     let after = create_config_map(client, &ns).await?;
+    // The endpoints gone again: a new Warning (not folded into the first one's series).
+    slices.delete("hook-1", &DeleteParams::default()).await?;
+    let took = wait_for_report(
+        s,
+        client,
+        &name,
+        hook,
+        "no_ready_endpoints",
+        &[warning.clone(), normal, warning],
+    )
+    .await?;
+    eprintln!("e2e: endpoints gone reported in {took:.1?}");
     configs.delete(&name, &DeleteParams::default()).await?;
     match &after {
         Err(m) if m.starts_with(&format!("Internal error occurred: failed calling webhook \"{hook}\": failed to call webhook: Post \"https://hook.{ns}.svc:443/validate?timeout=2s\": ")) && !m.contains("no endpoints available") => {}
