@@ -288,8 +288,9 @@ pub fn advise(config: &WebhookConfiguration) -> Vec<Advice> {
 /// serves in other versions of the same group too: kube-apiserver sends a request through one
 /// of those to the webhook only with `matchPolicy: Equivalent` (k8s.io/apiserver v0.37.1
 /// `admission/plugin/webhook/predicates/rules` and `generic/webhook.go` `ShouldCallHook`, which
-/// tries the equivalent resources only for `Equivalent`). Wildcard groups, versions and
-/// resources are not judged; equivalents in other groups are not looked for.
+/// tries the equivalent resources only for `Equivalent`), and of the same resource in the other
+/// groups of [`CROSS_GROUP_EQUIVALENTS`] when `groups` serves it there. Wildcard groups,
+/// versions and resources are not judged.
 pub fn exact_match_bypass(
     config: &WebhookConfiguration,
     groups: &[crate::policy::ApiGroupResources],
@@ -318,43 +319,98 @@ pub fn exact_match_bypass(
                     if res.contains('*') {
                         continue;
                     }
-                    let others: Vec<&str> = group
-                        .versions
-                        .iter()
-                        .filter(|v| !versions.contains(&v.version))
-                        .filter(|v| v.resources.iter().any(|x| x.name == *res))
-                        .map(|v| v.version.as_str())
-                        .collect();
                     let named = group.versions.iter().any(|v| {
                         versions.contains(&v.version) && v.resources.iter().any(|x| x.name == *res)
                     });
-                    if others.is_empty() || !named {
+                    if !named {
                         continue;
                     }
-                    let gv = |v: &str| {
-                        if g.is_empty() {
-                            v.to_owned()
-                        } else {
-                            format!("{g}/{v}")
-                        }
+                    // The versions of `group` (and of the groups kube-apiserver keeps the same
+                    // resource with) that serve it and that the rule does not match.
+                    let unmatched = |group: &crate::policy::ApiGroupResources| -> Vec<String> {
+                        let by_rule = r.api_groups.iter().flatten().any(|x| *x == group.name);
+                        group
+                            .versions
+                            .iter()
+                            .filter(|v| !(by_rule && versions.contains(&v.version)))
+                            .filter(|v| v.resources.iter().any(|x| x.name == *res))
+                            .map(|v| {
+                                if group.name.is_empty() {
+                                    v.version.clone()
+                                } else {
+                                    format!("{}/{}", group.name, v.version)
+                                }
+                            })
+                            .collect()
                     };
-                    let other: Vec<String> = others.iter().map(|v| gv(v)).collect();
+                    let mut other = unmatched(group);
+                    let mut across = false;
+                    for eq in equivalent_groups(g, res) {
+                        if let Some(eg) = groups.iter().find(|x| x.name == eq) {
+                            let more = unmatched(eg);
+                            across |= !more.is_empty();
+                            other.extend(more);
+                        }
+                    }
+                    if other.is_empty() {
+                        continue;
+                    }
+                    let them = if other.len() == 1 { "it" } else { "them" };
+                    let message = if across {
+                        format!(
+                            "matchPolicy is Exact and {res} is also served as {} (the same \
+                             objects, stored once): requests through {them} are not sent to the \
+                             webhook; use matchPolicy Equivalent or name every group and version",
+                            other.join(", ")
+                        )
+                    } else {
+                        format!(
+                            "matchPolicy is Exact and {res} is also served as {}: requests \
+                             through {them} are not sent to the webhook; use matchPolicy \
+                             Equivalent or name every version",
+                            other.join(", ")
+                        )
+                    };
                     out.push(Advice {
                         rule: Practice::ExactMatchBypass,
                         field_ref: format!("webhooks[{i}].rules[{j}]"),
-                        message: format!(
-                            "matchPolicy is Exact and {res} is also served as {}: requests \
-                             through {} are not sent to the webhook; use matchPolicy Equivalent \
-                             or name every version",
-                            other.join(", "),
-                            if other.len() == 1 { "it" } else { "them" }
-                        ),
+                        message,
                     });
                 }
             }
         }
     }
     out
+}
+
+/// Resources kube-apiserver 1.37 serves in two groups as one (the same objects): its
+/// `EquivalentResourceRegistry` keys each resource by its storage prefix (k8s.io/apiserver
+/// v0.37.1 `pkg/server/config.go` `Complete`, `NewEquivalentResourceRegistryWithIdentity` over
+/// `RESTOptionsGetter.GetRESTOptions(...).ResourcePrefix`), and the storage factory gives
+/// cohabitating resources one prefix (`pkg/server/storage/storage_factory.go`
+/// `ResourcePrefix`, `getStorageGroupResource`). Of the pairs k8s.io/kubernetes v1.37.1 declares
+/// (`pkg/kubeapiserver/default_storage_factory_builder.go`, `completedStorageFactoryConfig.New`:
+/// `AddCohabitatingResources`), the others name a group 1.37 no longer serves (`extensions`:
+/// deployments, daemonsets, replicasets, networkpolicies, ingresses, replicationcontrollers'
+/// scale; `policy` podsecuritypolicies, removed in 1.25), so only Events remain: a request
+/// through one group is matched by an `Equivalent` webhook of the other (the registry's
+/// `EquivalentResourcesFor`, tried by `generic/webhook.go` `ShouldCallHook`).
+pub const CROSS_GROUP_EQUIVALENTS: [(&str, &str, &str); 1] = [("", "events.k8s.io", "events")];
+
+/// The other groups that serve `res` of group `g` as the same objects.
+fn equivalent_groups<'a>(g: &'a str, res: &'a str) -> impl Iterator<Item = &'static str> + 'a {
+    CROSS_GROUP_EQUIVALENTS
+        .iter()
+        .filter(move |(_, _, r)| *r == res)
+        .filter_map(move |(a, b, _)| {
+            if *a == g {
+                Some(*b)
+            } else if *b == g {
+                Some(*a)
+            } else {
+                None
+            }
+        })
 }
 
 /// The resource of `res` without its subresource.
@@ -758,6 +814,83 @@ mod tests {
         let mut ignore = hook(json!({}), json!({}));
         ignore["failurePolicy"] = json!("Ignore");
         assert_eq!(rules(&advise(&config(ignore))), []);
+    }
+
+    fn served(group: &str, versions: &[(&str, &[&str])]) -> crate::policy::ApiGroupResources {
+        use crate::policy::restmapper::{ApiResource, ApiVersionResources};
+        crate::policy::ApiGroupResources {
+            name: group.into(),
+            preferred_version: versions[0].0.into(),
+            versions: versions
+                .iter()
+                .map(|(v, resources)| ApiVersionResources {
+                    version: (*v).into(),
+                    resources: resources
+                        .iter()
+                        .map(|r| ApiResource {
+                            name: (*r).into(),
+                            namespaced: true,
+                            ..ApiResource::default()
+                        })
+                        .collect(),
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn exact_match_is_bypassed_through_the_equivalent_group() {
+        let groups = [
+            served("", &[("v1", &["events", "configmaps"])]),
+            served("events.k8s.io", &[("v1", &["events"])]),
+            served("example.com", &[("v1", &["widgets"]), ("v2", &["widgets"])]),
+        ];
+        let hook = |policy: &str, groups: serde_json::Value, resources: serde_json::Value| {
+            config(
+                json!({"name": "a.b.c", "failurePolicy": "Fail", "matchPolicy": policy,
+                "rules": [{"apiGroups": groups, "apiVersions": ["v1"], "operations": ["CREATE"],
+                           "resources": resources}]}),
+            )
+        };
+        let core = exact_match_bypass(&hook("Exact", json!([""]), json!(["events"])), &groups);
+        assert_eq!(rules(&core), [("VAP123", "webhooks[0].rules[0]")]);
+        assert_eq!(
+            core[0].message,
+            "matchPolicy is Exact and events is also served as events.k8s.io/v1 (the same objects, stored once): requests through it are not sent to the webhook; use matchPolicy Equivalent or name every group and version"
+        );
+        let new_group = exact_match_bypass(
+            &hook("Exact", json!(["events.k8s.io"]), json!(["events"])),
+            &groups,
+        );
+        assert_eq!(
+            new_group[0].message,
+            "matchPolicy is Exact and events is also served as v1 (the same objects, stored once): requests through it are not sent to the webhook; use matchPolicy Equivalent or name every group and version"
+        );
+        // Both groups named, Equivalent, another resource of the core group, or events.k8s.io
+        // not served: nothing.
+        for (policy, g, r, served_groups) in [
+            (
+                "Exact",
+                json!(["", "events.k8s.io"]),
+                json!(["events"]),
+                &groups[..],
+            ),
+            ("Equivalent", json!([""]), json!(["events"]), &groups[..]),
+            ("Exact", json!([""]), json!(["configmaps"]), &groups[..]),
+            ("Exact", json!([""]), json!(["events"]), &groups[..1]),
+        ] {
+            let a = exact_match_bypass(&hook(policy, g.clone(), r.clone()), served_groups);
+            assert_eq!(rules(&a), [], "{policy} {g} {r}");
+        }
+        // The same group's other versions keep their text.
+        let widgets = exact_match_bypass(
+            &hook("Exact", json!(["example.com"]), json!(["widgets"])),
+            &groups,
+        );
+        assert_eq!(
+            widgets[0].message,
+            "matchPolicy is Exact and widgets is also served as example.com/v2: requests through it are not sent to the webhook; use matchPolicy Equivalent or name every version"
+        );
     }
 
     #[test]

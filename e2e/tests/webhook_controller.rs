@@ -8,14 +8,15 @@
 //! (`NewEndpointServiceResolver`; without the flag it dials the cluster IP, which needs a
 //! service proxy this control plane does not run).
 //!
-//! One test, `webhooks_are_reported_and_cleared`, runs five cases on one control plane, each a
+//! One test, `webhooks_are_reported_and_cleared`, runs six cases on one control plane, each a
 //! `Fail` webhook whose state vapcheck must report within 5 s (the Warning Event on the
 //! configuration and `vapcheck_webhook_state`) while kube-apiserver denies a matching request
 //! with the exact text compared here, and whose fix must clear the report within 5 s (a Normal
 //! Event):
 //!
 //! 1. `a_service_without_endpoints_is_reported_and_clears` (`no_ready_endpoints`): a ready
-//!    EndpointSlice clears it (one ready endpoint).
+//!    EndpointSlice clears it (one ready endpoint); deleting the slice reports it again, as a
+//!    third Event (webhook Events are not folded into an earlier one's series).
 //! 2. `an_expired_ca_bundle_is_reported_and_clears` (`certificate_expired`): a webhook through
 //!    `clientConfig.url` whose `caBundle` is an expired CA, the one that signed the server's
 //!    certificate (Go's x509 error); with a valid CA the request reaches the server and is
@@ -29,6 +30,10 @@
 //!    expires in a day (the review is admitted), cleared when replaced; then a CA that expires
 //!    in 10 s, reported expired within 5 s of its `notAfter` with no change to any object, and
 //!    kube-apiserver's x509 error from then on.
+//!
+//! 6. `offline_findings_are_reported_and_clear` (`findings`): an available webhook (a valid CA,
+//!    the review admitted) whose `admissionReviewVersions` lists v1beta1 first, VAP126 as
+//!    `vapcheck check` reports it; putting v1 first clears it.
 //!
 //! `cargo test --test e2e_webhook_controller -- --nocapture`.
 
@@ -106,6 +111,7 @@ async fn webhooks_are_reported_and_cleared() -> anyhow::Result<()> {
     a_missing_service_is_reported_and_clears(&s, &client).await?;
     an_invalid_ca_bundle_is_reported_and_clears(&s, &client).await?;
     an_expiring_certificate_is_reported_and_clears(&s, &client).await?;
+    offline_findings_are_reported_and_clear(&s, &client).await?;
     Ok(())
 }
 
@@ -282,7 +288,15 @@ async fn a_service_without_endpoints_is_reported_and_clears(
         "WebhookEndpointsReady",
         format!("webhook \"{hook}\": the Service has 1 ready endpoint(s) for the webhook's port"),
     );
-    let took = wait_for_report(s, client, &name, hook, "available", &[warning, normal]).await?;
+    let took = wait_for_report(
+        s,
+        client,
+        &name,
+        hook,
+        "available",
+        &[warning.clone(), normal.clone()],
+    )
+    .await?;
     eprintln!("e2e: ready endpoint reported in {took:.1?}");
     let metrics = support::http_get(&s.metrics, "/metrics")?;
     assert_eq!(
@@ -291,6 +305,18 @@ async fn a_service_without_endpoints_is_reported_and_clears(
     );
     // Now kube-apiserver picks the endpoint (192.0.2.10, TEST-NET-1: nothing answers).
     let after = create_config_map(client, &ns).await?;
+    // The endpoints gone again: a new Warning (not folded into the first one's series).
+    slices.delete("hook-1", &DeleteParams::default()).await?;
+    let took = wait_for_report(
+        s,
+        client,
+        &name,
+        hook,
+        "no_ready_endpoints",
+        &[warning.clone(), normal, warning],
+    )
+    .await?;
+    eprintln!("e2e: endpoints gone reported in {took:.1?}");
     configs.delete(&name, &DeleteParams::default()).await?;
     match &after {
         Err(m) if m.starts_with(&format!("Internal error occurred: failed calling webhook \"{hook}\": failed to call webhook: Post \"https://hook.{ns}.svc:443/validate?timeout=2s\": ")) && !m.contains("no endpoints available") => {}
@@ -808,5 +834,76 @@ async fn an_expiring_certificate_is_reported_and_clears(
         other => bail!("with the expired CA: {other:?}\nexpected {prefix}<time>{suffix}"),
     }
     assert_eq!(short_server.answered(), 0, "no review reached the server");
+    Ok(())
+}
+
+/// `findings`: the offline findings of `vapcheck check` on an otherwise available webhook (a
+/// Warning `WebhookFindings` naming the first, `vapcheck_webhook_state{state="findings"}` and
+/// `vapcheck_webhook_findings` 1), cleared by fixing the configuration (a Normal
+/// `WebhookFindingsResolved`), each within 5 s.
+async fn offline_findings_are_reported_and_clear(s: &Setup, client: &Client) -> anyhow::Result<()> {
+    let valid = certificates_for_years("vapcheck e2e CA", 2020, 2090)?;
+    let server = webhook_server::start(&valid, Reply::SameVersion).await?;
+    let ns = format!("whc-findings-{}", support::unix_ms());
+    create_namespace(client, &ns).await?;
+    let name = format!("findings-{}.e2e.vapcheck.dev", support::unix_ms());
+    let hook = "findings.vapcheck.example.com";
+    let with_versions = |versions: Value| {
+        let mut w = webhook(hook, &ns, url_config(server.port, &valid.ca_pem));
+        w["admissionReviewVersions"] = versions;
+        w
+    };
+    let config: ValidatingWebhookConfiguration = serde_json::from_value(json!({
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
+        "metadata": {"name": name},
+        "webhooks": [with_versions(json!(["v1beta1", "v1"]))]}))?;
+    let configs: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
+    configs.create(&PostParams::default(), &config).await?;
+    let warning = (
+        "Warning",
+        "WebhookFindings",
+        format!(
+            "webhook \"{hook}\": 1 finding(s) (as vapcheck check reports them), the first: VAP126 webhooks[0].admissionReviewVersions: admissionReviewVersions lists v1beta1 before v1: kube-apiserver sends the webhook AdmissionReview admission.k8s.io/v1beta1 (the first version it supports in the list) and takes only a v1beta1 answer: a webhook that answers in v1 fails every call (converting (v1.AdmissionReview) to (v1beta1.AdmissionReview): unknown conversion); put v1 first"
+        ),
+    );
+    let took = wait_for_report(
+        s,
+        client,
+        &name,
+        hook,
+        "findings",
+        std::slice::from_ref(&warning),
+    )
+    .await?;
+    eprintln!("e2e: offline findings reported in {took:.1?}");
+    let labels = format!(
+        "kind=\"ValidatingWebhookConfiguration\",configuration=\"{name}\",webhook=\"{hook}\""
+    );
+    let metrics = support::http_get(&s.metrics, "/metrics")?;
+    assert_eq!(
+        sample(&metrics, "vapcheck_webhook_findings", &labels),
+        Some(1.0)
+    );
+    // Available meanwhile: the server answers in the version it was sent (v1beta1).
+    let admitted = wait_for_answer(client, &ns, Result::is_ok).await?;
+    assert_eq!(admitted, Ok(()));
+
+    let patch = json!({"webhooks": [with_versions(json!(["v1", "v1beta1"]))]});
+    configs
+        .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await?;
+    let normal = (
+        "Normal",
+        "WebhookFindingsResolved",
+        format!("webhook \"{hook}\": no findings"),
+    );
+    let took = wait_for_report(s, client, &name, hook, "available", &[warning, normal]).await;
+    let metrics = support::http_get(&s.metrics, "/metrics");
+    configs.delete(&name, &DeleteParams::default()).await?;
+    eprintln!("e2e: offline findings cleared in {:.1?}", took?);
+    assert_eq!(
+        sample(&metrics?, "vapcheck_webhook_findings", &labels),
+        Some(0.0)
+    );
     Ok(())
 }

@@ -734,3 +734,261 @@ async fn review_versions_decide_what_the_webhook_receives() -> anyhow::Result<()
     );
     Ok(())
 }
+
+/// `vapcheck check -o json` (offline, the built binary, no cluster) on `args`: the entries.
+fn check_offline(args: &[&std::path::Path]) -> anyhow::Result<(Option<i32>, Vec<Value>)> {
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_vapcheck"))
+        .args(["check", "-o", "json"])
+        .args(args)
+        .env_remove("KUBECONFIG")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .context("running vapcheck check")?;
+    let entries: Vec<Value> = serde_json::from_slice(&output.stdout).with_context(|| {
+        format!(
+            "vapcheck ({}) printed no JSON: {}",
+            output.status,
+            String::from_utf8_lossy(&output.stderr)
+        )
+    })?;
+    Ok((output.status.code(), entries))
+}
+
+/// Deletes the cluster-scoped object at `uri`.
+async fn delete_uri(client: &kube::Client, uri: &str) -> anyhow::Result<()> {
+    let request = http::Request::builder()
+        .method(http::Method::DELETE)
+        .uri(uri)
+        .body(Vec::new())?;
+    client
+        .request_text(request)
+        .await
+        .with_context(|| format!("deleting {uri}"))?;
+    Ok(())
+}
+
+/// The match conditions' budget (`RuntimeCELCostBudgetMatchConditions`, 2,500,000), shared by
+/// one webhook's conditions and spent in order (k8s.io/apiserver v0.37.1
+/// `admission/plugin/webhook/matchconditions/matcher.go` `(*matcher).Match`,
+/// `plugin/cel/condition.go` `ForInput`). `e2e/fixtures/webhook-budget.yaml` on
+/// `e2e/fixtures/notes-crd.yaml`: vapcheck reports the budget on the webhook with twelve
+/// conditions estimated at 900,023 at most each (and no per-call finding), and nothing on its
+/// twin with two. On the API server a Note whose `spec.text` is 112,500 `a`s (its maxLength) is
+/// denied by the first with the budget error (each condition costs about 225,000 there: eleven
+/// fit in 2,500,000, the twelfth is refused) and reaches the second's webhook; a small Note
+/// reaches both webhooks.
+#[tokio::test]
+async fn match_conditions_share_one_budget_per_webhook() -> anyhow::Result<()> {
+    let cluster = support::shared_cluster()?;
+    let client = cluster.client().await?;
+    let root = support::repo_root();
+    let crd_file = root.join("e2e/fixtures/notes-crd.yaml");
+    let hooks_file = root.join("e2e/fixtures/webhook-budget.yaml");
+    let (code, entries) = check_offline(&[std::path::Path::new("--crd"), &crd_file, &hooks_file])?;
+    let findings = |name: &str| -> Vec<String> {
+        entries
+            .iter()
+            .filter(|e| e["name"] == name)
+            .flat_map(|e| {
+                e["status"]["cost"]["findings"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default()
+            })
+            .map(|f| {
+                format!(
+                    "{} {} {}",
+                    f["limit"].as_str().unwrap_or_default(),
+                    f["fieldRef"].as_str().unwrap_or_default(),
+                    f["estimate"]
+                )
+            })
+            .collect()
+    };
+    let (over, under) = (findings("wh-budget-over"), findings("wh-budget-under"));
+    eprintln!("webhooks: budget: vapcheck: over {over:?}, under {under:?}");
+    ensure!(
+        code == Some(0)
+            && over == ["RuntimeCELCostBudgetMatchConditions webhooks[0].matchConditions 10800276"]
+            && under.is_empty(),
+        "vapcheck ({code:?}): over {over:?}, under {under:?}"
+    );
+
+    support::apply_yaml(&client, &std::fs::read_to_string(&crd_file)?).await?;
+    support::wait_for(
+        "notes served",
+        std::time::Duration::from_secs(30),
+        || async {
+            let request = http::Request::builder()
+                .uri("/apis/vapcheck.example.com/v1/namespaces/default/notes")
+                .body(Vec::new())?;
+            Ok(client.request_text(request).await.ok().map(|_| ()))
+        },
+    )
+    .await?;
+    let applied = support::apply_yaml(&client, &std::fs::read_to_string(&hooks_file)?).await?;
+    let note = |case: &str, len: usize| {
+        json!({"apiVersion": "vapcheck.example.com/v1", "kind": "Note",
+            "metadata": {"name": format!("{case}-{len}"), "namespace": "default",
+                         "labels": {"vapcheck-e2e": format!("budget-{case}")}},
+            "spec": {"text": "a".repeat(len)}})
+    };
+    let uri = "/apis/vapcheck.example.com/v1/namespaces/default/notes?dryRun=All";
+    const BIG: usize = 112_500;
+    let answers = async {
+        // The webhooks are loaded once the small Note reaches the first one.
+        let small_over = support::wait_for(
+            "the webhook configurations to be loaded",
+            std::time::Duration::from_secs(30),
+            || async {
+                Ok(support::dry_run_create(&client, uri, &note("over", 1))
+                    .await?
+                    .filter(|m| m.contains("failed calling webhook")))
+            },
+        )
+        .await?;
+        let big_over = support::dry_run_create(&client, uri, &note("over", BIG)).await?;
+        let big_under = support::dry_run_create(&client, uri, &note("under", BIG)).await?;
+        let small_under = support::dry_run_create(&client, uri, &note("under", 1)).await?;
+        anyhow::Ok((small_over, big_over, big_under, small_under))
+    }
+    .await;
+    delete_configurations(&client, &applied).await?;
+    delete_uri(
+        &client,
+        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/notes.vapcheck.example.com",
+    )
+    .await?;
+    let (small_over, big_over, big_under, small_under) = answers?;
+    eprintln!("webhooks: budget: over, 1 char: {small_over}");
+    eprintln!("webhooks: budget: over, {BIG} chars: {big_over:?}");
+    eprintln!("webhooks: budget: under, {BIG} chars: {big_under:?}");
+    eprintln!("webhooks: budget: under, 1 char: {small_under:?}");
+    let calls = |m: &Option<String>, hook: &str| matches!(m, Some(m) if m.contains(&format!("failed calling webhook \"{hook}.vapcheck.example.com\"")));
+    let want = format!(
+        "HTTP 403: notes.vapcheck.example.com \"over-{BIG}\" is forbidden: validation failed due \
+         to running out of cost budget, no further validation rules will be run"
+    );
+    ensure!(
+        big_over.as_deref() == Some(want.as_str())
+            && calls(&big_under, "budget-under")
+            && calls(&small_under, "budget-under")
+            && small_over.contains("failed calling webhook \"budget-over.vapcheck.example.com\""),
+        "kube-apiserver did not answer as the finding says: over {big_over:?}, under \
+         {big_under:?}, small {small_over:?} / {small_under:?}"
+    );
+    Ok(())
+}
+
+/// VAP123 across groups: core `events` and `events.k8s.io` `events` are the same objects
+/// (one storage; equivalent resources). `e2e/fixtures/webhook-exact-events.yaml`: vapcheck
+/// reports the `Exact` webhook on core v1 events and not its `Equivalent` twin; on the API
+/// server the `Exact` one denies a core Event (it is called and unavailable) and lets an
+/// events.k8s.io/v1 Event through, while the `Equivalent` one denies both.
+#[tokio::test]
+async fn exact_match_policy_is_bypassed_through_the_equivalent_group() -> anyhow::Result<()> {
+    let cluster = support::shared_cluster()?;
+    let client = cluster.client().await?;
+    let hooks_file = support::repo_root().join("e2e/fixtures/webhook-exact-events.yaml");
+    let (code, entries) = check_offline(&[&hooks_file])?;
+    let got: Vec<String> = entries
+        .iter()
+        .flat_map(|e| {
+            let name = e["name"].as_str().unwrap_or_default().to_owned();
+            e["advice"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+                .into_iter()
+                .map(move |a| {
+                    format!(
+                        "{name} {} {}",
+                        a["rule"].as_str().unwrap_or_default(),
+                        a["fieldRef"].as_str().unwrap_or_default()
+                    )
+                })
+        })
+        .collect();
+    ensure!(
+        code == Some(1) && got == ["wh-events-exact VAP123 webhooks[0].rules[0]"],
+        "vapcheck ({code:?}): {got:?}"
+    );
+
+    let core = |n: u128| {
+        json!({"apiVersion": "v1", "kind": "Event",
+            "metadata": {"name": format!("core-{n}"), "namespace": "default",
+                         "labels": {"vapcheck-e2e": "events"}},
+            "involvedObject": {"kind": "ConfigMap", "name": "x", "namespace": "default"},
+            "reason": "Test", "message": "vapcheck e2e", "type": "Normal"})
+    };
+    let new_group = |n: u128| {
+        json!({"apiVersion": "events.k8s.io/v1", "kind": "Event",
+            "metadata": {"name": format!("new-{n}"), "namespace": "default",
+                         "labels": {"vapcheck-e2e": "events"}},
+            "eventTime": "2026-12-01T00:00:00.000000Z",
+            "reportingController": "vapcheck.example.com/e2e", "reportingInstance": "e2e",
+            "action": "Test", "reason": "Test", "note": "vapcheck e2e", "type": "Normal",
+            "regarding": {"kind": "ConfigMap", "name": "x", "namespace": "default"}})
+    };
+    let core_uri = "/api/v1/namespaces/default/events?dryRun=All";
+    let new_uri = "/apis/events.k8s.io/v1/namespaces/default/events?dryRun=All";
+    // Without a webhook, both are admitted.
+    let n = support::unix_ms();
+    let before = (
+        support::dry_run_create(&client, core_uri, &core(n)).await?,
+        support::dry_run_create(&client, new_uri, &new_group(n)).await?,
+    );
+    ensure!(before == (None, None), "without webhooks: {before:?}");
+    let text = std::fs::read_to_string(&hooks_file)?;
+    let mut report = String::new();
+    for doc in support::parse_yaml_documents(&text)? {
+        let name = doc["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        let hook = name.trim_start_matches("wh-").to_owned();
+        let applied = support::apply_yaml(&client, &serde_json::to_string(&doc)?).await?;
+        let answers = async {
+            // Loaded once the core Event reaches the webhook.
+            let through_core = support::wait_for(
+                "the webhook configuration to be loaded",
+                std::time::Duration::from_secs(30),
+                || async {
+                    Ok(
+                        support::dry_run_create(&client, core_uri, &core(support::unix_ms()))
+                            .await?
+                            .filter(|m| m.contains("failed calling webhook")),
+                    )
+                },
+            )
+            .await?;
+            let through_new =
+                support::dry_run_create(&client, new_uri, &new_group(support::unix_ms())).await?;
+            anyhow::Ok((through_core, through_new))
+        }
+        .await;
+        delete_configurations(&client, &applied).await?;
+        let (through_core, through_new) = answers?;
+        eprintln!("webhooks: {name}: core v1 {through_core:?}, events.k8s.io/v1 {through_new:?}");
+        let calls = |m: &str| {
+            m.contains(&format!(
+                "failed calling webhook \"{hook}.vapcheck.example.com\""
+            ))
+        };
+        let new_ok = if name == "wh-events-exact" {
+            through_new.is_none()
+        } else {
+            through_new.as_deref().is_some_and(calls)
+        };
+        if !calls(&through_core) || !new_ok {
+            report.push_str(&format!(
+                "{name}: core v1 {through_core:?}, events.k8s.io/v1 {through_new:?}\n"
+            ));
+        }
+    }
+    ensure!(
+        report.is_empty(),
+        "kube-apiserver did not answer as the finding says:\n{report}"
+    );
+    Ok(())
+}

@@ -17,11 +17,21 @@
 //! client-go's `attemptRecording` does (12 tries, 10 s apart with jitter; it does not retry
 //! a 5xx answer, which vapcheck does, so that an Event is not lost to an etcd restart).
 //! Another refusal (an invalid Event) is logged and not tried again.
+//!
+//! Most Events go through kube-runtime's `Recorder`, which folds an Event with the same type,
+//! reason, action and object (fieldPath included) published within 6 minutes into a `series`
+//! of the first one and keeps the first one's note. The webhook watcher's Events are queued
+//! with [`EventQueue::send_unfolded`] and created one by one ([`create_unfolded`]): a webhook
+//! problem that clears and comes back within 6 minutes gets an Event of its own, with the note
+//! of now (a new expiry time, say).
 
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ObjectReference;
-use kube::runtime::events::{Event, Recorder};
+use k8s_openapi::api::events::v1::Event as KubeEvent;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
+use kube::api::{Api, PostParams};
+use kube::runtime::events::{Event, EventType, Recorder};
 use tokio::sync::mpsc;
 use tracing::{debug, warn};
 
@@ -53,16 +63,28 @@ pub const RETRIES: Retries = Retries {
     timeout: PUBLISH_TIMEOUT,
 };
 
+/// How a queued Event is published.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Route {
+    /// Through the `Recorder` (repeats folded into a series).
+    Recorder,
+    /// Created as a new Event every time ([`create_unfolded`]).
+    Unfolded,
+}
+
+/// One queued Event.
+type Queued = (Event, ObjectReference, Route);
+
 /// The sending side, kept in the controller's context. Cheap to clone.
 #[derive(Clone, Debug)]
 pub struct EventQueue {
-    tx: mpsc::Sender<(Event, ObjectReference)>,
+    tx: mpsc::Sender<Queued>,
 }
 
 /// The receiving side, handed to [`publish_queued`] once.
 #[derive(Debug)]
 pub struct QueuedEvents {
-    rx: mpsc::Receiver<(Event, ObjectReference)>,
+    rx: mpsc::Receiver<Queued>,
 }
 
 /// A new queue of [`QUEUE_CAPACITY`] Events.
@@ -79,9 +101,19 @@ impl EventQueue {
     /// Queues `event` about `regarding` without waiting. Returns false (and logs) when it was
     /// dropped: the queue is full, or nothing publishes any more.
     pub fn send(&self, event: Event, regarding: ObjectReference) -> bool {
-        match self.tx.try_send((event, regarding)) {
+        self.queue(event, regarding, Route::Recorder)
+    }
+
+    /// [`EventQueue::send`] for an Event that must not be folded into an earlier one's series
+    /// ([`create_unfolded`]).
+    pub fn send_unfolded(&self, event: Event, regarding: ObjectReference) -> bool {
+        self.queue(event, regarding, Route::Unfolded)
+    }
+
+    fn queue(&self, event: Event, regarding: ObjectReference, route: Route) -> bool {
+        match self.tx.try_send((event, regarding, route)) {
             Ok(()) => true,
-            Err(mpsc::error::TrySendError::Full((event, regarding))) => {
+            Err(mpsc::error::TrySendError::Full((event, regarding, _))) => {
                 warn!(
                     reason = %event.reason,
                     object = regarding.name.as_deref().unwrap_or_default(),
@@ -90,7 +122,7 @@ impl EventQueue {
                 );
                 false
             }
-            Err(mpsc::error::TrySendError::Closed((event, _))) => {
+            Err(mpsc::error::TrySendError::Closed((event, _, _))) => {
                 debug!(reason = %event.reason, "an event was dropped: publishing has stopped");
                 false
             }
@@ -130,26 +162,27 @@ fn worth_retrying(error: &kube::Error) -> bool {
 }
 
 /// Publishes the queued Events in order until every [`EventQueue`] is dropped and the queue
-/// is empty, each with `retries`. `publish` is the Recorder's publish in the controller and a
-/// fake in tests.
+/// is empty, each with `retries`. `publish` is the Recorder's publish (or [`create_unfolded`],
+/// by the [`Route`]) in the controller and a fake in tests.
 pub async fn publish_queued<F, Fut>(
     mut queued: QueuedEvents,
     fence: Fence,
     retries: Retries,
     mut publish: F,
 ) where
-    F: FnMut(Event, ObjectReference) -> Fut,
+    F: FnMut(Event, ObjectReference, Route) -> Fut,
     Fut: std::future::Future<Output = Result<(), kube::Error>>,
 {
     let mut seed = u64::from(std::process::id()) | 1;
     let tries = retries.tries.max(1);
-    while let Some((event, regarding)) = queued.rx.recv().await {
+    while let Some((event, regarding, route)) = queued.rx.recv().await {
         for attempt in 1..=tries {
             let outcome = publish_one(
                 &fence,
                 &mut publish,
                 copy(&event),
                 regarding.clone(),
+                route,
                 retries.timeout,
             )
             .await;
@@ -180,10 +213,11 @@ async fn publish_one<F, Fut>(
     publish: &mut F,
     event: Event,
     regarding: ObjectReference,
+    route: Route,
     timeout: Duration,
 ) -> Published
 where
-    F: FnMut(Event, ObjectReference) -> Fut,
+    F: FnMut(Event, ObjectReference, Route) -> Fut,
     Fut: std::future::Future<Output = Result<(), kube::Error>>,
 {
     if !fence.may_write() {
@@ -192,7 +226,7 @@ where
     }
     let reason = event.reason.clone();
     let object = regarding.name.clone().unwrap_or_default();
-    match tokio::time::timeout(timeout, publish(event, regarding)).await {
+    match tokio::time::timeout(timeout, publish(event, regarding, route)).await {
         Ok(Ok(())) => Published::Done,
         Ok(Err(e)) => {
             let retry = worth_retrying(&e);
@@ -209,13 +243,78 @@ where
     }
 }
 
-/// Publishes through `recorder`: what the controller runs.
-pub async fn publish_with_recorder(queued: QueuedEvents, fence: Fence, recorder: Recorder) {
-    publish_queued(queued, fence, RETRIES, |event, regarding| {
+/// Publishes through `recorder`, or as new Events of reporting instance `identity` through
+/// `client` ([`Route::Unfolded`]): what the controller runs.
+pub async fn publish_with_recorder(
+    queued: QueuedEvents,
+    fence: Fence,
+    recorder: Recorder,
+    client: kube::Client,
+    identity: String,
+) {
+    publish_queued(queued, fence, RETRIES, |event, regarding, route| {
         let recorder = recorder.clone();
-        async move { recorder.publish(&event, &regarding).await }
+        let client = client.clone();
+        let identity = identity.clone();
+        async move {
+            match route {
+                Route::Recorder => recorder.publish(&event, &regarding).await,
+                Route::Unfolded => create_unfolded(&client, &identity, &event, regarding).await,
+            }
+        }
     })
     .await;
+}
+
+/// Creates `event` about `regarding` as a new `events.k8s.io/v1` Event (named
+/// `<object>-<random>`), never folded into an earlier one: what the Recorder writes for a
+/// first Event (namespace `default` for a cluster-scoped object, `reportingController`
+/// vapcheck's, `reportingInstance` `identity`).
+pub async fn create_unfolded(
+    client: &kube::Client,
+    identity: &str,
+    event: &Event,
+    regarding: ObjectReference,
+) -> Result<(), kube::Error> {
+    let namespace = regarding
+        .namespace
+        .clone()
+        .unwrap_or_else(|| "default".to_owned());
+    // generateName within the 253-character limit (a trailing '-' is allowed, a '.' is not).
+    let mut prefix: String = regarding.name.clone().unwrap_or_default();
+    let mut end = prefix.len().min(230);
+    while !prefix.is_char_boundary(end) {
+        end -= 1;
+    }
+    prefix.truncate(end);
+    prefix.push('-');
+    let object = KubeEvent {
+        metadata: ObjectMeta {
+            generate_name: Some(prefix),
+            namespace: Some(namespace.clone()),
+            ..ObjectMeta::default()
+        },
+        action: Some(event.action.clone()),
+        reason: Some(event.reason.clone()),
+        note: event.note.clone(),
+        type_: Some(
+            match event.type_ {
+                EventType::Warning => "Warning",
+                EventType::Normal => "Normal",
+            }
+            .to_owned(),
+        ),
+        regarding: Some(regarding),
+        related: event.secondary.clone(),
+        reporting_controller: Some(crate::metrics::CONTROLLER_NAME.to_owned()),
+        reporting_instance: Some(identity.to_owned()),
+        event_time: Some(MicroTime(k8s_openapi::jiff::Timestamp::now())),
+        ..KubeEvent::default()
+    };
+    Api::<KubeEvent>::namespaced(client.clone(), &namespace)
+        .create(&PostParams::default(), &object)
+        .await?;
+    Ok(())
 }
 
 #[cfg(test)]
@@ -242,6 +341,33 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn each_event_is_published_by_the_route_it_was_queued_with() {
+        let (queue, queued) = queue_with_capacity(4);
+        let fence = Fence::default();
+        fence.allow_always();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        assert!(queue.send(event("folded"), regarding("p")));
+        assert!(queue.send_unfolded(event("unfolded"), regarding("w")));
+        drop(queue);
+        let record = Arc::clone(&seen);
+        publish_queued(queued, fence, RETRIES, move |event, regarding, route| {
+            record
+                .lock()
+                .unwrap()
+                .push((event.reason, regarding.name.unwrap_or_default(), route));
+            std::future::ready(Ok(()))
+        })
+        .await;
+        assert_eq!(
+            *seen.lock().unwrap(),
+            [
+                ("folded".to_owned(), "p".to_owned(), Route::Recorder),
+                ("unfolded".to_owned(), "w".to_owned(), Route::Unfolded),
+            ]
+        );
+    }
+
+    #[tokio::test]
     async fn sending_does_not_wait_for_a_publish_that_hangs_and_the_rest_follow_in_order() {
         let (queue, queued) = queue_with_capacity(4);
         let fence = Fence::default();
@@ -250,19 +376,24 @@ mod tests {
         let (release_tx, release_rx) = tokio::sync::watch::channel(false);
         let worker = {
             let seen = Arc::clone(&seen);
-            tokio::spawn(publish_queued(queued, fence, RETRIES, move |event, _| {
-                let seen = Arc::clone(&seen);
-                let mut release = release_rx.clone();
-                async move {
-                    // The first publish hangs until released, as a create held by the API
-                    // server would.
-                    if event.reason == "first" {
-                        let _ = release.wait_for(|released| *released).await;
+            tokio::spawn(publish_queued(
+                queued,
+                fence,
+                RETRIES,
+                move |event, _, _| {
+                    let seen = Arc::clone(&seen);
+                    let mut release = release_rx.clone();
+                    async move {
+                        // The first publish hangs until released, as a create held by the API
+                        // server would.
+                        if event.reason == "first" {
+                            let _ = release.wait_for(|released| *released).await;
+                        }
+                        seen.lock().unwrap().push(event.reason);
+                        Ok(())
                     }
-                    seen.lock().unwrap().push(event.reason);
-                    Ok(())
-                }
-            }))
+                },
+            ))
         };
         // Four sends fit although the first publish hangs; none of them waits.
         for reason in ["first", "second", "third", "fourth"] {
@@ -322,7 +453,7 @@ mod tests {
         {
             let script = Arc::clone(&script);
             let attempts = Arc::clone(&attempts);
-            publish_queued(queued, fence, retries, move |event, _| {
+            publish_queued(queued, fence, retries, move |event, _, _| {
                 attempts.lock().unwrap().push(event.reason.clone());
                 let (expected, answer) = script.lock().unwrap().remove(0);
                 assert_eq!(expected, event.reason);
@@ -358,11 +489,20 @@ mod tests {
     async fn a_publish_that_never_answers_is_given_up_after_the_timeout() {
         let fence = Fence::default();
         fence.allow_always();
-        let mut hang =
-            |_: Event, _: ObjectReference| std::future::pending::<Result<(), kube::Error>>();
+        let mut hang = |_: Event, _: ObjectReference, _: Route| {
+            std::future::pending::<Result<(), kube::Error>>()
+        };
         let timeout = Duration::from_millis(50);
         let started = tokio::time::Instant::now();
-        let outcome = publish_one(&fence, &mut hang, event("e"), regarding("p"), timeout).await;
+        let outcome = publish_one(
+            &fence,
+            &mut hang,
+            event("e"),
+            regarding("p"),
+            Route::Recorder,
+            timeout,
+        )
+        .await;
         assert_eq!(outcome, Published::TimedOut);
         assert!(started.elapsed() >= timeout);
     }
@@ -371,7 +511,7 @@ mod tests {
     async fn nothing_is_published_while_the_fence_forbids_writes() {
         let fence = Fence::default();
         let mut calls = 0;
-        let mut count = |_: Event, _: ObjectReference| {
+        let mut count = |_: Event, _: ObjectReference, _: Route| {
             calls += 1;
             std::future::ready(Ok(()))
         };
@@ -385,6 +525,7 @@ mod tests {
                 &mut count,
                 event("e"),
                 regarding("p"),
+                Route::Recorder,
                 PUBLISH_TIMEOUT,
             );
             outcomes.push(outcome.await);

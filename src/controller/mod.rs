@@ -875,6 +875,8 @@ pub async fn run(
             queued,
             ctx.fence.clone(),
             ctx.recorder.clone(),
+            ctx.client.clone(),
+            ctx.identity.clone(),
         ))
     });
     let election = ctx.config.leader_election.clone();

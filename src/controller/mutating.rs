@@ -19,9 +19,6 @@ use std::time::Instant;
 
 use futures::StreamExt;
 use k8s_openapi::api::admissionregistration::v1::MutatingAdmissionPolicy;
-use k8s_openapi::api::events::v1::Event as KubeEvent;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
-use kube::api::PostParams;
 use kube::runtime::controller::{self, Action};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{Controller, WatchStreamExt, reflector, watcher};
@@ -256,39 +253,18 @@ async fn publish(
     ev: &FindingEvent,
     regarding: k8s_openapi::api::core::v1::ObjectReference,
 ) -> Result<(), kube::Error> {
-    // Cluster-scoped objects' Events go to `default`, as the Recorder does.
-    let namespace = regarding
-        .namespace
-        .clone()
-        .unwrap_or_else(|| "default".to_owned());
-    // The name is `<policy>-<random>` (generateName), within the 253-character limit.
-    let mut prefix: String = regarding.name.clone().unwrap_or_default();
-    let mut end = prefix.len().min(230);
-    while !prefix.is_char_boundary(end) {
-        end -= 1;
-    }
-    prefix.truncate(end);
-    // A trailing '-' is allowed in generateName (a trailing '.' is not).
-    prefix.push('-');
-    let event = KubeEvent {
-        metadata: ObjectMeta {
-            generate_name: Some(prefix),
-            namespace: Some(namespace.clone()),
-            ..ObjectMeta::default()
+    let event = kube::runtime::events::Event {
+        type_: if ev.warning {
+            kube::runtime::events::EventType::Warning
+        } else {
+            kube::runtime::events::EventType::Normal
         },
-        action: Some("TypeCheck".to_owned()),
-        reason: Some(ev.reason.to_owned()),
+        reason: ev.reason.to_owned(),
         note: Some(ev.note.clone()),
-        type_: Some(if ev.warning { "Warning" } else { "Normal" }.to_owned()),
-        regarding: Some(regarding),
-        reporting_controller: Some(crate::metrics::CONTROLLER_NAME.to_owned()),
-        reporting_instance: Some(ctx.identity.clone()),
-        event_time: Some(MicroTime(k8s_openapi::jiff::Timestamp::now())),
-        ..KubeEvent::default()
+        action: "TypeCheck".to_owned(),
+        secondary: None,
     };
-    let api: Api<KubeEvent> = Api::namespaced(ctx.client.clone(), &namespace);
-    api.create(&PostParams::default(), &event).await?;
-    Ok(())
+    super::event_queue::create_unfolded(&ctx.client, &ctx.identity, &event, regarding).await
 }
 
 /// Checks one policy and publishes its Events; returns how many were published.

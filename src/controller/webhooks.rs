@@ -503,7 +503,9 @@ fn resolved_note(kind: ProblemKind, now: &Assessment) -> String {
     }
 }
 
-/// Queues one Event on the configuration, about webhook `webhook`.
+/// Queues one Event on the configuration, about webhook `webhook`, never folded into an
+/// earlier one ([`super::event_queue::EventQueue::send_unfolded`]): a problem that comes back
+/// gets an Event of its own with its note of now.
 fn send(ctx: &Context, c: &Seen, webhook: &str, warning: bool, reason: &str, text: &str) {
     let mut reference = c.reference.clone();
     reference.field_path = Some(format!("webhooks{{{webhook}}}"));
@@ -518,7 +520,7 @@ fn send(ctx: &Context, c: &Seen, webhook: &str, warning: bool, reason: &str, tex
         action: "CheckWebhook".to_owned(),
         secondary: None,
     };
-    ctx.events.send(event, reference);
+    ctx.events.send_unfolded(event, reference);
 }
 
 /// Forgets configurations that are gone: their records and metric series.

@@ -123,6 +123,11 @@ impl CostLimit {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct BudgetSum {
+    /// Whose sum it is when that is not the whole object: a webhook configuration's
+    /// match-condition budget is spent per webhook, so its sums are at
+    /// `webhooks[i].matchConditions`; `None` (and absent from the output) for a policy.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub field_ref: Option<String>,
     /// The kinds, in checking order.
     #[serde(serialize_with = "gvks_string")]
     pub gvks: Vec<Arc<Gvk>>,
@@ -432,6 +437,7 @@ pub fn analyze(estimates: Vec<(ExpressionField, Arc<Gvk>, CostOutcome)>) -> Poli
             gvk,
             |b| b.budget == budget && b.max == max && b.expressions == expressions,
             || BudgetSum {
+                field_ref: None,
                 gvks: Vec::new(),
                 budget,
                 limit,

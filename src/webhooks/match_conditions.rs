@@ -12,7 +12,8 @@ use crate::apiserver::webhook::{Webhook, WebhookConfiguration};
 /// dropped): the same analysis and runtime-safety findings as a policy's match conditions, at
 /// `webhooks[i].matchConditions[j].expression`, with their cost estimates and the limits they
 /// can exceed (the per-call limit and the match conditions' budget, the same for webhooks and
-/// policies). The notes on matched kinds that were not checked and the per-kind budget sums are
+/// policies), and the per-kind sums of the conditions' maxima at `webhooks[i].matchConditions`
+/// (`status.cost.budgets[].fieldRef`). The notes on matched kinds that were not checked are
 /// left out. `namespaceObject` is [`unbound_variable_findings`].
 pub fn type_check(
     config: &WebhookConfiguration,
@@ -164,8 +165,9 @@ fn as_policy(
 }
 
 /// Moves the results about `spec.matchConditions` of `checked` into `status`, at `prefix`
-/// (`webhooks[i]`); everything else (the placeholder validation, the policy's own conditions,
-/// the cost) is dropped.
+/// (`webhooks[i]`), with the match conditions' cost (estimates, findings, budget sums);
+/// everything else (the placeholder validation, the policy's own conditions, the other
+/// budgets) is dropped.
 fn merge_match_condition_results(
     status: &mut crate::policy::PolicyStatus,
     mut checked: crate::policy::PolicyStatus,
@@ -176,6 +178,13 @@ fn merge_match_condition_results(
     let remap = |f: &str| f.strip_prefix(FROM).map(|rest| format!("{to}{rest}"));
     status.take_remapped(&mut checked, &remap);
     for mut r in checked.runtime {
+        // `namespaceObject` null for cluster-scoped kinds and Namespaces is the policy
+        // dispatcher's rule; in a webhook's conditions it is null in every request, which
+        // [`unbound_variable_findings`] reports (its policy fix, `namespaceObject == null ||
+        // ...`, would make the condition hold for every request).
+        if r.class == crate::policy::runtime::RuntimeClass::NullNamespaceObject {
+            continue;
+        }
         if let Some(n) = remap(&r.field_ref) {
             r.field_ref = n;
             r.consequence = r
@@ -200,9 +209,113 @@ fn merge_match_condition_results(
             status.cost.findings.push(f);
         }
     }
+    // The sums of the match conditions' maxima per kind: spent per webhook (each webhook has
+    // a matcher of its own, k8s.io/apiserver v0.37.1 `admission/plugin/webhook/generic/
+    // webhook.go` `ShouldCallHook` → `matchconditions/matcher.go` `(*matcher).Match`, which
+    // gives `ForInput` the budget `RuntimeCELCostBudgetMatchConditions`; `plugin/cel/
+    // condition.go` `ForInput` spends it on the conditions in order), so each is kept at the
+    // webhook's `matchConditions`.
+    for mut b in checked.cost.budgets {
+        if b.budget == crate::policy::CostLimit::RuntimeCELCostBudgetMatchConditions {
+            b.field_ref = Some(to.clone());
+            status.cost.budgets.push(b);
+        }
+    }
     for k in checked.checked_kinds {
         if !status.checked_kinds.contains(&k) {
             status.checked_kinds.push(k);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::runtime::{RuntimeClass, RuntimeFinding, Witness};
+    use crate::policy::{CostLimit, Gvk};
+    use std::sync::Arc;
+
+    fn finding(field_ref: &str, class: RuntimeClass) -> RuntimeFinding {
+        RuntimeFinding {
+            field_ref: field_ref.into(),
+            kinds: vec!["/v1, Kind=Namespace".into()],
+            class,
+            pos: None,
+            access: "namespaceObject.metadata".into(),
+            error: "no such key: metadata".into(),
+            consequence: "kube-apiserver denies the request (a matchCondition error, failurePolicy Fail); the policy is skipped".into(),
+            fallback_message: None,
+            witness: Witness {
+                operation: "CREATE",
+                object: serde_json::Value::Null,
+            },
+            fix: None,
+            fixed_expression: None,
+        }
+    }
+
+    fn budget(limit: CostLimit, max: u64) -> crate::policy::cost::BudgetSum {
+        crate::policy::cost::BudgetSum {
+            field_ref: None,
+            gvks: vec![Arc::new(Gvk::new("", "v1", "Namespace"))],
+            budget: limit,
+            limit: limit.value(),
+            max,
+            expressions: 3,
+        }
+    }
+
+    #[test]
+    fn merge_keeps_the_webhooks_budget_sums_at_its_match_conditions() {
+        let mut checked = crate::policy::PolicyStatus::default();
+        checked.cost.budgets = vec![
+            budget(CostLimit::RuntimeCELCostBudget, 1),
+            budget(CostLimit::RuntimeCELCostBudgetMatchConditions, 2_700_060),
+        ];
+        let mut status = crate::policy::PolicyStatus::default();
+        merge_match_condition_results(&mut status, checked, "webhooks[1]");
+        let mut want = budget(CostLimit::RuntimeCELCostBudgetMatchConditions, 2_700_060);
+        want.field_ref = Some("webhooks[1].matchConditions".into());
+        assert_eq!(status.cost.budgets, [want]);
+        assert_eq!(
+            serde_json::to_value(&status.cost.budgets[0]).unwrap()["fieldRef"],
+            "webhooks[1].matchConditions"
+        );
+        // A policy's sums have no fieldRef in the output.
+        let policy = serde_json::to_value(budget(CostLimit::RuntimeCELCostBudget, 1)).unwrap();
+        assert_eq!(policy.get("fieldRef"), None);
+    }
+    //SPLIT
+    #[test]
+    fn merge_drops_the_policy_only_null_namespace_object_findings() {
+        let checked = crate::policy::PolicyStatus {
+            runtime: vec![
+                finding(
+                    "spec.matchConditions[0].expression",
+                    RuntimeClass::NullNamespaceObject,
+                ),
+                finding(
+                    "spec.matchConditions[1].expression",
+                    RuntimeClass::AbsentField,
+                ),
+                finding("spec.validations[0].expression", RuntimeClass::AbsentField),
+            ],
+            ..Default::default()
+        };
+        let mut status = crate::policy::PolicyStatus::default();
+        merge_match_condition_results(&mut status, checked, "webhooks[1]");
+        let runtime: Vec<(&str, RuntimeClass, &str)> = status
+            .runtime
+            .iter()
+            .map(|r| (r.field_ref.as_str(), r.class, r.consequence.as_str()))
+            .collect();
+        assert_eq!(
+            runtime,
+            [(
+                "webhooks[1].matchConditions[1].expression",
+                RuntimeClass::AbsentField,
+                "kube-apiserver denies the request (a matchCondition error, failurePolicy Fail); the webhook is not called"
+            )]
+        );
     }
 }

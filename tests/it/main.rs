@@ -13,6 +13,7 @@ mod check_cli_gate;
 mod check_cli_gatekeeper;
 mod check_cli_kyverno;
 mod check_cli_suppress;
+mod check_cli_webhooks;
 mod check_mutating_verdicts;
 mod ci_formats;
 mod cost_reuse;
