@@ -12,6 +12,9 @@
 //!    object (kind, name, uid); deleting the VAP and the binding deletes their reports. This
 //!    control plane runs no garbage collector (e2e/cluster/up starts kube-controller-manager
 //!    with the VAP status controller only), so the deletions seen are vapcheck's own.
+//!    A VAP whose finding the `vapcheck.io/ignore` annotation suppresses gets a `pass` and a
+//!    `skip` marked suppressed (properties `suppressed`, `suppression`, `suppressionReason`,
+//!    `unsuppressedResult`), and one `fail` within 5 s once the annotation is removed.
 //! 2. `wgpolicy_reports_when_only_wgpolicy_is_served`: with neither API served, vapcheck
 //!    writes statuses and logs no error or warning; once only the wgpolicyk8s.io CRDs are
 //!    installed, the same reports appear as ClusterPolicyReports, and a deleted policy's
@@ -51,6 +54,10 @@ const PARAMS: &str = "params.reports.e2e.vapcheck.dev";
 const DENY_BINDING: &str = "deny-binding.reports.e2e.vapcheck.dev";
 const MAP: &str = "map.reports.e2e.vapcheck.dev";
 const WEBHOOKS: &str = "webhooks.reports.e2e.vapcheck.dev";
+const SUPPRESSED: &str = "suppressed.reports.e2e.vapcheck.dev";
+/// The suppression of [`SUPPRESSED`]'s one finding, and its reason.
+const IGNORE: &str = "VAP100@spec.validations[0]";
+const IGNORE_REASON: &str = "accepted until the e2e policy is rewritten";
 
 /// A fail-closed webhook whose Service does not exist (its rule names a resource nothing
 /// serves here, so it intercepts nothing); `CLIENT` is its clientConfig.
@@ -224,6 +231,16 @@ spec:{param_kind}
     - expression: {}
 "#,
         serde_json::to_string(expression).unwrap_or_default()
+    )
+}
+
+/// [`vap`] with the `vapcheck.io/ignore` annotation [`IGNORE`] and its reason.
+fn suppressed_vap(name: &str, expression: &str) -> String {
+    vap(name, expression, false).replace(
+        &format!("  name: {name}\n"),
+        &format!(
+            "  name: {name}\n  annotations:\n    vapcheck.io/ignore: {IGNORE:?}\n    vapcheck.io/ignore-reason: {IGNORE_REASON:?}\n"
+        ),
     )
 }
 
@@ -433,6 +450,79 @@ async fn openreports_reports_follow_policies_maps_and_bindings() -> anyhow::Resu
     println!("reports: fix reported as pass after {took:?}");
     ensure!(only_result(&fixed)?["result"] == "pass", "{fixed}");
 
+    // A suppressed finding (the vapcheck.io/ignore annotation): a skip marked suppressed and a
+    // pass, neither a fail nor dropped; upstream's warning text stays in the status. Without
+    // the annotation: one fail within 5 s.
+    let annotated = suppressed_vap(SUPPRESSED, "object.replicas > 1");
+    ensure!(annotated.contains("vapcheck.io/ignore: "), "{annotated}");
+    apply_yaml(&client, &annotated).await?;
+    let suppressed_name = format!("vapcheck-vap-{SUPPRESSED}");
+    let (rep, took) = wait_summary(
+        &client,
+        OPENREPORTS,
+        &suppressed_name,
+        [1, 0, 0, 0, 1],
+        FIRST,
+    )
+    .await?;
+    println!("reports: suppressed finding reported as skip after {took:?}");
+    let results = rep["results"].as_array().context("no results")?;
+    ensure!(results.len() == 2, "expected a pass and a skip: {rep}");
+    ensure!(
+        results[0]["result"] == "pass"
+            && results[0]["message"] == "no findings but 1 suppressed by vapcheck.io/ignore",
+        "{rep}"
+    );
+    let skip = &results[1];
+    ensure!(
+        skip["result"] == "skip"
+            && skip["rule"] == "VAP100"
+            && skip["severity"] == "high"
+            && skip["source"] == "vapcheck"
+            && skip["message"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("undefined field 'replicas'"),
+        "{skip}"
+    );
+    let want = serde_json::json!({
+        "rule": "VAP100",
+        "severity": "high",
+        "field": "spec.validations[0].expression",
+        "kind": "apps/v1, Kind=Deployment",
+        "suppressed": "true",
+        "suppression": format!("vapcheck.io/ignore: {IGNORE}"),
+        "suppressionReason": IGNORE_REASON,
+        "unsuppressedResult": "fail",
+    });
+    ensure!(skip["properties"] == want, "{skip}");
+    let status =
+        serde_json::to_value(support::wait_for_type_checking(&client, SUPPRESSED, FIRST).await?)?;
+    let warnings = status["typeChecking"]["expressionWarnings"]
+        .as_array()
+        .context("the suppressed warning is gone from typeChecking")?;
+    ensure!(
+        warnings.len() == 1 && warnings[0]["fieldRef"] == "spec.validations[0].expression",
+        "{status}"
+    );
+    apply_yaml(&client, &vap(SUPPRESSED, "object.replicas > 1", false)).await?;
+    let (rep, took) = wait_summary(
+        &client,
+        OPENREPORTS,
+        &suppressed_name,
+        [0, 1, 0, 0, 0],
+        CHANGE,
+    )
+    .await?;
+    println!("reports: annotation removed, reported as fail after {took:?}");
+    let r = only_result(&rep)?;
+    ensure!(
+        r["result"] == "fail"
+            && r["rule"] == "VAP100"
+            && r["properties"].get("suppressed").is_none(),
+        "{r}"
+    );
+
     // A webhook configuration: a webhook that cannot be called fails (critical: it fails
     // closed), and passes once it can; deleting the configuration deletes its report.
     apply_yaml(
@@ -493,7 +583,7 @@ async fn openreports_reports_follow_policies_maps_and_bindings() -> anyhow::Resu
     .await?;
     println!("reports: deleted binding's report gone after {took:?}");
 
-    // Exactly the reports of the remaining objects: clean, params, the MAP.
+    // Exactly the reports of the remaining objects: clean, params, suppressed, the MAP.
     let all = api(&client, OPENREPORTS)
         .list(&ListParams::default())
         .await?;
@@ -509,6 +599,7 @@ async fn openreports_reports_follow_policies_maps_and_bindings() -> anyhow::Resu
                 format!("vapcheck-map-{MAP}"),
                 format!("vapcheck-vap-{CLEAN}"),
                 format!("vapcheck-vap-{PARAMS}"),
+                format!("vapcheck-vap-{SUPPRESSED}"),
             ],
         "{names:?}"
     );
