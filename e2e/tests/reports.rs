@@ -17,8 +17,9 @@
 //!    `unsuppressedResult`), and one `fail` within 5 s once the annotation is removed.
 //! 2. `wgpolicy_reports_when_only_wgpolicy_is_served`: with neither API served, vapcheck
 //!    writes statuses and logs no error or warning; once only the wgpolicyk8s.io CRDs are
-//!    installed, the same reports appear as ClusterPolicyReports, and a deleted policy's
-//!    report goes.
+//!    installed, the same reports appear as ClusterPolicyReports for the VAPs, the MAP, the
+//!    binding that denies all and the webhook configuration applied before (each with its
+//!    owner reference), a fix gives `pass` within 5 s, and deleted objects' reports go.
 //!
 //! `cargo test --test e2e_reports -- --nocapture` prints the measured delays.
 
@@ -631,10 +632,24 @@ async fn wgpolicy_reports_when_only_wgpolicy_is_served() -> anyhow::Result<()> {
     let vapcheck = Vapcheck::start(cluster.kubeconfig(), "reports-wg", &[])?;
 
     // Neither API served: statuses are written, nothing is logged as an error or a warning.
+    // A MAP, a binding that denies all and a webhook configuration too: their reports must
+    // appear once the API is.
     apply_yaml(&client, &vap(BAD, "object.replicas > 1", false)).await?;
     apply_yaml(&client, &vap(CLEAN, "true", false)).await?;
+    apply_yaml(&client, &vap(PARAMS, "true", true)).await?;
+    apply_yaml(&client, DENY_ALL).await?;
+    apply_yaml(&client, MAP_WITH_FINDING).await?;
+    apply_yaml(
+        &client,
+        &WEBHOOK_CONFIG.replace(
+            "CLIENT",
+            r#"{service: {namespace: default, name: missing-hook, port: 443}}"#,
+        ),
+    )
+    .await?;
     support::wait_for_type_checking(&client, BAD, FIRST).await?;
     support::wait_for_type_checking(&client, CLEAN, FIRST).await?;
+    support::wait_for_type_checking(&client, PARAMS, FIRST).await?;
     let log = vapcheck.log_text();
     ensure!(
         log.matches("serves neither openreports.io/v1alpha1 clusterreports nor wgpolicyk8s.io/v1alpha2 clusterpolicyreports").count() == 1,
@@ -674,16 +689,121 @@ async fn wgpolicy_reports_when_only_wgpolicy_is_served() -> anyhow::Result<()> {
     )
     .await?;
 
+    // The MAP, the binding and the webhook configuration: the same results as with
+    // openreports.io, each with `source` on the result and an owner reference to its object.
+    let (map, took) = wait_summary(
+        &client,
+        WGPOLICY,
+        &format!("vapcheck-map-{MAP}"),
+        [0, 1, 0, 0, 0],
+        FIRST,
+    )
+    .await?;
+    println!("reports: MAP's ClusterPolicyReport after {took:?} (after the VAP's)");
+    let r = only_result(&map)?;
+    ensure!(
+        r["rule"] == "VAP100"
+            && r["properties"]["field"] == "spec.mutations[0].applyConfiguration.expression"
+            && r["message"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("undefined field 'dataz'"),
+        "{r}"
+    );
+    let maps: Api<MutatingAdmissionPolicy> = Api::all(client.clone());
+    assert_owner(
+        &map,
+        "MutatingAdmissionPolicy",
+        MAP,
+        &uid_of(&maps.get(MAP).await?),
+    )?;
+    let (deny, _) = wait_summary(
+        &client,
+        WGPOLICY,
+        &format!("vapcheck-vapb-{DENY_BINDING}"),
+        [0, 1, 0, 0, 0],
+        FIRST,
+    )
+    .await?;
+    let r = only_result(&deny)?;
+    ensure!(
+        r["rule"] == "VAP130" && r["severity"] == "critical" && r["policy"] == DENY_BINDING,
+        "{r}"
+    );
+    let bindings: Api<ValidatingAdmissionPolicyBinding> = Api::all(client.clone());
+    assert_owner(
+        &deny,
+        "ValidatingAdmissionPolicyBinding",
+        DENY_BINDING,
+        &uid_of(&bindings.get(DENY_BINDING).await?),
+    )?;
+    wait_summary(
+        &client,
+        WGPOLICY,
+        &format!("vapcheck-vap-{PARAMS}"),
+        [1, 0, 0, 0, 0],
+        FIRST,
+    )
+    .await?;
+    let webhook_name = format!("vapcheck-vwc-{WEBHOOKS}");
+    let (broken, took) =
+        wait_summary(&client, WGPOLICY, &webhook_name, [0, 1, 0, 0, 0], FIRST).await?;
+    println!(
+        "reports: webhook configuration's ClusterPolicyReport after {took:?} (after the binding's)"
+    );
+    let r = only_result(&broken)?;
+    ensure!(
+        r["rule"] == "WebhookServiceNotFound"
+            && r["severity"] == "critical"
+            && r["properties"]["field"] == "webhooks[0]",
+        "{r}"
+    );
+    let configs: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
+    assert_owner(
+        &broken,
+        "ValidatingWebhookConfiguration",
+        WEBHOOKS,
+        &uid_of(&configs.get(WEBHOOKS).await?),
+    )?;
+    for (kind, rep) in [("MAP", &map), ("binding", &deny), ("webhook", &broken)] {
+        ensure!(
+            rep.get("source").is_none(),
+            "wgpolicyk8s.io has no report-level source ({kind}): {rep}"
+        );
+    }
+    configs.delete(WEBHOOKS, &DeleteParams::default()).await?;
+    wait_gone(&client, WGPOLICY, &webhook_name, GONE).await?;
+    bindings
+        .delete(DENY_BINDING, &DeleteParams::default())
+        .await?;
+    wait_gone(
+        &client,
+        WGPOLICY,
+        &format!("vapcheck-vapb-{DENY_BINDING}"),
+        GONE,
+    )
+    .await?;
+
     apply_yaml(&client, &vap(BAD, "has(object.spec.replicas)", false)).await?;
     let (_, took) = wait_summary(&client, WGPOLICY, &bad_name, [1, 0, 0, 0, 0], CHANGE).await?;
     println!("reports: wgpolicyk8s.io fix reported as pass after {took:?}");
     vaps.delete(BAD, &DeleteParams::default()).await?;
     wait_gone(&client, WGPOLICY, &bad_name, GONE).await?;
     let all = api(&client, WGPOLICY).list(&ListParams::default()).await?;
+    let mut names: Vec<String> = all
+        .items
+        .iter()
+        .map(|o| o.metadata.name.clone().unwrap_or_default())
+        .collect();
+    names.sort();
     ensure!(
-        all.items.len() == 1,
-        "expected only the clean policy's report: {:?}",
-        all.items
+        names
+            == [
+                format!("vapcheck-map-{MAP}"),
+                format!("vapcheck-vap-{CLEAN}"),
+                format!("vapcheck-vap-{PARAMS}"),
+            ],
+        "expected the reports of the clean policy, the params policy and the MAP: {names:?}"
     );
     no_errors(&vapcheck)?;
     Ok(())
