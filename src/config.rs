@@ -68,8 +68,8 @@ pub struct Config {
     /// The Kubernetes version (`major.minor` or `major.minor.patch`) whose CEL libraries and
     /// built-in schemas are assumed. Empty (default): the version the API server reports.
     pub kubernetes_version: String,
-    /// Policy reports: one cluster-scoped report per policy and binding in the report API the
-    /// cluster serves (docs/reports.md).
+    /// Policy reports: one cluster-scoped report per policy, binding and webhook configuration
+    /// in the report API the cluster serves (docs/reports.md).
     pub reports: ReportsConfig,
 }
 
@@ -197,9 +197,9 @@ impl Default for SecureMetrics {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct ReportsConfig {
-    /// Write an `openreports.io/v1alpha1` ClusterReport (else, where only that API is served,
-    /// a `wgpolicyk8s.io/v1alpha2` ClusterPolicyReport) per policy and binding, kept current
-    /// and deleted with its object. Nothing is written, and nothing logged as an error, when
+    /// Write an `openreports.io/v1alpha1` ClusterReport (else, where only
+    /// `wgpolicyk8s.io/v1alpha2` is served, a ClusterPolicyReport) per policy, binding and
+    /// webhook configuration, kept current and deleted with its object. Nothing is written, and nothing logged as an error, when
     /// the cluster serves neither.
     pub enabled: bool,
 }

@@ -9,9 +9,10 @@
 //! and Kyverno's `config/crds/policyreport/wgpolicyk8s.io_clusterpolicyreports.yaml` (the same
 //! result shape, without the report-level `source`).
 //!
-//! One report per object (policy, binding; later webhook configuration): [`Subject`] names it,
-//! and one function per kind turns its check results into [`Entry`]s ([`policy_entries`],
-//! [`binding_entries`]). A new kind needs only such a function and a [`SubjectKind`].
+//! One report per object (policy, binding, webhook configuration): [`Subject`] names it, and
+//! one function per kind turns its check results into [`Entry`]s ([`policy_entries`],
+//! [`binding_entries`], [`webhook_entries`]). A new kind needs only such a function and a
+//! [`SubjectKind`].
 //! docs/reports.md has the mapping.
 
 use std::collections::BTreeMap;
@@ -21,6 +22,7 @@ use serde::Serialize;
 use crate::bindings::{BindingReport, Verdict};
 use crate::policy::narrowing::FindingClass;
 use crate::policy::{Gvk, PolicyStatus};
+use crate::suppress::{ANNOTATION, Directive};
 
 /// The `source` of every report and result vapcheck writes.
 pub const SOURCE: &str = "vapcheck";
@@ -208,6 +210,18 @@ pub enum Severity {
     Info,
 }
 
+/// How a finding was suppressed (the object's `vapcheck.io/ignore` annotation,
+/// [`crate::suppress`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Suppressed {
+    /// The annotation's entry that covers it (`VAP100@spec.validations[0]`).
+    pub entry: String,
+    /// The `vapcheck.io/ignore-reason` annotation, if set.
+    pub reason: Option<String>,
+    /// The outcome the finding has when it is not suppressed.
+    pub outcome: Outcome,
+}
+
 /// One result of a report, before it is put in the API's shape.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Entry {
@@ -223,6 +237,8 @@ pub struct Entry {
     pub field: Option<String>,
     /// The matched kind (`apps/v1, Kind=Deployment`), if any.
     pub kind: Option<String>,
+    /// Set when the finding is suppressed: its outcome is then [`Outcome::Skip`].
+    pub suppressed: Option<Suppressed>,
 }
 
 impl Entry {
@@ -234,6 +250,7 @@ impl Entry {
             message,
             field: None,
             kind: None,
+            suppressed: None,
         }
     }
     fn field(mut self, field: &str) -> Entry {
@@ -246,18 +263,43 @@ impl Entry {
         self.kind = Some(kind.into());
         self
     }
+    /// Marks the finding suppressed when `suppression` covers its rule on `field_ref`: the
+    /// result becomes `skip`, its severity and properties stay, and the properties say by what
+    /// (docs/reports.md, "Suppressed findings"). Both APIs' `Result` enum has no value for an
+    /// accepted finding (reports-api v0.2.1 `apis/openreports.io/v1alpha1/report_types.go`,
+    /// `Result`: "skip: the policy was not selected based on user inputs or applicability"),
+    /// and `skip` is what Kyverno writes for a rule a PolicyException covers (kyverno v1.19.1
+    /// `pkg/engine/handlers/validation/validate_resource.go`, `RuleSkip`; the property
+    /// `exceptions` added in `pkg/utils/report/results.go`, `ToPolicyReportResult`).
+    fn suppressed_by(mut self, suppression: Option<&Directive>, field_ref: &str) -> Entry {
+        if let Some(d) = suppression
+            && let Some(covering) = d.find(self.rule, field_ref)
+        {
+            self.suppressed = Some(Suppressed {
+                entry: covering.to_string(),
+                reason: d.reason.clone(),
+                outcome: self.outcome,
+            });
+            self.outcome = Outcome::Skip;
+        }
+        self
+    }
 }
 
-/// A pass result, when `entries` has no fail, warn or error.
+/// A pass result, when `entries` has no fail, warn or error (suppressed findings are skips:
+/// the message then counts them).
 fn with_pass(mut entries: Vec<Entry>, message: &str) -> Vec<Entry> {
     let clean = entries
         .iter()
         .all(|e| matches!(e.outcome, Outcome::Pass | Outcome::Skip));
     if clean {
-        entries.insert(
-            0,
-            Entry::new("", Outcome::Pass, Severity::Info, message.to_owned()),
-        );
+        let suppressed = entries.iter().filter(|e| e.suppressed.is_some()).count();
+        let message = match suppressed {
+            0 => message.to_owned(),
+            1 => format!("{message} but 1 suppressed by {ANNOTATION}"),
+            n => format!("{message} but {n} suppressed by {ANNOTATION}"),
+        };
+        entries.insert(0, Entry::new("", Outcome::Pass, Severity::Info, message));
     }
     entries
 }
@@ -284,7 +326,12 @@ fn warning_class(status: &PolicyStatus, field_ref: &str, gvk: &Gvk) -> Option<Fi
 /// - each expression that errors on valid objects: `fail` (`VAP110`, high);
 /// - each matched kind not checked: `skip` (`VAP101`, info);
 /// - none of fail, warn or error: one `pass`.
-pub fn policy_entries(status: &PolicyStatus) -> Vec<Entry> {
+///
+/// `suppression` is the object's `vapcheck.io/ignore` annotation: a type-checking warning or
+/// runtime finding it covers is `skip`, with its severity, and the properties `suppressed`,
+/// `suppression` (the covering entry), `suppressionReason` and `unsuppressedResult` (the
+/// controller honours those two rules only, as in the status: docs/suppressions.md).
+pub fn policy_entries(status: &PolicyStatus, suppression: Option<&Directive>) -> Vec<Entry> {
     let mut out = Vec::new();
     for c in &status.conditions {
         if c.status != "False" {
@@ -322,7 +369,8 @@ pub fn policy_entries(status: &PolicyStatus) -> Vec<Entry> {
                     r.render().trim_end().to_owned(),
                 )
                 .field(&w.field_ref)
-                .kind(r.gvk.to_string()),
+                .kind(r.gvk.to_string())
+                .suppressed_by(suppression, &w.field_ref),
             );
         }
     }
@@ -336,7 +384,7 @@ pub fn policy_entries(status: &PolicyStatus) -> Vec<Entry> {
         if let Some(k) = f.kinds.first() {
             e = e.kind(k.clone());
         }
-        out.push(e);
+        out.push(e.suppressed_by(suppression, &f.field_ref));
     }
     for s in &status.skipped {
         out.push(Entry::new(
@@ -526,6 +574,20 @@ pub fn report(api: ReportApi, subject: &Subject, entries: &[Entry]) -> Report {
             if let Some(k) = &e.kind {
                 properties.insert("kind".to_owned(), k.clone());
             }
+            if let Some(s) = &e.suppressed {
+                properties.insert("suppressed".to_owned(), "true".to_owned());
+                properties.insert(
+                    "suppression".to_owned(),
+                    format!("{ANNOTATION}: {}", s.entry),
+                );
+                if let Some(reason) = &s.reason {
+                    properties.insert("suppressionReason".to_owned(), reason.clone());
+                }
+                properties.insert(
+                    "unsuppressedResult".to_owned(),
+                    outcome_text(s.outcome).to_owned(),
+                );
+            }
             ResultBody {
                 source: SOURCE,
                 policy: subject.name.clone(),
@@ -563,6 +625,16 @@ pub fn report(api: ReportApi, subject: &Subject, entries: &[Entry]) -> Report {
         },
         summary,
         results,
+    }
+}
+
+fn outcome_text(o: Outcome) -> &'static str {
+    match o {
+        Outcome::Pass => "pass",
+        Outcome::Fail => "fail",
+        Outcome::Warn => "warn",
+        Outcome::Error => "error",
+        Outcome::Skip => "skip",
     }
 }
 
@@ -622,7 +694,7 @@ mod tests {
 
     #[test]
     fn a_clean_policy_is_one_pass() {
-        let entries = policy_entries(&PolicyStatus::default());
+        let entries = policy_entries(&PolicyStatus::default(), None);
         assert_eq!(entries.len(), 1);
         assert_eq!(entries[0].outcome, Outcome::Pass);
         let r = serde_json::to_value(report(ReportApi::OpenReports, &subject(), &entries))
@@ -647,7 +719,7 @@ mod tests {
             (Some(FindingClass::StaticTypingOnly), Outcome::Warn),
             (Some(FindingClass::Unreachable), Outcome::Warn),
         ] {
-            let entries = policy_entries(&warning_status(class));
+            let entries = policy_entries(&warning_status(class), None);
             assert_eq!(entries.len(), 1, "{class:?}: {entries:?}");
             assert_eq!(entries[0].outcome, outcome, "{class:?}");
             assert_eq!(entries[0].rule, rule::TYPE_WARNING);
@@ -661,6 +733,156 @@ mod tests {
                 "apps/v1, Kind=Deployment: type checking error: boom"
             );
         }
+    }
+
+    fn runtime_finding(field_ref: &str) -> crate::policy::runtime::RuntimeFinding {
+        use crate::policy::runtime::{RuntimeClass, RuntimeFinding, Witness};
+        RuntimeFinding {
+            field_ref: field_ref.into(),
+            kinds: vec!["apps/v1, Kind=Deployment".into()],
+            class: RuntimeClass::AbsentField,
+            pos: None,
+            access: "object.spec.x".into(),
+            error: "no such key: x".into(),
+            consequence: "kube-apiserver denies the request".into(),
+            fallback_message: None,
+            witness: Witness {
+                operation: "CREATE",
+                object: serde_json::json!({}),
+            },
+            fix: None,
+            fixed_expression: None,
+        }
+    }
+
+    /// A suppressed finding is a `skip` that keeps its rule, severity, field and kind and says
+    /// by what it is suppressed; an uncovered one stays `fail`; a pass is added (naming the
+    /// suppressed count) only when nothing is left.
+    #[test]
+    fn suppressed_findings_are_skips_not_fails_and_not_dropped() {
+        let mut s = warning_status(None);
+        s.runtime
+            .push(runtime_finding("spec.validations[1].expression"));
+        let directive = |list: &str, reason: Option<&str>| crate::suppress::Directive {
+            entries: crate::suppress::parse_entries(list).expect("parses"),
+            reason: reason.map(str::to_owned),
+        };
+        let outcomes = |entries: &[Entry]| -> Vec<(&str, Outcome)> {
+            entries.iter().map(|e| (e.rule, e.outcome)).collect()
+        };
+
+        let unsuppressed = policy_entries(&s, None);
+        assert_eq!(
+            outcomes(&unsuppressed),
+            [
+                (rule::TYPE_WARNING, Outcome::Fail),
+                (rule::RUNTIME_ERROR, Outcome::Fail)
+            ]
+        );
+
+        // VAP100 only: the runtime finding still fails, no pass.
+        let one = directive("VAP100@spec.validations[0]", Some("legacy, see #12"));
+        let entries = policy_entries(&s, Some(&one));
+        assert_eq!(
+            outcomes(&entries),
+            [
+                (rule::TYPE_WARNING, Outcome::Skip),
+                (rule::RUNTIME_ERROR, Outcome::Fail)
+            ]
+        );
+        assert_eq!(
+            entries[0].suppressed,
+            Some(Suppressed {
+                entry: "VAP100@spec.validations[0]".into(),
+                reason: Some("legacy, see #12".into()),
+                outcome: Outcome::Fail,
+            })
+        );
+        assert_eq!(entries[1].suppressed, None);
+        let r = serde_json::to_value(report(ReportApi::OpenReports, &subject(), &entries))
+            .expect("serialises");
+        assert_eq!(r["summary"]["skip"], 1);
+        assert_eq!(r["summary"]["fail"], 1);
+        assert_eq!(r["summary"]["pass"], 0);
+        let props = r["results"][0]["properties"]
+            .as_object()
+            .expect("properties");
+        let want = serde_json::json!({
+            "rule": "VAP100",
+            "severity": "high",
+            "field": "spec.validations[0].expression",
+            "kind": "apps/v1, Kind=Deployment",
+            "suppressed": "true",
+            "suppression": "vapcheck.io/ignore: VAP100@spec.validations[0]",
+            "suppressionReason": "legacy, see #12",
+            "unsuppressedResult": "fail",
+        });
+        assert_eq!(&serde_json::Value::Object(props.clone()), &want);
+        assert_eq!(r["results"][0]["result"], "skip");
+        assert_eq!(r["results"][0]["severity"], "high");
+        assert!(r["results"][1]["properties"].get("suppressed").is_none());
+
+        // Both rules: two skips and one pass first; no reason, no suppressionReason.
+        let both = directive("VAP100, VAP110@spec.validations[1]", None);
+        let entries = policy_entries(&s, Some(&both));
+        assert_eq!(
+            outcomes(&entries),
+            [
+                ("", Outcome::Pass),
+                (rule::TYPE_WARNING, Outcome::Skip),
+                (rule::RUNTIME_ERROR, Outcome::Skip)
+            ]
+        );
+        assert_eq!(
+            entries[0].message,
+            "no findings but 2 suppressed by vapcheck.io/ignore"
+        );
+        let w = serde_json::to_value(report(ReportApi::WgPolicy, &subject(), &entries))
+            .expect("serialises");
+        assert_eq!(w["summary"]["pass"], 1);
+        assert_eq!(w["summary"]["skip"], 2);
+        assert_eq!(w["results"][2]["result"], "skip");
+        assert_eq!(
+            w["results"][2]["properties"]["suppression"],
+            "vapcheck.io/ignore: VAP110@spec.validations[1]"
+        );
+        assert!(
+            w["results"][2]["properties"]
+                .get("suppressionReason")
+                .is_none()
+        );
+
+        // Entries of other rules or fields cover nothing.
+        let other = directive("VAP110@spec.validations[0], VAP101", None);
+        assert_eq!(
+            outcomes(&policy_entries(&s, Some(&other))),
+            outcomes(&unsuppressed)
+        );
+    }
+
+    /// A kind not checked and a rejection are not suppressible in the controller.
+    #[test]
+    fn only_type_warnings_and_runtime_findings_are_suppressed() {
+        let mut s = PolicyStatus::default();
+        s.conditions.push(PolicyCondition {
+            type_: crate::policy::status::ACCEPTED_ON_CREATE.into(),
+            status: "False".into(),
+            observed_generation: None,
+            reason: "R".into(),
+            message: "rejected".into(),
+        });
+        let all = crate::suppress::Directive {
+            entries: crate::suppress::parse_entries("VAP001, VAP100, VAP101, VAP110")
+                .expect("parses"),
+            reason: None,
+        };
+        let entries = policy_entries(&s, Some(&all));
+        assert_eq!(entries.len(), 1);
+        assert_eq!(
+            (entries[0].rule, entries[0].outcome),
+            (rule::REJECTED, Outcome::Fail)
+        );
+        assert_eq!(entries[0].suppressed, None);
     }
 
     #[test]
@@ -679,7 +901,7 @@ mod tests {
                 message: format!("{t} message"),
             });
         }
-        let entries = policy_entries(&s);
+        let entries = policy_entries(&s, None);
         let got: Vec<(&str, Outcome)> = entries.iter().map(|e| (e.rule, e.outcome)).collect();
         assert_eq!(
             got,

@@ -12,10 +12,14 @@
 //!    object (kind, name, uid); deleting the VAP and the binding deletes their reports. This
 //!    control plane runs no garbage collector (e2e/cluster/up starts kube-controller-manager
 //!    with the VAP status controller only), so the deletions seen are vapcheck's own.
+//!    A VAP whose finding the `vapcheck.io/ignore` annotation suppresses gets a `pass` and a
+//!    `skip` marked suppressed (properties `suppressed`, `suppression`, `suppressionReason`,
+//!    `unsuppressedResult`), and one `fail` within 5 s once the annotation is removed.
 //! 2. `wgpolicy_reports_when_only_wgpolicy_is_served`: with neither API served, vapcheck
 //!    writes statuses and logs no error or warning; once only the wgpolicyk8s.io CRDs are
-//!    installed, the same reports appear as ClusterPolicyReports, and a deleted policy's
-//!    report goes.
+//!    installed, the same reports appear as ClusterPolicyReports for the VAPs, the MAP, the
+//!    binding that denies all and the webhook configuration applied before (each with its
+//!    owner reference), a fix gives `pass` within 5 s, and deleted objects' reports go.
 //!
 //! `cargo test --test e2e_reports -- --nocapture` prints the measured delays.
 
@@ -51,6 +55,10 @@ const PARAMS: &str = "params.reports.e2e.vapcheck.dev";
 const DENY_BINDING: &str = "deny-binding.reports.e2e.vapcheck.dev";
 const MAP: &str = "map.reports.e2e.vapcheck.dev";
 const WEBHOOKS: &str = "webhooks.reports.e2e.vapcheck.dev";
+const SUPPRESSED: &str = "suppressed.reports.e2e.vapcheck.dev";
+/// The suppression of [`SUPPRESSED`]'s one finding, and its reason.
+const IGNORE: &str = "VAP100@spec.validations[0]";
+const IGNORE_REASON: &str = "accepted until the e2e policy is rewritten";
 
 /// A fail-closed webhook whose Service does not exist (its rule names a resource nothing
 /// serves here, so it intercepts nothing); `CLIENT` is its clientConfig.
@@ -224,6 +232,16 @@ spec:{param_kind}
     - expression: {}
 "#,
         serde_json::to_string(expression).unwrap_or_default()
+    )
+}
+
+/// [`vap`] with the `vapcheck.io/ignore` annotation [`IGNORE`] and its reason.
+fn suppressed_vap(name: &str, expression: &str) -> String {
+    vap(name, expression, false).replace(
+        &format!("  name: {name}\n"),
+        &format!(
+            "  name: {name}\n  annotations:\n    vapcheck.io/ignore: {IGNORE:?}\n    vapcheck.io/ignore-reason: {IGNORE_REASON:?}\n"
+        ),
     )
 }
 
@@ -433,6 +451,79 @@ async fn openreports_reports_follow_policies_maps_and_bindings() -> anyhow::Resu
     println!("reports: fix reported as pass after {took:?}");
     ensure!(only_result(&fixed)?["result"] == "pass", "{fixed}");
 
+    // A suppressed finding (the vapcheck.io/ignore annotation): a skip marked suppressed and a
+    // pass, neither a fail nor dropped; upstream's warning text stays in the status. Without
+    // the annotation: one fail within 5 s.
+    let annotated = suppressed_vap(SUPPRESSED, "object.replicas > 1");
+    ensure!(annotated.contains("vapcheck.io/ignore: "), "{annotated}");
+    apply_yaml(&client, &annotated).await?;
+    let suppressed_name = format!("vapcheck-vap-{SUPPRESSED}");
+    let (rep, took) = wait_summary(
+        &client,
+        OPENREPORTS,
+        &suppressed_name,
+        [1, 0, 0, 0, 1],
+        FIRST,
+    )
+    .await?;
+    println!("reports: suppressed finding reported as skip after {took:?}");
+    let results = rep["results"].as_array().context("no results")?;
+    ensure!(results.len() == 2, "expected a pass and a skip: {rep}");
+    ensure!(
+        results[0]["result"] == "pass"
+            && results[0]["message"] == "no findings but 1 suppressed by vapcheck.io/ignore",
+        "{rep}"
+    );
+    let skip = &results[1];
+    ensure!(
+        skip["result"] == "skip"
+            && skip["rule"] == "VAP100"
+            && skip["severity"] == "high"
+            && skip["source"] == "vapcheck"
+            && skip["message"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("undefined field 'replicas'"),
+        "{skip}"
+    );
+    let want = serde_json::json!({
+        "rule": "VAP100",
+        "severity": "high",
+        "field": "spec.validations[0].expression",
+        "kind": "apps/v1, Kind=Deployment",
+        "suppressed": "true",
+        "suppression": format!("vapcheck.io/ignore: {IGNORE}"),
+        "suppressionReason": IGNORE_REASON,
+        "unsuppressedResult": "fail",
+    });
+    ensure!(skip["properties"] == want, "{skip}");
+    let status =
+        serde_json::to_value(support::wait_for_type_checking(&client, SUPPRESSED, FIRST).await?)?;
+    let warnings = status["typeChecking"]["expressionWarnings"]
+        .as_array()
+        .context("the suppressed warning is gone from typeChecking")?;
+    ensure!(
+        warnings.len() == 1 && warnings[0]["fieldRef"] == "spec.validations[0].expression",
+        "{status}"
+    );
+    apply_yaml(&client, &vap(SUPPRESSED, "object.replicas > 1", false)).await?;
+    let (rep, took) = wait_summary(
+        &client,
+        OPENREPORTS,
+        &suppressed_name,
+        [0, 1, 0, 0, 0],
+        CHANGE,
+    )
+    .await?;
+    println!("reports: annotation removed, reported as fail after {took:?}");
+    let r = only_result(&rep)?;
+    ensure!(
+        r["result"] == "fail"
+            && r["rule"] == "VAP100"
+            && r["properties"].get("suppressed").is_none(),
+        "{r}"
+    );
+
     // A webhook configuration: a webhook that cannot be called fails (critical: it fails
     // closed), and passes once it can; deleting the configuration deletes its report.
     apply_yaml(
@@ -493,7 +584,7 @@ async fn openreports_reports_follow_policies_maps_and_bindings() -> anyhow::Resu
     .await?;
     println!("reports: deleted binding's report gone after {took:?}");
 
-    // Exactly the reports of the remaining objects: clean, params, the MAP.
+    // Exactly the reports of the remaining objects: clean, params, suppressed, the MAP.
     let all = api(&client, OPENREPORTS)
         .list(&ListParams::default())
         .await?;
@@ -509,6 +600,7 @@ async fn openreports_reports_follow_policies_maps_and_bindings() -> anyhow::Resu
                 format!("vapcheck-map-{MAP}"),
                 format!("vapcheck-vap-{CLEAN}"),
                 format!("vapcheck-vap-{PARAMS}"),
+                format!("vapcheck-vap-{SUPPRESSED}"),
             ],
         "{names:?}"
     );
@@ -540,10 +632,24 @@ async fn wgpolicy_reports_when_only_wgpolicy_is_served() -> anyhow::Result<()> {
     let vapcheck = Vapcheck::start(cluster.kubeconfig(), "reports-wg", &[])?;
 
     // Neither API served: statuses are written, nothing is logged as an error or a warning.
+    // A MAP, a binding that denies all and a webhook configuration too: their reports must
+    // appear once the API is.
     apply_yaml(&client, &vap(BAD, "object.replicas > 1", false)).await?;
     apply_yaml(&client, &vap(CLEAN, "true", false)).await?;
+    apply_yaml(&client, &vap(PARAMS, "true", true)).await?;
+    apply_yaml(&client, DENY_ALL).await?;
+    apply_yaml(&client, MAP_WITH_FINDING).await?;
+    apply_yaml(
+        &client,
+        &WEBHOOK_CONFIG.replace(
+            "CLIENT",
+            r#"{service: {namespace: default, name: missing-hook, port: 443}}"#,
+        ),
+    )
+    .await?;
     support::wait_for_type_checking(&client, BAD, FIRST).await?;
     support::wait_for_type_checking(&client, CLEAN, FIRST).await?;
+    support::wait_for_type_checking(&client, PARAMS, FIRST).await?;
     let log = vapcheck.log_text();
     ensure!(
         log.matches("serves neither openreports.io/v1alpha1 clusterreports nor wgpolicyk8s.io/v1alpha2 clusterpolicyreports").count() == 1,
@@ -583,16 +689,121 @@ async fn wgpolicy_reports_when_only_wgpolicy_is_served() -> anyhow::Result<()> {
     )
     .await?;
 
+    // The MAP, the binding and the webhook configuration: the same results as with
+    // openreports.io, each with `source` on the result and an owner reference to its object.
+    let (map, took) = wait_summary(
+        &client,
+        WGPOLICY,
+        &format!("vapcheck-map-{MAP}"),
+        [0, 1, 0, 0, 0],
+        FIRST,
+    )
+    .await?;
+    println!("reports: MAP's ClusterPolicyReport after {took:?} (after the VAP's)");
+    let r = only_result(&map)?;
+    ensure!(
+        r["rule"] == "VAP100"
+            && r["properties"]["field"] == "spec.mutations[0].applyConfiguration.expression"
+            && r["message"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("undefined field 'dataz'"),
+        "{r}"
+    );
+    let maps: Api<MutatingAdmissionPolicy> = Api::all(client.clone());
+    assert_owner(
+        &map,
+        "MutatingAdmissionPolicy",
+        MAP,
+        &uid_of(&maps.get(MAP).await?),
+    )?;
+    let (deny, _) = wait_summary(
+        &client,
+        WGPOLICY,
+        &format!("vapcheck-vapb-{DENY_BINDING}"),
+        [0, 1, 0, 0, 0],
+        FIRST,
+    )
+    .await?;
+    let r = only_result(&deny)?;
+    ensure!(
+        r["rule"] == "VAP130" && r["severity"] == "critical" && r["policy"] == DENY_BINDING,
+        "{r}"
+    );
+    let bindings: Api<ValidatingAdmissionPolicyBinding> = Api::all(client.clone());
+    assert_owner(
+        &deny,
+        "ValidatingAdmissionPolicyBinding",
+        DENY_BINDING,
+        &uid_of(&bindings.get(DENY_BINDING).await?),
+    )?;
+    wait_summary(
+        &client,
+        WGPOLICY,
+        &format!("vapcheck-vap-{PARAMS}"),
+        [1, 0, 0, 0, 0],
+        FIRST,
+    )
+    .await?;
+    let webhook_name = format!("vapcheck-vwc-{WEBHOOKS}");
+    let (broken, took) =
+        wait_summary(&client, WGPOLICY, &webhook_name, [0, 1, 0, 0, 0], FIRST).await?;
+    println!(
+        "reports: webhook configuration's ClusterPolicyReport after {took:?} (after the binding's)"
+    );
+    let r = only_result(&broken)?;
+    ensure!(
+        r["rule"] == "WebhookServiceNotFound"
+            && r["severity"] == "critical"
+            && r["properties"]["field"] == "webhooks[0]",
+        "{r}"
+    );
+    let configs: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
+    assert_owner(
+        &broken,
+        "ValidatingWebhookConfiguration",
+        WEBHOOKS,
+        &uid_of(&configs.get(WEBHOOKS).await?),
+    )?;
+    for (kind, rep) in [("MAP", &map), ("binding", &deny), ("webhook", &broken)] {
+        ensure!(
+            rep.get("source").is_none(),
+            "wgpolicyk8s.io has no report-level source ({kind}): {rep}"
+        );
+    }
+    configs.delete(WEBHOOKS, &DeleteParams::default()).await?;
+    wait_gone(&client, WGPOLICY, &webhook_name, GONE).await?;
+    bindings
+        .delete(DENY_BINDING, &DeleteParams::default())
+        .await?;
+    wait_gone(
+        &client,
+        WGPOLICY,
+        &format!("vapcheck-vapb-{DENY_BINDING}"),
+        GONE,
+    )
+    .await?;
+
     apply_yaml(&client, &vap(BAD, "has(object.spec.replicas)", false)).await?;
     let (_, took) = wait_summary(&client, WGPOLICY, &bad_name, [1, 0, 0, 0, 0], CHANGE).await?;
     println!("reports: wgpolicyk8s.io fix reported as pass after {took:?}");
     vaps.delete(BAD, &DeleteParams::default()).await?;
     wait_gone(&client, WGPOLICY, &bad_name, GONE).await?;
     let all = api(&client, WGPOLICY).list(&ListParams::default()).await?;
+    let mut names: Vec<String> = all
+        .items
+        .iter()
+        .map(|o| o.metadata.name.clone().unwrap_or_default())
+        .collect();
+    names.sort();
     ensure!(
-        all.items.len() == 1,
-        "expected only the clean policy's report: {:?}",
-        all.items
+        names
+            == [
+                format!("vapcheck-map-{MAP}"),
+                format!("vapcheck-vap-{CLEAN}"),
+                format!("vapcheck-vap-{PARAMS}"),
+            ],
+        "expected the reports of the clean policy, the params policy and the MAP: {names:?}"
     );
     no_errors(&vapcheck)?;
     Ok(())

@@ -14,8 +14,11 @@ use super::output::{ApiServerVerdict, CheckedPolicy};
 use super::positions::{Position, SpannedDocument, Step, parse_path};
 use crate::apiserver::static_manifests::is_manifest_file;
 
-/// The kinds `check` reads and checks, for messages that list them.
-pub const CHECKED_KINDS: &str = "ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding, MutatingAdmissionPolicy, MutatingAdmissionPolicyBinding, ValidatingWebhookConfiguration or MutatingWebhookConfiguration";
+/// The kinds `check` reads and checks, for messages that list them: those of `run_check`'s
+/// readers (cli/mod.rs: the validating and mutating policies and bindings, the webhook
+/// configurations, `gatekeeper::read_lenient`'s templates with CEL code and
+/// `kyverno::read_lenient`'s validating policies).
+pub const CHECKED_KINDS: &str = "ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding, MutatingAdmissionPolicy, MutatingAdmissionPolicyBinding, ValidatingWebhookConfiguration, MutatingWebhookConfiguration, Kyverno ValidatingPolicy or NamespacedValidatingPolicy, or Gatekeeper ConstraintTemplate with K8sNativeValidation code";
 
 /// The input of one run, read leniently.
 #[derive(Debug, Default)]

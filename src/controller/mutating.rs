@@ -279,28 +279,34 @@ async fn reconcile_inner(
     let inputs = Arc::clone(&ctx.inputs);
     let checked = Arc::clone(policy);
     let started = Instant::now();
-    let mut computed: PolicyStatus =
+    let computed: PolicyStatus =
         tokio::task::spawn_blocking(move || inputs.check_mutating(&checked))
             .await
             .map_err(|e| ReconcileError::Check(e.to_string()))?
             .map_err(ReconcileError::Check)?;
     ctx.metrics.observe_typecheck(started.elapsed());
     ctx.metrics.observe_estimated_costs(&computed.cost);
-    // The vapcheck.io/ignore annotation: suppressed warnings make no Event and no count.
-    if let Some(e) = super::suppression::apply_mutating(&policy.metadata, &mut computed) {
+    // The vapcheck.io/ignore annotation: suppressed findings make no Event and no count; the
+    // report shows them as suppressed.
+    let (counted, invalid) = super::suppression::apply_mutating(&policy.metadata, &computed);
+    if let Some(e) = invalid {
         ctx.events.send(
             super::suppression::invalid_event(&e),
             policy.object_ref(&()),
         );
     }
     lock(&ctx.mutating.index).set(name, Dependencies::of_mutating(policy, &computed));
-    ctx.mutating.record_state(&ctx.metrics, name, &computed);
+    ctx.mutating.record_state(&ctx.metrics, name, &counted);
     let subject = crate::reports::Subject {
         kind: crate::reports::SubjectKind::MutatingPolicy,
         name: name.to_owned(),
         uid: policy.metadata.uid.clone().unwrap_or_default(),
     };
-    super::reports::publish(ctx, subject, &crate::reports::policy_entries(&computed)).await?;
+    let suppression = super::suppression::directive(&policy.metadata)
+        .ok()
+        .flatten();
+    let entries = crate::reports::policy_entries(&computed, suppression.as_ref());
+    super::reports::publish(ctx, subject, &entries).await?;
     if !ctx.fence.may_write() {
         return Ok(0);
     }
@@ -311,7 +317,7 @@ async fn reconcile_inner(
         .get(name)
         .filter(|(u, _)| *u == uid)
         .map(|(_, r)| r.clone());
-    let events = finding_events(before.as_ref(), &computed.expression_warnings);
+    let events = finding_events(before.as_ref(), &counted.expression_warnings);
     for ev in &events {
         let mut reference = policy.object_ref(&());
         reference.field_path = ev.field_ref.clone();
@@ -326,7 +332,7 @@ async fn reconcile_inner(
     }
     lock(&ctx.mutating.records).insert(
         name.to_owned(),
-        (uid, record_of(&computed.expression_warnings)),
+        (uid, record_of(&counted.expression_warnings)),
     );
     Ok(events.len())
 }

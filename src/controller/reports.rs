@@ -191,7 +191,8 @@ pub async fn publish(
 }
 
 /// The report of a ValidatingAdmissionPolicy and those of its bindings `bindings` (the
-/// reports of one check, complete).
+/// reports of one check, complete). The findings its `vapcheck.io/ignore` annotation covers
+/// are in the report as suppressed.
 pub async fn publish_policy(
     ctx: &Context,
     policy: &k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicy,
@@ -206,7 +207,11 @@ pub async fn publish_policy(
         name: policy.name_any(),
         uid: policy.metadata.uid.clone().unwrap_or_default(),
     };
-    publish(ctx, subject, &crate::reports::policy_entries(computed)).await?;
+    let suppression = super::suppression::directive(&policy.metadata)
+        .ok()
+        .flatten();
+    let entries = crate::reports::policy_entries(computed, suppression.as_ref());
+    publish(ctx, subject, &entries).await?;
     for b in bindings {
         let reference = ctx.bindings.binding_ref(&b.binding);
         let subject = Subject {

@@ -320,7 +320,7 @@ fn every_corpus_binding_set_gets_a_verdict() {
             assert_eq!(o.status.code(), Some(2), "{}: {stderr}", set.display());
             assert!(
                 stderr.contains(
-                    "no ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding, MutatingAdmissionPolicy, MutatingAdmissionPolicyBinding, ValidatingWebhookConfiguration or MutatingWebhookConfiguration found"
+                    "no ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding, MutatingAdmissionPolicy, MutatingAdmissionPolicyBinding, ValidatingWebhookConfiguration, MutatingWebhookConfiguration, Kyverno ValidatingPolicy or NamespacedValidatingPolicy, or Gatekeeper ConstraintTemplate with K8sNativeValidation code found"
                 ),
                 "{}: {stderr}",
                 set.display()

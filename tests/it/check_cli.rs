@@ -317,8 +317,21 @@ fn bad_documents_are_findings_and_unusable_inputs_exit_2() {
         (code, err.as_str()),
         (
             2,
-            "vapcheck: no ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding, MutatingAdmissionPolicy, MutatingAdmissionPolicyBinding, ValidatingWebhookConfiguration or MutatingWebhookConfiguration found in the input (1 object of other kinds, read only as param objects of such policies)\n"
+            "vapcheck: no ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding, MutatingAdmissionPolicy, MutatingAdmissionPolicyBinding, ValidatingWebhookConfiguration, MutatingWebhookConfiguration, Kyverno ValidatingPolicy or NamespacedValidatingPolicy, or Gatekeeper ConstraintTemplate with K8sNativeValidation code found in the input (1 object of other kinds, read only as param objects of such policies)\n"
         )
+    );
+
+    // A Gatekeeper template of Rego only has no CEL to check: alone it is nothing `check`
+    // reads (the message names the templates it does read).
+    let (code, _, err) = run(
+        &args(OutputFormat::Json, ModeArg::Strict, &["-"]),
+        "apiVersion: templates.gatekeeper.sh/v1\nkind: ConstraintTemplate\nmetadata:\n  name: k8sregoonly\nspec:\n  crd:\n    spec:\n      names:\n        kind: K8sRegoOnly\n  targets:\n    - target: admission.k8s.gatekeeper.sh\n      rego: |\n        package k8sregoonly\n        violation[{\"msg\": \"no\"}] { false }\n",
+        &Provider,
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.ends_with("or Gatekeeper ConstraintTemplate with K8sNativeValidation code found in the input (1 object of other kinds, read only as param objects of such policies)\n"),
+        "{err}"
     );
 
     let (code, out, _) = run(
