@@ -14,6 +14,7 @@ mod check_cli_gatekeeper;
 mod check_cli_kyverno;
 mod check_cli_suppress;
 mod check_mutating_verdicts;
+mod ci_env;
 mod ci_formats;
 mod cost_reuse;
 mod embedded_schemas;
