@@ -19,6 +19,7 @@ mod ci_formats;
 mod cost_reuse;
 mod embedded_schemas;
 mod extended_findings;
+mod fuzz_corpus;
 mod gatekeeper_oracle;
 mod golden_support;
 mod k8s_env_corpus;
