@@ -112,14 +112,17 @@ bench:
 	e2e/bench/cost-command 9
 	e2e/bench/single-file 11 20
 
-## A fuzzing smoke run, 20 seconds per target (seeds included): check (CEL parse + check),
-## k8s_expr (an expression in every site of a policy, checked against real kinds and by the
-## API server's create validation), policy (VAP and MAP documents through the `vapcheck check`
-## pipeline), schema (OpenAPI documents and CRDs through the schema conversion) and manifests
-## (static-manifest folders, CI positions); cargo-fuzz on stable, no sanitizer, an optimised
-## build with debug assertions; each target prints its executions (`Done N runs`,
+## A fuzzing smoke run, 20 seconds per target (seeds and the committed corpus included): check
+## (CEL parse + check), k8s_expr (an expression in every site of a policy, checked against real
+## kinds and by the API server's create validation), policy (VAP and MAP documents through the
+## `vapcheck check` pipeline), schema (OpenAPI documents and CRDs through the schema conversion)
+## and manifests (static-manifest folders, CI positions); cargo-fuzz on stable, no sanitizer, an
+## optimised build with debug assertions; each target prints its executions (`Done N runs`,
 ## `stat::number_of_executed_units`). It proves every target builds, loads every seed and
-## fuzzes; longer runs are `make fuzz` (FUZZ_SECONDS per target, default 600; docs/fuzzing.md).
+## committed corpus entry (fuzz/corpus/, checked by fuzz/keep-corpus first) and fuzzes; its
+## finds go to a scratch folder. `make fuzz` (FUZZ_SECONDS per target, default 600) is the run
+## that accumulates: its finds are merged into fuzz/corpus/ and its executions appended to
+## fuzz/stats.tsv (docs/fuzzing.md).
 fuzz-smoke:
 	@command -v cargo-fuzz >/dev/null 2>&1 || cargo install cargo-fuzz --locked
 	fuzz/run-smoke.sh 20
@@ -127,7 +130,7 @@ fuzz-smoke:
 FUZZ_SECONDS ?= 600
 fuzz:
 	@command -v cargo-fuzz >/dev/null 2>&1 || cargo install cargo-fuzz --locked
-	fuzz/run-smoke.sh $(FUZZ_SECONDS)
+	fuzz/run-smoke.sh --accumulate $(FUZZ_SECONDS)
 
 ## The `vapcheck` pre-commit hook (language: rust) end to end: pre-commit clones this repository at
 ## HEAD and builds it with `cargo install --path .` (a release build: minutes), then the same

@@ -1,6 +1,14 @@
-#!/bin/sh
-# Short fuzzing smoke run on stable Rust (no sanitizer): needs `cargo install cargo-fuzz`.
-# Usage: fuzz/run-smoke.sh [seconds per target] [target...]   (default: 60 s, every target)
+#!/usr/bin/env bash
+# Fuzzing on stable Rust (no sanitizer): needs `cargo install cargo-fuzz`.
+# Usage: fuzz/run-smoke.sh [--accumulate] [seconds per target] [target...]
+#        (default: 60 s, every target)
+# Every run starts from the committed corpus fuzz/corpus/<target> and the seeds fuzz/make-seeds
+# writes into the ignored fuzz/seeds/; what it finds goes to a scratch folder, so the tree stays
+# as it was (`make fuzz-smoke`, CI). With --accumulate (`make fuzz`) the scratch finds are
+# merged afterwards: libFuzzer's -merge=1 into a copy of the seeds keeps the entries that add
+# coverage beyond the seeds, fuzz/keep-corpus stores those that may be kept (no seed, nothing
+# of ../shared, at most 256 KiB a target) as the new fuzz/corpus/<target>, and the run's
+# executions are appended to fuzz/stats.tsv (docs/fuzzing.md sums them per target).
 # The build is optimised (cargo fuzz's release profile) with debug assertions (`-a`: overflow
 # checks and debug_assert! stay on, as in the unoptimised build) and 16 codegen units
 # (FUZZ_CODEGEN_UNITS; cargo fuzz's own default of 1 runs faster but took 25 minutes to build
@@ -10,19 +18,33 @@
 # policy (VAP and MAP documents through `vapcheck check`),
 # schema (OpenAPI v3 documents and CRD manifests through the schema conversion), manifests
 # (static-manifest files through the loader, documents through the CI position mapping).
-set -eu
+set -euo pipefail
 cd "$(dirname "$0")/.."
+accumulate=0
+if [[ "${1:-}" == --accumulate ]]; then
+	accumulate=1
+	shift
+fi
 secs="${1:-60}"
-[ $# -gt 0 ] && shift
+[[ $# -gt 0 ]] && shift
 targets="${*:-check k8s_expr policy schema manifests}"
-build="-a --codegen-units ${FUZZ_CODEGEN_UNITS:-16}"
-if [ "${FUZZ_DEV:-}" = "1" ]; then build="--dev"; fi
+read -r -a build <<<"-a --codegen-units ${FUZZ_CODEGEN_UNITS:-16}"
+if [[ "${FUZZ_DEV:-}" == 1 ]]; then build=(--dev); fi
 # A stable build folder (the CI cache) when one is set, so a fresh clone does not rebuild.
-target_dir=""
-if [ -n "${VAPCHECK_CACHE:-}" ]; then target_dir="--target-dir=$VAPCHECK_CACHE/fuzz-target"; fi
+target_dir=()
+if [[ -n "${VAPCHECK_CACHE:-}" ]]; then target_dir=("--target-dir=$VAPCHECK_CACHE/fuzz-target"); fi
 # The seeds are made from ../shared (the policy corpus, never copied into the repository)
 # and the repository's own golden cases and fixtures, into the ignored fuzz/seeds/.
 fuzz/make-seeds
+# The committed corpus holds nothing it may not (fuzz/keep-corpus): checked before it is read.
+# shellcheck disable=SC2086 # one word per target
+fuzz/keep-corpus check $targets
+scratch="$(mktemp -d)"
+trap 'rm -rf "$scratch"' EXIT
+commit="$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)"
+if [[ -n "$(git status --porcelain -- src fuzz/fuzz_targets fuzz/Cargo.toml Cargo.toml 2>/dev/null)" ]]; then
+	commit="$commit+changes"
+fi
 for t in $targets; do
 	case "$t" in
 	check) max_len=4096 ;;
@@ -33,12 +55,29 @@ for t in $targets; do
 	*) echo "fuzz/run-smoke.sh: unknown target $t" >&2; exit 2 ;;
 	esac
 	echo "fuzz/run-smoke.sh: target $t for ${secs}s"
-	# fuzz/corpus/<t> (not committed) collects what the run finds; fuzz/seeds/<t> is the
-	# seed corpus fuzz/make-seeds wrote above, read only.
-	mkdir -p "fuzz/corpus/$t"
 	# k8s_expr reads expressions, like check: the same seeds.
 	seeds="fuzz/seeds/$t"
-	if [ "$t" = k8s_expr ]; then seeds=fuzz/seeds/check; fi
-	cargo fuzz run "$t" -s none $build $target_dir "fuzz/corpus/$t" "$seeds" -- \
-		-max_total_time="$secs" -max_len="$max_len" -print_final_stats=1
+	if [[ "$t" == k8s_expr ]]; then seeds=fuzz/seeds/check; fi
+	# libFuzzer writes what it finds to the first folder only: the scratch one.
+	mkdir -p "$scratch/$t" "fuzz/corpus/$t"
+	started="$(date -u +%FT%TZ)"
+	cargo fuzz run "$t" -s none "${build[@]}" "${target_dir[@]}" "$scratch/$t" "fuzz/corpus/$t" "$seeds" -- \
+		-max_total_time="$secs" -max_len="$max_len" -print_final_stats=1 2>&1 | tee "$scratch/$t.log"
+	runs="$(sed -n 's/^stat::number_of_executed_units: *\([0-9][0-9]*\).*/\1/p' "$scratch/$t.log" | tail -n 1)"
+	if [[ -z "$runs" ]]; then
+		echo "fuzz/run-smoke.sh: $t printed no stat::number_of_executed_units" >&2
+		exit 1
+	fi
+	echo "fuzz/run-smoke.sh: $t: $runs executions ($(find "$scratch/$t" -type f | wc -l) new corpus entries)"
+	if [[ $accumulate == 1 ]]; then
+		merged="$scratch/$t.merged"
+		mkdir -p "$merged"
+		cp "$seeds"/* "$merged"/
+		cargo fuzz run "$t" -s none "${build[@]}" "${target_dir[@]}" "$merged" "fuzz/corpus/$t" "$scratch/$t" -- \
+			-merge=1 -max_len="$max_len" 2>&1 | tail -n 3
+		# The merged folder without the seeds themselves (named by their SHA-1, as libFuzzer's).
+		(cd "$seeds" && find . -type f -printf '%f\0') | (cd "$merged" && xargs -0 rm -f)
+		fuzz/keep-corpus store "$t" "$merged"
+		printf '%s\t%s\t%s\t%s\t%s\n' "$started" "$commit" "$t" "$secs" "$runs" >>fuzz/stats.tsv
+	fi
 done

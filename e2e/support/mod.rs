@@ -36,6 +36,19 @@ pub const KUBECONFIG_ENV: &str = "VAPCHECK_E2E_KUBECONFIG";
 /// The field manager used for server-side apply by the tests.
 pub const FIELD_MANAGER: &str = "vapcheck-e2e";
 
+/// Whether to rewrite a recorded file instead of comparing with it: `VAPCHECK_BLESS=1`, the same
+/// rule as `tests/it/support.rs`'s `bless`. Under CI (`CI` set, not empty, not `false`) a
+/// requested rewrite fails the test instead: CI compares and never records.
+pub fn bless() -> bool {
+    let wanted = std::env::var_os("VAPCHECK_BLESS").is_some_and(|v| v == "1");
+    let under_ci = std::env::var_os("CI").is_some_and(|v| !v.is_empty() && v != "false");
+    assert!(
+        !(wanted && under_ci),
+        "VAPCHECK_BLESS=1 under CI: recorded files are compared in CI, never rewritten"
+    );
+    wanted
+}
+
 /// The repository root (where `Cargo.toml` is).
 pub fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
