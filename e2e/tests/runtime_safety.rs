@@ -619,16 +619,18 @@ async fn load_round(client: &Client, objects: &[Value], round: &str) -> anyhow::
 /// own, or for a variable (evaluated where it is used) the first replayed expression that uses
 /// it, in the order the plugin evaluates them (matchConditions, validations, auditAnnotations;
 /// k8s.io/apiserver v0.37.1 pkg/admission/plugin/policy/validating/validator.go, `Validate`).
-fn erroring_expression(replayed: &Value, field_ref: &str) -> Option<String> {
+fn erroring_expression(c: &Case, replayed: &Value, field_ref: &str) -> Option<String> {
     let (list, i, field) = field_parts(field_ref)?;
-    let spec = &replayed["spec"];
     if list != "variables" {
-        let mut at = &spec[list][i];
+        // The finding's own expression, as written in the policy (the replay keeps only it,
+        // so its index there may differ).
+        let mut at = &c.policy["spec"][list][i];
         for f in field.split('.') {
             at = &at[f];
         }
         return at.as_str().map(str::to_owned);
     }
+    let spec = &replayed["spec"];
     let name = spec["variables"][i]["name"].as_str()?;
     let uses = format!("variables.{name}");
     [
@@ -653,6 +655,23 @@ fn erroring_expression(replayed: &Value, field_ref: &str) -> Option<String> {
     .map(str::to_owned)
 }
 
+/// The evaluation error of case `c` as kube-apiserver reports it: a variable's error is
+/// wrapped as `composited variable "<name>" fails to evaluate: <error>` (k8s.io/apiserver
+/// v0.37.1 pkg/admission/plugin/cel/composition.go, `lazyVariableEval.Value`).
+fn reported_error(c: &Case) -> Option<String> {
+    let f = &c.finding;
+    let error = f["error"].as_str()?;
+    match field_parts(f["fieldRef"].as_str()?)? {
+        ("variables", i, _) => {
+            let name = c.policy["spec"]["variables"][i]["name"].as_str()?;
+            Some(format!(
+                "composited variable \"{name}\" fails to evaluate: {error}"
+            ))
+        }
+        _ => Some(error.to_owned()),
+    }
+}
+
 /// The whole message kube-apiserver 1.37.1 denies the witness request of case `c` with, with
 /// failurePolicy Fail (as [`request`] renders it): k8s.io/apiserver v0.37.1
 /// pkg/admission/plugin/policy/validating/dispatcher.go (`Dispatch`: `ValidatingAdmissionPolicy
@@ -670,8 +689,8 @@ fn expected_denial(name: &str, c: &Case, t: &Target) -> Option<String> {
             let replayed = replay_policy(name, c, "Fail", None);
             format!(
                 "expression '{}' resulted in error: {}",
-                erroring_expression(&replayed, field_ref)?,
-                f["error"].as_str()?
+                erroring_expression(c, &replayed, field_ref)?,
+                reported_error(c)?
             )
         }
     };
@@ -694,8 +713,8 @@ fn expected_map_denial(name: &str, c: &Case) -> Option<String> {
     Some(format!(
         "HTTP 403: policy '{name}' with binding '{name}' denied request: expression '{}' \
          resulted in error: {}",
-        erroring_expression(&replayed, field_ref)?,
-        f["error"].as_str()?
+        erroring_expression(c, &replayed, field_ref)?,
+        reported_error(c)?
     ))
 }
 
