@@ -83,7 +83,9 @@ test:
 ## check bench (e2e/bench/single-file) for one round on 3 files, its target not enforced; and the
 ## CRD-axis bench with 100 CRDs created while 100 policies are watched (every affected status
 ## must become current). The in-process
-## cost bench (benches/cost_estimation.rs) runs as a smoke test in the cargo-test stage.
+## cost bench (benches/cost_estimation.rs) runs as a smoke test in the cargo-test stage; the
+## runtime-safety bench (benches/runtime_safety.rs) runs here for one round on the debug build
+## (it must find runtime errors with the analysis and none without; no timing bound).
 ## Full size, release build: e2e/bench/cold 5000, e2e/bench/steady 500 600,
 ## e2e/bench/recovery 5000 10, e2e/bench/crds 2000 500.
 bench-smoke:
@@ -100,15 +102,19 @@ bench-smoke:
 	VAPCHECK_BENCH_CRDS=100 VAPCHECK_BENCH_POLICIES=100 VAPCHECK_BENCH_CRD_POLICIES=10 \
 		VAPCHECK_BENCH_POLL=5s cargo test --test e2e_bench_crds -- \
 		--ignored --exact crd_burst_while_policies_are_watched --nocapture
+	cargo test --bench runtime_safety
 
 ## make bench: the measuring runs, on a release build (not part of `make test`, whose
 ## bench-smoke proves they run): what the CEL cost estimates add to a corpus check
 ## (docs/cost.md): check_policy in paired rounds (the median ratio, target under 1.10, is
 ## printed with its verdict), and the whole `vapcheck check` of the corpus with and without
 ## --no-cost-estimates; and `vapcheck check` on one policy file, as a pre-commit hook runs it
-## (e2e/bench/single-file: target at most 50 ms wall, beside the corpus check and --version).
+## (e2e/bench/single-file: target at most 50 ms wall, beside the corpus check and --version);
+## and what the runtime-safety analysis adds to checking the policy, mutating and binding
+## corpora (docs/runtime-safety.md, paired rounds, target at most 1.05).
 bench:
 	cargo bench --bench cost_estimation -- 7
+	cargo bench --bench runtime_safety -- 11
 	e2e/bench/cost-command 9
 	e2e/bench/single-file 11 20
 

@@ -31,15 +31,15 @@ use serde_json::{Value, json};
 
 /// Findings on the class cases, the policy corpus and the binding-set corpus (one run per
 /// set; policies with `paramKind` are not analysed yet).
-const EXPECTED_CASES: usize = 15;
-const EXPECTED_POLICIES: usize = 8;
+const EXPECTED_CASES: usize = 17;
+const EXPECTED_POLICIES: usize = 9;
 const EXPECTED_BINDINGS: usize = 4;
 /// Of those, on policies kube-apiserver rejects (not replayed).
 const EXPECTED_REJECTED: usize = 8;
 /// MutatingAdmissionPolicy findings on the MAP cases and the mutating corpus, and of those,
 /// on policies kube-apiserver rejects.
 const EXPECTED_MAP_CASES: usize = 5;
-const EXPECTED_MAP_CORPUS: usize = 11;
+const EXPECTED_MAP_CORPUS: usize = 12;
 const EXPECTED_MAP_REJECTED: usize = 0;
 
 fn witnesses_path() -> PathBuf {
@@ -390,8 +390,23 @@ fn replay_policy(name: &str, c: &Case, failure: &str, fixed: Option<&str>) -> Va
         }
         _ => {}
     }
-    if let Some(s) = spec.as_object_mut() {
-        s.remove("auditAnnotations");
+    // An auditAnnotation finding keeps that auditAnnotation alone (and no validation: the
+    // annotation is evaluated whatever they decide); a variable finding all of them (a
+    // variable is evaluated where it is used); any other finding none of them.
+    match field_parts(field_ref) {
+        Some(("variables", _, _)) => {}
+        Some(("auditAnnotations", i, _)) => {
+            let a = spec["auditAnnotations"][i].clone();
+            spec["auditAnnotations"] = json!([a]);
+            if let Some(s) = spec.as_object_mut() {
+                s.remove("validations");
+            }
+        }
+        _ => {
+            if let Some(s) = spec.as_object_mut() {
+                s.remove("auditAnnotations");
+            }
+        }
     }
     // A messageExpression finding keeps its validation's message and messageExpression.
     let message_finding = field_ref.ends_with(".messageExpression");
@@ -456,6 +471,9 @@ struct Target {
     cluster_scoped: bool,
     operation: String,
     object: Value,
+    /// The resource as kube-apiserver's Forbidden errors name it (`pods`,
+    /// `deployments.apps`).
+    qualified_resource: String,
 }
 
 async fn prepare(client: &Client, i: usize, c: &Case) -> anyhow::Result<Target> {
@@ -496,6 +514,10 @@ async fn prepare(client: &Client, i: usize, c: &Case) -> anyhow::Result<Target> 
             bail!("creating the witness of case {i}: HTTP {code}: {body}");
         }
     }
+    let qualified_resource = match api_version.split_once('/') {
+        Some((group, _)) => format!("{resource}.{group}"),
+        None => resource.clone(),
+    };
     Ok(Target {
         namespace,
         collection,
@@ -503,6 +525,7 @@ async fn prepare(client: &Client, i: usize, c: &Case) -> anyhow::Result<Target> 
         cluster_scoped: !namespaced,
         operation,
         object,
+        qualified_resource,
     })
 }
 
@@ -592,6 +615,109 @@ async fn load_round(client: &Client, objects: &[Value], round: &str) -> anyhow::
     Ok(())
 }
 
+/// The expression whose evaluation error kube-apiserver reports for case `c`: the finding's
+/// own, or for a variable (evaluated where it is used) the first replayed expression that uses
+/// it, in the order the plugin evaluates them (matchConditions, validations, auditAnnotations;
+/// k8s.io/apiserver v0.37.1 pkg/admission/plugin/policy/validating/validator.go, `Validate`).
+fn erroring_expression(c: &Case, replayed: &Value, field_ref: &str) -> Option<String> {
+    let (list, i, field) = field_parts(field_ref)?;
+    if list != "variables" {
+        // The finding's own expression, as written in the policy (the replay keeps only it,
+        // so its index there may differ).
+        let mut at = &c.policy["spec"][list][i];
+        for f in field.split('.') {
+            at = &at[f];
+        }
+        return at.as_str().map(str::to_owned);
+    }
+    let spec = &replayed["spec"];
+    let name = spec["variables"][i]["name"].as_str()?;
+    let uses = format!("variables.{name}");
+    [
+        ("matchConditions", "expression"),
+        ("validations", "expression"),
+        ("auditAnnotations", "valueExpression"),
+        ("mutations", "applyConfiguration"),
+        ("mutations", "jsonPatch"),
+    ]
+    .iter()
+    .flat_map(|(list, field)| {
+        spec[*list]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(move |e| match *list {
+                "mutations" => e[*field]["expression"].as_str(),
+                _ => e[*field].as_str(),
+            })
+    })
+    .find(|e| e.contains(&uses))
+    .map(str::to_owned)
+}
+
+/// The evaluation error of case `c` as kube-apiserver reports it: a variable's error is
+/// wrapped as `composited variable "<name>" fails to evaluate: <error>` (k8s.io/apiserver
+/// v0.37.1 pkg/admission/plugin/cel/composition.go, `lazyVariableEval.Value`).
+fn reported_error(c: &Case) -> Option<String> {
+    let f = &c.finding;
+    let error = f["error"].as_str()?;
+    match field_parts(f["fieldRef"].as_str()?)? {
+        ("variables", i, _) => {
+            let name = c.policy["spec"]["variables"][i]["name"].as_str()?;
+            Some(format!(
+                "composited variable \"{name}\" fails to evaluate: {error}"
+            ))
+        }
+        _ => Some(error.to_owned()),
+    }
+}
+
+/// The whole message kube-apiserver 1.37.1 denies the witness request of case `c` with, with
+/// failurePolicy Fail (as [`request`] renders it): k8s.io/apiserver v0.37.1
+/// pkg/admission/plugin/policy/validating/dispatcher.go (`Dispatch`: `ValidatingAdmissionPolicy
+/// '<p>' with binding '<b>' denied request: <decision message>`, reason `Invalid` (HTTP 422)
+/// when the decision has none, inside `admission.NewForbidden`'s `<resource> "<name>" is
+/// forbidden: `); the decision message of an evaluation error is pkg/admission/plugin/cel
+/// activation.go's `expression '<e>' resulted in error: <error>`, of an erroring
+/// messageExpression the fallback message.
+fn expected_denial(name: &str, c: &Case, t: &Target) -> Option<String> {
+    let f = &c.finding;
+    let field_ref = f["fieldRef"].as_str()?;
+    let message = match f["fallbackMessage"].as_str() {
+        Some(fallback) => fallback.to_owned(),
+        None => {
+            let replayed = replay_policy(name, c, "Fail", None);
+            format!(
+                "expression '{}' resulted in error: {}",
+                erroring_expression(c, &replayed, field_ref)?,
+                reported_error(c)?
+            )
+        }
+    };
+    Some(format!(
+        "HTTP 422: {} \"{}\" is forbidden: ValidatingAdmissionPolicy '{name}' with binding \
+         '{name}' denied request: {message}",
+        t.qualified_resource, t.name
+    ))
+}
+
+/// The whole message kube-apiserver 1.37.1 denies the witness request of MutatingAdmissionPolicy
+/// case `c` with, with failurePolicy Fail: k8s.io/apiserver v0.37.1
+/// pkg/admission/plugin/policy/generic/policy_dispatcher.go (`Dispatch`: the first
+/// `PolicyError`'s text, `policy '<p>' with binding '<b>' denied request: <error>`, as the whole
+/// message of a Forbidden error, HTTP 403).
+fn expected_map_denial(name: &str, c: &Case) -> Option<String> {
+    let f = &c.finding;
+    let field_ref = f["fieldRef"].as_str()?;
+    let replayed = replay_map_policy(name, c, "Fail", None);
+    Some(format!(
+        "HTTP 403: policy '{name}' with binding '{name}' denied request: expression '{}' \
+         resulted in error: {}",
+        erroring_expression(c, &replayed, field_ref)?,
+        reported_error(c)?
+    ))
+}
+
 /// Replays every case; returns the failures.
 async fn replay(
     client: &Client,
@@ -630,9 +756,8 @@ async fn replay(
         let f = &c.finding;
         let error = f["error"].as_str().unwrap_or_default();
         let name = format!("rs-{}", offset + i);
-        let denied_for_it = fail.as_deref().is_some_and(|m| {
-            m.contains(&format!("ValidatingAdmissionPolicy '{name}'")) && m.contains(error)
-        });
+        let expected = expected_denial(&name, c, &targets[i]);
+        let denied_for_it = expected.is_some() && fail == expected;
         // With the fix: admitted, or denied by the validation itself (not an error).
         let fix_ok = match f["fixedExpression"].as_str() {
             Some(_) => fixed.as_deref().is_none_or(|m| {
@@ -646,20 +771,17 @@ async fn replay(
         // fallback message whatever the failure policy, and with the fix with its own.
         let ok = match f["fallbackMessage"].as_str() {
             Some(fallback) => {
-                let with_fallback = |m: &Option<String>| {
-                    m.as_deref().is_some_and(|m| {
-                        m.contains(&format!("ValidatingAdmissionPolicy '{name}'"))
-                            && m.ends_with(&format!("denied request: {fallback}"))
-                    })
-                };
                 let fixed_own = fixed.as_deref().is_some_and(|m| {
                     m.contains(&format!("ValidatingAdmissionPolicy '{name}'"))
                         && !m.contains(fallback)
                 });
-                with_fallback(&fail) && with_fallback(&ignore) && fixed_own
+                denied_for_it && ignore == expected && fixed_own
             }
             None => denied_for_it && ignore.is_none() && fix_ok,
         };
+        if !denied_for_it {
+            eprintln!("runtime-safety {label}: expected with Fail: {expected:?}");
+        }
         eprintln!(
             "runtime-safety {label}: {} {} {} `{}` {} -> Fail: {fail:?}; Ignore: {ignore:?}; fixed: {fixed:?}",
             if ok { "ok" } else { "FAILED" },
@@ -786,15 +908,14 @@ async fn replay_maps(
     let mut failures = Vec::new();
     for (i, (c, [fail, ignore, fixed])) in cases.iter().zip(results).enumerate() {
         let f = &c.finding;
-        let error = f["error"].as_str().unwrap_or_default();
         let name = format!("rs-{}", offset + i);
         // mutating/dispatcher.go: the policy error, `policy '<p>' with binding '<b>' denied
         // request: <the evaluation error>`.
-        let denied_for_it = fail.as_deref().is_some_and(|m| {
-            m.contains(&format!(
-                "policy '{name}' with binding '{name}' denied request"
-            )) && m.contains(error)
-        });
+        let expected = expected_map_denial(&name, c);
+        let denied_for_it = expected.is_some() && fail == expected;
+        if !denied_for_it {
+            eprintln!("runtime-safety {label}: expected with Fail: {expected:?}");
+        }
         let fix_ok = f["fixedExpression"].as_str().is_none() || fixed.is_none();
         let ok = denied_for_it && ignore.is_none() && fix_ok;
         eprintln!(

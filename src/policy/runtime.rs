@@ -394,6 +394,9 @@ pub enum RuntimeClass {
     /// (k8s.io/apiserver v0.37.1 `admission/plugin/policy/validating/dispatcher.go`,
     /// `Dispatch`: no namespace is looked up for them).
     NullNamespaceObject,
+    /// A label or the annotations of the request's namespace (`namespaceObject` of a
+    /// namespaced kind), which namespaces may omit.
+    AbsentNamespaceField,
 }
 
 impl fmt::Display for RuntimeClass {
@@ -404,6 +407,7 @@ impl fmt::Display for RuntimeClass {
             RuntimeClass::NullRoot => "null object",
             RuntimeClass::Unbound => "never bound for webhooks",
             RuntimeClass::NullNamespaceObject => "namespaceObject is null",
+            RuntimeClass::AbsentNamespaceField => "absent from the namespace",
         })
     }
 }
@@ -477,6 +481,9 @@ impl RuntimeFinding {
             RuntimeClass::NullRoot => format!("in {} requests", self.witness.operation),
             RuntimeClass::Unbound => "in every request".to_owned(),
             RuntimeClass::NullNamespaceObject => format!("in {} requests", kinds.join(", ")),
+            RuntimeClass::AbsentNamespaceField => {
+                format!("in {} requests whose namespace omits it", kinds.join(", "))
+            }
             _ => format!("on valid {} objects that omit it", kinds.join(", ")),
         };
         format!(
@@ -526,6 +533,11 @@ fn reach(v: &Value, path: &[Seg]) -> Option<Reach> {
         _ => false,
     });
     Some(if absent { Reach::Fails } else { Reach::Present })
+}
+
+/// Whether `path` is reached in `v` and its last step absent there.
+pub fn fails_at(v: &Value, path: &[Seg]) -> bool {
+    reach(v, path) == Some(Reach::Fails)
 }
 
 /// Whether the value at `path` (no list steps) can be set in `v`: every parent is an object.

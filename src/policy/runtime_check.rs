@@ -14,7 +14,7 @@ use super::issues::Issues;
 use super::narrowing::{Guards, Pos, Presence, unreachable_at};
 use super::runtime::{
     Chain, Edit, KindWitnesses, Ops, Origin, Request, Root, RuntimeClass, RuntimeFinding, Seg,
-    Witness, always_present, apply, optional_rewrite, witness_for,
+    Witness, always_present, apply, fails_at, optional_rewrite, witness_for,
 };
 
 /// One checked kind, as the runtime analysis needs it.
@@ -91,6 +91,58 @@ fn selector_labels(constraints: Option<&MatchResources>) -> Vec<(String, String)
     out
 }
 
+/// Labels that satisfy `spec.matchConstraints.namespaceSelector` (as [`selector_labels`]).
+fn namespace_selector_labels(constraints: Option<&MatchResources>) -> Vec<(String, String)> {
+    let namespace_only = constraints.map(|c| MatchResources {
+        object_selector: c.namespace_selector.clone(),
+        ..MatchResources::default()
+    });
+    selector_labels(namespace_only.as_ref())
+}
+
+/// The namespace of a request for a namespaced kind, as `namespaceObject` holds it: the
+/// Namespace witness as admitted, with the labels the policy's namespaceSelector requires,
+/// cut to what k8s.io/apiserver v0.37.1 pkg/admission/plugin/cel/condition.go
+/// `CreateNamespaceObject` keeps (`spec`, `status` and these fields of `metadata`; no
+/// `managedFields`, no `apiVersion` or `kind`).
+fn namespace_object(
+    checker: &dyn ExpressionChecker,
+    labels: &[(String, String)],
+) -> Option<serde_json::Value> {
+    const KEPT: [&str; 12] = [
+        "name",
+        "generateName",
+        "namespace",
+        "uid",
+        "resourceVersion",
+        "generation",
+        "creationTimestamp",
+        "deletionTimestamp",
+        "deletionGracePeriodSeconds",
+        "labels",
+        "annotations",
+        "finalizers",
+    ];
+    let ns = checker.witnesses(&Gvk::new("", "v1", "Namespace"))?;
+    let admitted = &ns.objects.first()?.admitted;
+    let mut out = serde_json::Map::new();
+    let meta: serde_json::Map<String, serde_json::Value> = admitted["metadata"]
+        .as_object()?
+        .iter()
+        .filter(|(k, _)| KEPT.contains(&k.as_str()))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    out.insert("metadata".into(), serde_json::Value::Object(meta));
+    for f in ["spec", "status"] {
+        if let Some(v) = admitted.get(f) {
+            out.insert(f.into(), v.clone());
+        }
+    }
+    let mut out = serde_json::Value::Object(out);
+    add_labels(&mut out, labels);
+    Some(out)
+}
+
 /// Adds `labels` to `metadata.labels` of `object`.
 fn add_labels(object: &mut serde_json::Value, labels: &[(String, String)]) {
     let Some(meta) = object.get_mut("metadata").and_then(|m| m.as_object_mut()) else {
@@ -150,6 +202,21 @@ fn consequence(entry: &ExpressionField, fail: bool, fallback: Option<&str>) -> S
         return format!(
             "kube-apiserver still denies such requests, with the message \"{m}\" instead of this expression's (its error is only logged; the failure policy does not apply)"
         );
+    }
+    // k8s.io/apiserver v0.37.1 pkg/admission/plugin/policy/validating/validator.go
+    // (`Validate`: an auditAnnotation's evaluation error gives
+    // `auditAnnotationEvaluationForError(failPolicy)`, Error for Fail, Exclude for Ignore) and
+    // dispatcher.go (`Dispatch`: `AuditAnnotationActionError` appends a Deny decision with the
+    // error as its message; Exclude leaves the annotation out).
+    match (entry, fail) {
+        (ExpressionField::AuditAnnotation(_), true) => {
+            return "kube-apiserver denies such requests (an auditAnnotation error, failurePolicy Fail)".into();
+        }
+        (ExpressionField::AuditAnnotation(_), false) => {
+            return "the audit annotation is left out for such requests (failurePolicy Ignore)"
+                .into();
+        }
+        _ => {}
     }
     // k8s.io/apiserver v0.37.1 pkg/admission/plugin/policy/validating/validator.go
     // (`Validate`: an evaluation error gives `policyDecisionActionForError(failPolicy)`, Deny
@@ -249,6 +316,10 @@ pub fn findings(
             // `dispatchInvocations`): only the first one sees the object as admitted.
             ExpressionField::ApplyConfiguration(0) | ExpressionField::JsonPatch(0) => (None, None),
             ExpressionField::MatchCondition(i) => (Some(i), None),
+            // auditAnnotations are evaluated for every request the matchConditions let
+            // through, whatever the validations' results (k8s.io/apiserver v0.37.1
+            // pkg/admission/plugin/policy/validating/validator.go, `Validate`).
+            ExpressionField::AuditAnnotation(_) => (None, None),
             // A messageExpression matters only where its validation is false.
             ExpressionField::ValidationMessageExpression(i) => {
                 match validation(i).and_then(parsed) {
@@ -275,6 +346,7 @@ pub fn findings(
     let fail = policy.failure_policy != Some("Ignore");
     let mut out: Vec<RuntimeFinding> = Vec::new();
     let labels = selector_labels(policy.constraints);
+    let namespace = namespace_object(checker, &namespace_selector_labels(policy.constraints));
     for kind in kinds {
         let Some(shared) = checker.witnesses(kind.gvk) else {
             continue;
@@ -392,17 +464,78 @@ pub fn findings(
                         fixed_expression: None,
                     });
                 };
-                // `namespaceObject` where it is null; nothing else is known of the namespace.
+                // `namespaceObject` of a namespaced kind: the request's namespace, of which
+                // only its labels and annotations are known to vary (every namespace has a
+                // name, uid, `kubernetes.io/metadata.name` label, spec and status).
+                if chain.root == Root::NamespaceObject && !namespace_object_null {
+                    let Some(ns) = namespace.as_ref() else {
+                        continue;
+                    };
+                    if !chain.direct() {
+                        continue;
+                    }
+                    let op = [
+                        (Ops::CREATE, "CREATE"),
+                        (Ops::UPDATE, "UPDATE"),
+                        (Ops::DELETE, "DELETE"),
+                    ]
+                    .into_iter()
+                    .find(|(o, _)| effective.has(*o))
+                    .map(|(_, n)| n);
+                    let Some(op) = op else {
+                        continue;
+                    };
+                    let Some(request) = w.objects.iter().find(|o| evaluated(&o.admitted, op))
+                    else {
+                        continue;
+                    };
+                    for (i, step) in chain.steps.iter().enumerate() {
+                        if step.optional || step.guarded || !reachable(step.pos) {
+                            continue;
+                        }
+                        let path = chain.path_to(i);
+                        let meta_map = |p: &[Seg]| match p {
+                            [Seg::Field(m), Seg::Field(f), ..] => {
+                                m == "metadata" && (f == "labels" || f == "annotations")
+                            }
+                            _ => false,
+                        };
+                        let known = meta_map(&path)
+                            && (path.len() == 2
+                                || (path.len() == 3 && matches!(path[2], Seg::Key(_))));
+                        if !known || !fails_at(ns, &path) {
+                            continue;
+                        }
+                        let Some(name) = seg_name(&step.seg) else {
+                            continue;
+                        };
+                        // The zero value of the chain's end: a label or annotation value is
+                        // a string, the map itself a map.
+                        let end = chain.path_to(chain.steps.len() - 1);
+                        let zero = match end.len() {
+                            2 if meta_map(&end) => Some("{}"),
+                            3 if meta_map(&end) && matches!(end[2], Seg::Key(_)) => Some("''"),
+                            _ => None,
+                        };
+                        let fix = zero.and_then(|z| optional_rewrite(text, chain, i, z));
+                        push(
+                            &mut out,
+                            RuntimeClass::AbsentNamespaceField,
+                            i,
+                            format!("no such key: {name}"),
+                            op,
+                            request.input.clone(),
+                            fix,
+                        );
+                    }
+                    continue;
+                }
+                // `namespaceObject` where it is null.
                 if chain.root == Root::NamespaceObject {
                     let Some(first) = chain.steps.first() else {
                         continue;
                     };
-                    if !namespace_object_null
-                        || !chain.direct()
-                        || first.optional
-                        || first.guarded
-                        || !reachable(first.pos)
-                    {
+                    if !chain.direct() || first.optional || first.guarded || !reachable(first.pos) {
                         continue;
                     }
                     let op = [

@@ -355,7 +355,8 @@ pub fn expressions_valid_condition(
 ///
 /// Runtime-safety findings (`runtime`) make it `False` too: with reason `ExpressionWarnings`
 /// when some warning fails at admission, otherwise `ErrorsOnValidObjects`; the message then
-/// goes on with `<n> failing on valid objects: <fieldRef> (<error>)`.
+/// goes on with `<n> failing on valid objects: <fieldRef> (<error>): <consequence>` (the
+/// consequence by failure policy, as in `-o json`'s `consequence`).
 pub fn expressions_valid_condition_classified(
     generation: Option<i64>,
     warnings: &[ExpressionWarning],
@@ -368,21 +369,28 @@ pub fn expressions_valid_condition_classified(
     if !ran || runtime.is_empty() {
         return base;
     }
-    // One item per expression: `<fieldRef> (<error>, <error>)`.
-    let mut grouped: Vec<(&str, Vec<&str>)> = Vec::new();
+    // One item per expression: `<fieldRef> (<error>, <error>): <consequence>` (what
+    // kube-apiserver does with such requests, by the failure policy; a variable used by sites
+    // of different kinds may have several, joined with ` / `).
+    let mut grouped: Vec<(&str, Vec<&str>, Vec<&str>)> = Vec::new();
     for f in runtime {
-        match grouped.iter_mut().find(|(r, _)| *r == f.field_ref) {
-            Some((_, errors)) => {
+        match grouped.iter_mut().find(|(r, _, _)| *r == f.field_ref) {
+            Some((_, errors, consequences)) => {
                 if !errors.contains(&f.error.as_str()) {
                     errors.push(&f.error);
                 }
+                if !consequences.contains(&f.consequence.as_str()) {
+                    consequences.push(&f.consequence);
+                }
             }
-            None => grouped.push((&f.field_ref, vec![&f.error])),
+            None => grouped.push((&f.field_ref, vec![&f.error], vec![&f.consequence])),
         }
     }
     let items: Vec<String> = grouped
         .iter()
-        .map(|(r, errors)| format!("{r} ({})", errors.join(", ")))
+        .map(|(r, errors, consequences)| {
+            format!("{r} ({}): {}", errors.join(", "), consequences.join(" / "))
+        })
         .collect();
     let reason = if base.reason == REASON_EXPRESSION_WARNINGS {
         REASON_EXPRESSION_WARNINGS

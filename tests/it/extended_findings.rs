@@ -226,7 +226,7 @@ fn narrowing_and_classes_on_a_two_kind_policy() {
             (
                 "False".to_owned(),
                 "ErrorsOnValidObjects".to_owned(),
-                "1 expression with warnings, none failing at admission: spec.variables[0].expression (static typing only). 1 expression failing on valid objects: spec.variables[0].expression (no such key: initContainers)".to_owned()
+                "1 expression with warnings, none failing at admission: spec.variables[0].expression (static typing only). 1 expression failing on valid objects: spec.variables[0].expression (no such key: initContainers): kube-apiserver denies such requests (failurePolicy Fail)".to_owned()
             )
         );
 
