@@ -178,11 +178,16 @@ fn merge_match_condition_results(
     let remap = |f: &str| f.strip_prefix(FROM).map(|rest| format!("{to}{rest}"));
     status.take_remapped(&mut checked, &remap);
     for mut r in checked.runtime {
-        // `namespaceObject` null for cluster-scoped kinds and Namespaces is the policy
-        // dispatcher's rule; in a webhook's conditions it is null in every request, which
-        // [`unbound_variable_findings`] reports (its policy fix, `namespaceObject == null ||
-        // ...`, would make the condition hold for every request).
-        if r.class == crate::policy::runtime::RuntimeClass::NullNamespaceObject {
+        // `namespaceObject` null for cluster-scoped kinds and Namespaces, and a label or
+        // annotation the namespace may lack, are the policy dispatcher's rules; in a webhook's
+        // conditions `namespaceObject` is null in every request, which
+        // [`unbound_variable_findings`] reports (the policy fixes, `namespaceObject == null ||
+        // ...` or an optional step, would make the condition hold or fail for every request).
+        if matches!(
+            r.class,
+            crate::policy::runtime::RuntimeClass::NullNamespaceObject
+                | crate::policy::runtime::RuntimeClass::AbsentNamespaceField
+        ) {
             continue;
         }
         if let Some(n) = remap(&r.field_ref) {
@@ -287,7 +292,7 @@ mod tests {
     }
     //SPLIT
     #[test]
-    fn merge_drops_the_policy_only_null_namespace_object_findings() {
+    fn merge_drops_the_policy_only_namespace_object_findings() {
         let checked = crate::policy::PolicyStatus {
             runtime: vec![
                 finding(
@@ -297,6 +302,10 @@ mod tests {
                 finding(
                     "spec.matchConditions[1].expression",
                     RuntimeClass::AbsentField,
+                ),
+                finding(
+                    "spec.matchConditions[2].expression",
+                    RuntimeClass::AbsentNamespaceField,
                 ),
                 finding("spec.validations[0].expression", RuntimeClass::AbsentField),
             ],
