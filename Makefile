@@ -63,11 +63,11 @@ test:
 			cargo test --test it -- --exact --nocapture $(ORACLE_REPLAY_TESTS) && \
 		VAPCHECK_KUBECTL="$$kubectl" VAPCHECK_HELM="$$helm" VAPCHECK_IMAGE_OCI="$$image" \
 			VAPCHECK_NVIM="$$nvim" scripts/stage cargo-test \
-			cargo test --all-targets --no-fail-fast -- --exact $(addprefix --skip ,$(ORACLE_REPLAY_TESTS))
+			cargo test --workspace --all-targets --no-fail-fast -- --exact $(addprefix --skip ,$(ORACLE_REPLAY_TESTS))
 	@scripts/stage pre-commit scripts/test-pre-commit
 	@scripts/stage krew scripts/test-krew
 	@scripts/stage action scripts/test-action
-	@scripts/stage doc-test cargo test --doc
+	@scripts/stage doc-test cargo test --workspace --doc
 	@scripts/stage bench-smoke $(MAKE) --no-print-directory bench-smoke
 	@scripts/stage fuzz-smoke $(MAKE) --no-print-directory fuzz-smoke
 
@@ -178,5 +178,5 @@ lint:
 	cd e2e/oracle && go vet ./...
 	cd e2e/gatekeeper-oracle && go vet ./...
 	cd e2e/kyverno-oracle && go vet ./...
-	cargo fmt --check
-	cargo clippy --all-targets -- -D warnings
+	cargo fmt --all --check
+	cargo clippy --workspace --all-targets -- -D warnings

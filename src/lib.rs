@@ -4,9 +4,12 @@
 //! [`policy`]) and a thin shell around it (the controller, metrics, configuration and the
 //! binary in `main.rs`).
 
+/// The checker layer, the crate `vapcheck-cel` (crates/cel): cel-go v0.29.2's checker, cost
+/// estimator, standard library and validators, with no Kubernetes in it.
+pub use vapcheck_cel as cel;
+
 pub mod apiserver;
 pub mod bindings;
-pub mod cel;
 pub mod cli;
 pub mod config;
 pub mod controller;

@@ -232,7 +232,7 @@ impl BackendProvider for MissingBackends {
 }
 
 /// The schema source and checker of an offline run, built from the options and the CRDs read
-/// from `--crd` (supplied by whoever wires `src/schema` and `src/cel` in).
+/// from `--crd` (supplied by whoever wires `src/schema` and `crates/cel` in).
 pub type SchemaAndCheckerFactory =
     dyn Fn(
         &SchemaOptions,

@@ -1,5 +1,5 @@
 //! The seams between the pure policy layer and the parts it does not own: schema lookup
-//! (`src/schema/`) and CEL checking in the Kubernetes environment (`src/cel/`,
+//! (`src/schema/`) and CEL checking in the Kubernetes environment (`crates/cel/src/`,
 //! `src/k8s_env/`). The REST mapper and discovery seams live in
 //! [`restmapper`](super::restmapper).
 //!

@@ -7,7 +7,7 @@
 //! names root types `<Kind>` (upstream appends random digits), as `src/schema/` does.
 //!
 //! This checks the combination of the environment with converted schemas; cases exercising
-//! the parser are left to `src/cel/`'s tests.
+//! the parser are left to `crates/cel/src/`'s tests.
 
 use crate::golden_support::{Tally, golden};
 

@@ -9,7 +9,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-/// The CEL checker: cel-go's parser and checker, no Kubernetes.
+/// The CEL checker, the crate vapcheck-cel (crates/cel), re-exported as `crate::cel`.
 const CHECKER: &[&str] = &["cel"];
 /// The analysis core: no I/O, no front end.
 const CORE: &[&str] = &[
@@ -303,11 +303,7 @@ fn the_checker_and_the_core_do_no_io() {
             .map(|(rel, p)| format!("{rel} ({})", p.join(", ")))
             .collect()
     };
-    assert_eq!(
-        in_layer(CHECKER),
-        Vec::<String>::new(),
-        "the checker does I/O"
-    );
+    // The checker is a crate of its own: the_checker_knows_nothing_of_kubernetes reads it.
     assert_eq!(in_layer(CORE), Vec::<String>::new(), "the core does I/O");
     let schema: Vec<&str> = io_files
         .keys()
@@ -317,13 +313,20 @@ fn the_checker_and_the_core_do_no_io() {
     assert_eq!(schema, SCHEMA_IO_FILES, "schema files that do I/O");
 }
 
-#[test]
-fn the_checker_knows_nothing_of_kubernetes() {
-    // All of src/cel, its tests included: it is to become a crate of its own.
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/cel");
+/// The checker crate's files (crates/cel/src), tests included.
+fn checker_files() -> Vec<PathBuf> {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("crates/cel/src");
     let mut files = Vec::new();
     rust_files(&src, &mut files);
-    assert!(files.len() >= 10, "src/cel files: {}", files.len());
+    files.sort();
+    files
+}
+
+#[test]
+fn the_checker_knows_nothing_of_kubernetes() {
+    // All of the checker crate, its tests included.
+    let files = checker_files();
+    assert_eq!(files.len(), 10, "crates/cel/src files: {files:?}");
     let mut found = Vec::new();
     for f in &files {
         let text = without_comments(&std::fs::read_to_string(f).expect("read"));
@@ -332,7 +335,8 @@ fn the_checker_knows_nothing_of_kubernetes() {
             "kube::",
             "use kube",
             "tokio",
-            "crate::k8s_env",
+            "vapcheck::",
+            "k8s_env",
             "crate::policy",
             "crate::schema",
         ] {
@@ -340,6 +344,87 @@ fn the_checker_knows_nothing_of_kubernetes() {
                 found.push(format!("{} ({p})", f.display()));
             }
         }
+        for p in IO_PATHS {
+            if production(&text).0.contains(p) {
+                found.push(format!("{} ({p}: I/O)", f.display()));
+            }
+        }
     }
-    assert!(found.is_empty(), "the checker names Kubernetes: {found:?}");
+    assert!(
+        found.is_empty(),
+        "the checker names Kubernetes or does I/O: {found:?}"
+    );
+}
+
+/// The packages of Cargo.lock: name → the names of its dependencies.
+fn lock_graph() -> BTreeMap<String, BTreeSet<String>> {
+    let lock = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.lock"))
+        .expect("read Cargo.lock");
+    let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for package in lock.split("[[package]]").skip(1) {
+        let mut name = None;
+        let mut deps = BTreeSet::new();
+        let mut in_deps = false;
+        for line in package.lines() {
+            let line = line.trim();
+            if let Some(n) = line.strip_prefix("name = ") {
+                name = Some(n.trim_matches('"').to_owned());
+            } else if line.starts_with("dependencies = [") {
+                in_deps = !line.ends_with(']');
+            } else if in_deps && line == "]" {
+                in_deps = false;
+            } else if in_deps {
+                // ` "name",` or ` "name version",` when two versions are locked.
+                let dep = line.trim_matches(|c| c == '"' || c == ',');
+                let dep = dep.split(' ').next().unwrap_or(dep);
+                deps.insert(dep.to_owned());
+            }
+        }
+        if let Some(n) = name {
+            graph.entry(n).or_default().extend(deps);
+        }
+    }
+    graph
+}
+
+/// What the compiler enforces: the checker crate's whole dependency closure (Cargo.lock) has
+/// no Kubernetes, no kube client and no async runtime, and the root package depends on it.
+#[test]
+fn the_checker_crate_depends_on_no_kubernetes_and_no_runtime() {
+    let graph = lock_graph();
+    assert!(
+        graph
+            .get("vapcheck")
+            .is_some_and(|d| d.contains("vapcheck-cel")),
+        "vapcheck depends on vapcheck-cel"
+    );
+    let direct = graph
+        .get("vapcheck-cel")
+        .expect("vapcheck-cel in Cargo.lock");
+    assert_eq!(
+        direct.iter().map(String::as_str).collect::<Vec<_>>(),
+        ["cel", "regex-syntax"],
+        "vapcheck-cel's direct dependencies"
+    );
+    let mut closure = BTreeSet::new();
+    let mut todo = vec!["vapcheck-cel".to_owned()];
+    while let Some(p) = todo.pop() {
+        for d in graph.get(&p).into_iter().flatten() {
+            if closure.insert(d.clone()) {
+                todo.push(d.clone());
+            }
+        }
+    }
+    let forbidden: Vec<&String> = closure
+        .iter()
+        .filter(|d| {
+            d.starts_with("kube")
+                || d.starts_with("k8s-")
+                || ["tokio", "hyper", "axum", "tower", "reqwest", "vapcheck"].contains(&d.as_str())
+        })
+        .collect();
+    assert!(
+        forbidden.is_empty(),
+        "the checker crate's dependencies reach {forbidden:?} (closure: {closure:?})"
+    );
 }

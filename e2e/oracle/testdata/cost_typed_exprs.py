@@ -75,7 +75,7 @@ BOUNDED_EXPRS = (
         "object.spec.tags + object.spec.freeTags == []",
         "object.spec.tags.map(t, t + 'x').all(t, t.size() < 20)",
         "request.object.spec.tags.all(t, t == 'a')",
-        # Go slice aliasing of cel-go's paths (GoPath in src/cel/cost.rs): the key variable of a
+        # Go slice aliasing of cel-go's paths (GoPath in crates/cel/src/cost.rs): the key variable of a
         # two-variable comprehension reads the value's path when the range path has spare
         # capacity (len 3, cap 4 here), and so do sibling selections of one local variable.
         "object.spec.labels.all(k, v, (v + k).size() > 0)",

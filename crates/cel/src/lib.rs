@@ -7,7 +7,7 @@
 //!
 //! ```
 //! use std::sync::Arc;
-//! use vapcheck::cel::{compile, Env, EnvBuilder, EnvOptions, Type};
+//! use vapcheck_cel::{compile, Env, EnvBuilder, EnvOptions, Type};
 //!
 //! let base = Arc::new(EnvBuilder::standard(EnvOptions::kubernetes()).build());
 //! let mut overlay = Env::extend(&base);

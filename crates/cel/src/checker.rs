@@ -156,7 +156,7 @@ pub trait CallMacro: Send + Sync {
     ) -> Option<(u64, String)>;
 
     /// The expression cel-go's macro expands the call into (usually a
-    /// [`Synth::Comprehension`]), for the cost estimator ([`crate::cel::cost`]); `None` if
+    /// [`Synth::Comprehension`]), for the cost estimator ([`crate::cost`]); `None` if
     /// this macro does not describe it (the estimator then reports the call as unsupported).
     fn expansion<'e>(
         &self,

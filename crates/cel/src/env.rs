@@ -146,7 +146,7 @@ impl FunctionDecl {
 /// A hasher for short identifier keys (FNV-1a): the keys are declaration names chosen by
 /// the program, not by an attacker, so a keyed hash buys nothing and costs time.
 #[derive(Default)]
-pub(crate) struct FnvHasher(u64);
+pub struct FnvHasher(u64);
 
 impl Hasher for FnvHasher {
     fn finish(&self) -> u64 {
@@ -168,7 +168,7 @@ impl Hasher for FnvHasher {
 }
 
 /// A `HashMap` with [`FnvHasher`].
-pub(crate) type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<FnvHasher>>;
+pub type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<FnvHasher>>;
 
 /// A hasher that takes its input a word (8 bytes) at a time (the multiply-and-rotate of
 /// rustc's `FxHasher`), for the cost estimator's maps (`cel::cost`): [`FnvHasher`] takes one
@@ -176,7 +176,7 @@ pub(crate) type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<FnvHasher>>;
 /// whose iteration order nothing observes (lookups only): the order differs from a
 /// [`FastMap`]'s.
 #[derive(Default)]
-pub(crate) struct WordHasher(u64);
+pub struct WordHasher(u64);
 
 impl WordHasher {
     const SEED: u64 = 0x51_7c_c1_b7_27_22_0a_95;
@@ -225,7 +225,7 @@ impl Hasher for WordHasher {
 }
 
 /// A `HashMap` with [`WordHasher`] (lookups only; see there).
-pub(crate) type WordMap<K, V> = HashMap<K, V, BuildHasherDefault<WordHasher>>;
+pub type WordMap<K, V> = HashMap<K, V, BuildHasherDefault<WordHasher>>;
 
 /// An error while building an environment.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -357,7 +357,7 @@ impl EnvOptions {
 
 /// A call-shaped macro the checker types itself (the `cel` parser leaves calls such as
 /// two-variable `all`, `transformList` or `optMap` unexpanded). See
-/// [`crate::cel::checker::CallMacro`].
+/// [`crate::checker::CallMacro`].
 pub use super::checker::CallMacro;
 
 /// A checking environment. Immutable; cheap to share in an `Arc`; overlays reference their

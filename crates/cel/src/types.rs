@@ -393,7 +393,7 @@ impl TypeKind {
 /// they are equal after renaming object names along it; a name may only pair with a different
 /// one when `keep` says neither is read by name. Everything that depends on types only through
 /// their structure, equality between types and the names `keep` lists sees the two typings
-/// alike (the cost estimator: `crate::cel::cost`, docs/cost.md).
+/// alike (the cost estimator: `crate::cost`, docs/cost.md).
 #[derive(Default)]
 pub struct ObjectRenaming {
     /// (name in the first typing, name in the second), identical pairs included.

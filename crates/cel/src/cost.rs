@@ -633,7 +633,7 @@ thread_local! {
 }
 
 /// Drops the maps this thread kept for its next estimate (`engine::forget_cost_memos`).
-pub(crate) fn forget_buffers() {
+pub fn forget_buffers() {
     BUFFERS.with(|b| *b.borrow_mut() = None);
 }
 
@@ -1700,7 +1700,7 @@ fn is_scalar(t: &Type) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cel::{EnvBuilder, EnvOptions, compile};
+    use crate::{EnvBuilder, EnvOptions, compile};
     use std::sync::Arc;
 
     fn cost_of(text: &str) -> CostEstimate {
