@@ -336,7 +336,7 @@ fn the_checker_knows_nothing_of_kubernetes() {
             "use kube",
             "tokio",
             "vapcheck::",
-            "k8s_env",
+            "crate::k8s_env",
             "crate::policy",
             "crate::schema",
         ] {
