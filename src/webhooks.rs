@@ -399,9 +399,8 @@ fn fail_closed_node_heartbeats(hook: &Webhook, path: &str) -> Option<Advice> {
         field_ref: format!("{path}.rules[{j}]"),
         message: format!(
             "failurePolicy is Fail and the rules match the node heartbeats ({}): while the \
-             webhook is unavailable, kube-apiserver denies the kubelets' status updates and \
-             lease renewals, and the node lifecycle controller marks the nodes unreachable and \
-             evicts their pods; leave the kubelets out (a match condition on \
+             webhook is unavailable, kube-apiserver denies them, and the node lifecycle \
+             controller marks the nodes unreachable and evicts their pods; leave the kubelets out (a match condition on \
              request.userInfo.groups containing system:nodes) or use failurePolicy Ignore",
             names.join(", ")
         ),

@@ -399,9 +399,8 @@ async fn fail_closed_heartbeats_are_denied() -> anyhow::Result<()> {
     let message = |what: &str| {
         format!(
             "failurePolicy is Fail and the rules match the node heartbeats ({what}): while the \
-             webhook is unavailable, kube-apiserver denies the kubelets' status updates and \
-             lease renewals, and the node lifecycle controller marks the nodes unreachable and \
-             evicts their pods; leave the kubelets out (a match condition on \
+             webhook is unavailable, kube-apiserver denies them, and the node lifecycle \
+             controller marks the nodes unreachable and evicts their pods; leave the kubelets out (a match condition on \
              request.userInfo.groups containing system:nodes) or use failurePolicy Ignore"
         )
     };
