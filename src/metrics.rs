@@ -680,7 +680,7 @@ impl Metrics {
         );
         r.register(
             "vapcheck_webhook_findings",
-            "Offline findings on an admission webhook (the practices VAP120-VAP126 and its match conditions' type-check, runtime and cost findings, as vapcheck check reports them)",
+            "Offline findings on an admission webhook (the practices VAP120-VAP127 and its match conditions' type-check, runtime and cost findings, as vapcheck check reports them)",
             m.webhook_findings.clone(),
         );
         // The bindings are always watched: their series exists from start-up.

@@ -34,9 +34,9 @@ pub const REASON_FINDINGS_SUPPRESSED: &str = "FindingsSuppressed";
 
 /// Every rule id a suppression may name (the ids of `cli::ci::Rule`; a test there keeps the
 /// two lists equal).
-pub const RULE_IDS: [&str; 13] = [
+pub const RULE_IDS: [&str; 14] = [
     "VAP001", "VAP002", "VAP003", "VAP100", "VAP101", "VAP110", "VAP120", "VAP121", "VAP122",
-    "VAP123", "VAP124", "VAP125", "VAP126",
+    "VAP123", "VAP124", "VAP125", "VAP126", "VAP127",
 ];
 
 /// The rule of type-checking warnings (`status.typeChecking.expressionWarnings`).
@@ -412,7 +412,7 @@ mod tests {
             ),
             (
                 "VAP11",
-                "entry \"VAP11\": unknown rule \"VAP11\" (one of VAP001, VAP002, VAP003, VAP100, VAP101, VAP110, VAP120, VAP121, VAP122, VAP123, VAP124, VAP125, VAP126)",
+                "entry \"VAP11\": unknown rule \"VAP11\" (one of VAP001, VAP002, VAP003, VAP100, VAP101, VAP110, VAP120, VAP121, VAP122, VAP123, VAP124, VAP125, VAP126, VAP127)",
             ),
             ("VAP110@", "entry \"VAP110@\": no field after @"),
             (
@@ -441,7 +441,7 @@ mod tests {
         );
         assert_eq!(
             from_annotations(Some("VAP1"), None).unwrap_err(),
-            "metadata.annotations[vapcheck.io/ignore]: entry \"VAP1\": unknown rule \"VAP1\" (one of VAP001, VAP002, VAP003, VAP100, VAP101, VAP110, VAP120, VAP121, VAP122, VAP123, VAP124, VAP125, VAP126)"
+            "metadata.annotations[vapcheck.io/ignore]: entry \"VAP1\": unknown rule \"VAP1\" (one of VAP001, VAP002, VAP003, VAP100, VAP101, VAP110, VAP120, VAP121, VAP122, VAP123, VAP124, VAP125, VAP126, VAP127)"
         );
         assert_eq!(from_annotations(None, None), Ok(None));
     }
@@ -544,7 +544,7 @@ mod tests {
             got[2].as_ref().unwrap_err(),
             &(
                 6,
-                "# vapcheck:ignore: entry \"VAP9\": unknown rule \"VAP9\" (one of VAP001, VAP002, VAP003, VAP100, VAP101, VAP110, VAP120, VAP121, VAP122, VAP123, VAP124, VAP125, VAP126)".to_owned()
+                "# vapcheck:ignore: entry \"VAP9\": unknown rule \"VAP9\" (one of VAP001, VAP002, VAP003, VAP100, VAP101, VAP110, VAP120, VAP121, VAP122, VAP123, VAP124, VAP125, VAP126, VAP127)".to_owned()
             )
         );
     }

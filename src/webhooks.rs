@@ -20,6 +20,11 @@ use crate::bindings::selector;
 pub const DOCS: &str =
     "https://kubernetes.io/docs/reference/access-authn-authz/extensible-admission-controllers/";
 
+/// The documentation of the node heartbeats (the section's anchor is `node-heart-beats` in the
+/// page's source, `content/en/docs/concepts/architecture/leases.md`).
+pub const LEASES_DOCS: &str =
+    "https://kubernetes.io/docs/concepts/architecture/leases/#node-heart-beats";
+
 /// A kind of finding on a webhook.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Practice {
@@ -49,6 +54,9 @@ pub enum Practice {
     /// webhook is sent AdmissionReview v1beta1 ("Request"; k8s.io/apiserver v0.37.1
     /// `admission/plugin/webhook/request/admissionreview.go` `CreateAdmissionObjects`).
     ReviewVersionV1beta1,
+    /// `failurePolicy: Fail` on the node heartbeats, UPDATE of `nodes/status` or of the Leases
+    /// in kube-node-lease (Kubernetes documentation, "Leases", "Node heartbeats").
+    FailClosedNodeHeartbeats,
 }
 
 impl Practice {
@@ -62,6 +70,7 @@ impl Practice {
             Practice::SelectsNothing => "VAP124",
             Practice::TimeoutsExceedRequest => "VAP125",
             Practice::ReviewVersionV1beta1 => "VAP126",
+            Practice::FailClosedNodeHeartbeats => "VAP127",
         }
     }
 
@@ -75,6 +84,7 @@ impl Practice {
             Practice::SelectsNothing => "WebhookSelectorSelectsNothing",
             Practice::TimeoutsExceedRequest => "WebhookTimeoutsExceedRequestTimeout",
             Practice::ReviewVersionV1beta1 => "WebhookSentAdmissionReviewV1beta1",
+            Practice::FailClosedNodeHeartbeats => "WebhookFailClosedOnNodeHeartbeats",
         }
     }
 
@@ -102,6 +112,9 @@ impl Practice {
             Practice::ReviewVersionV1beta1 => {
                 "A webhook's admissionReviewVersions names v1beta1 before v1, or not v1 at all: kube-apiserver sends it AdmissionReview v1beta1 (the version of API servers before 1.16) and fails the call when the webhook answers in v1."
             }
+            Practice::FailClosedNodeHeartbeats => {
+                "A webhook with failurePolicy Fail intercepts the node heartbeats (kubelets' updates of nodes/status or of their Leases in kube-node-lease): while it is unavailable, kube-apiserver denies them, and the control plane marks the nodes unreachable and evicts their pods."
+            }
         }
     }
 
@@ -119,11 +132,12 @@ impl Practice {
             Practice::SelectsNothing => format!("{DOCS}#matching-requests-namespaceselector"),
             Practice::TimeoutsExceedRequest => format!("{DOCS}#timeouts"),
             Practice::ReviewVersionV1beta1 => format!("{DOCS}#request"),
+            Practice::FailClosedNodeHeartbeats => LEASES_DOCS.to_owned(),
         }
     }
 
     /// Every practice, in id order.
-    pub const ALL: [Practice; 7] = [
+    pub const ALL: [Practice; 8] = [
         Practice::ExcludedResource,
         Practice::FailClosedKubeSystem,
         Practice::FailClosedOwnPods,
@@ -131,6 +145,7 @@ impl Practice {
         Practice::SelectsNothing,
         Practice::TimeoutsExceedRequest,
         Practice::ReviewVersionV1beta1,
+        Practice::FailClosedNodeHeartbeats,
     ];
 }
 
@@ -279,9 +294,117 @@ pub fn advise(config: &WebhookConfiguration) -> Vec<Advice> {
                 ),
             });
         }
+        out.extend(fail_closed_node_heartbeats(hook, &path));
     }
     out.extend(timeouts_exceed_request(&c));
     out
+}
+
+/// A request of a node heartbeat: what kube-apiserver's rule matcher looks at.
+struct Heartbeat {
+    group: &'static str,
+    resource: &'static str,
+    subresource: &'static str,
+    /// The namespace of the objects; `None` for cluster-scoped ones.
+    namespace: Option<&'static str>,
+    /// How the message names it.
+    what: &'static str,
+}
+
+/// The requests of a kubelet's heartbeats, both UPDATE in admission, through `v1`:
+/// k8s.io/kubernetes v1.37.1 `pkg/kubelet/kubelet_node_status.go` `tryUpdateNodeStatus` calls
+/// k8s.io/component-helpers `node/util/status.go` `PatchNodeStatus` (a PATCH of `nodes/status`,
+/// which admission sees as UPDATE), and `pkg/kubelet/kubelet.go` builds `lease.NewController`
+/// with `v1.NamespaceNodeLease`, whose `retryUpdateLease` (component-helpers
+/// `apimachinery/lease/controller.go`) updates the node's Lease in kube-node-lease.
+const HEARTBEATS: [Heartbeat; 2] = [
+    Heartbeat {
+        group: "",
+        resource: "nodes",
+        subresource: "status",
+        namespace: None,
+        what: "UPDATE of nodes/status",
+    },
+    Heartbeat {
+        group: "coordination.k8s.io",
+        resource: "leases",
+        subresource: "",
+        namespace: Some("kube-node-lease"),
+        what: "UPDATE of leases in kube-node-lease",
+    },
+];
+
+/// Whether rule `r` matches the heartbeat `h`, as k8s.io/apiserver v0.37.1
+/// `admission/plugin/webhook/predicates/rules/rules.go` `Matcher.Matches` does: the operation
+/// (`UPDATE` or `*`), group and version (exact or `*`), scope (`*`, or `Cluster` for
+/// cluster-scoped objects and `Namespaced` for the others) and resource: `splitResource` cuts
+/// an entry at its first `/`, and each part must be `*` or equal, so `*` alone does not match a
+/// subresource while `*/*`, `nodes/*` and `nodes/status` do (and `*/*` matches `leases` too).
+/// Other versions are not tried: `nodes` and `leases` are served in `v1` only (k8s.io/kubernetes
+/// v1.37.1 `pkg/registry/coordination/rest/storage_coordination.go`: `leases` only in
+/// `v1Storage`).
+fn rule_matches(r: &crate::apiserver::webhook::RuleWithOperations, h: &Heartbeat) -> bool {
+    let has = |items: &Option<Vec<String>>, want: &str| {
+        items.iter().flatten().any(|i| i == "*" || i == want)
+    };
+    let scope = match r.scope.as_deref() {
+        None | Some("*") => true,
+        Some("Cluster") => h.namespace.is_none(),
+        Some("Namespaced") => h.namespace.is_some(),
+        Some(_) => false,
+    };
+    let resource = r.resources.iter().flatten().any(|entry| {
+        let (res, sub) = entry.split_once('/').unwrap_or((entry.as_str(), ""));
+        (res == "*" || res == h.resource) && (sub == "*" || sub == h.subresource)
+    });
+    scope
+        && has(&r.operations, "UPDATE")
+        && has(&r.api_groups, h.group)
+        && has(&r.api_versions, "v1")
+        && resource
+}
+
+/// VAP127: a fail-closed webhook (the caller checked `failurePolicy` and the empty
+/// `objectSelector`) whose rules match a heartbeat. A namespaceSelector never exempts a Node (a
+/// cluster-scoped object other than a Namespace: k8s.io/apiserver v0.37.1
+/// `admission/plugin/webhook/predicates/namespace/matcher.go` `MatchNamespaceSelector`); the
+/// Leases count only when it certainly selects kube-node-lease ([`selects_namespace`]). A
+/// webhook with match conditions is not judged: a condition can leave the kubelets out (the
+/// documentation's own example tests `request.userInfo.groups` for `system:nodes`).
+fn fail_closed_node_heartbeats(hook: &Webhook, path: &str) -> Option<Advice> {
+    if hook
+        .match_conditions
+        .as_ref()
+        .is_some_and(|m| !m.is_empty())
+    {
+        return None;
+    }
+    let rules = hook.rules();
+    let mut first = None;
+    let mut names = Vec::new();
+    for h in &HEARTBEATS {
+        if let Some(ns) = h.namespace
+            && !selects_namespace(hook, ns)
+        {
+            continue;
+        }
+        if let Some(j) = rules.iter().position(|r| rule_matches(r, h)) {
+            first = Some(first.map_or(j, |f: usize| f.min(j)));
+            names.push(h.what);
+        }
+    }
+    let j = first?;
+    Some(Advice {
+        rule: Practice::FailClosedNodeHeartbeats,
+        field_ref: format!("{path}.rules[{j}]"),
+        message: format!(
+            "failurePolicy is Fail and the rules match the node heartbeats ({}): while the \
+             webhook is unavailable, kube-apiserver denies them, and the node lifecycle \
+             controller marks the nodes unreachable and evicts their pods; leave the kubelets out (a match condition on \
+             request.userInfo.groups containing system:nodes) or use failurePolicy Ignore",
+            names.join(", ")
+        ),
+    })
 }
 
 /// `matchPolicy: Exact` rules that name some versions of a resource `groups` (discovery)
@@ -814,6 +937,154 @@ mod tests {
         let mut ignore = hook(json!({}), json!({}));
         ignore["failurePolicy"] = json!("Ignore");
         assert_eq!(rules(&advise(&config(ignore))), []);
+    }
+
+    #[test]
+    fn fail_closed_on_node_heartbeats() {
+        let hook = |rules: serde_json::Value| {
+            json!({"name": "a.b.c", "failurePolicy": "Fail", "rules": rules,
+                "clientConfig": {"url": "https://hooks.example/validate"}})
+        };
+        let rule = |groups: serde_json::Value, ops: serde_json::Value, res: serde_json::Value| json!({"apiGroups": groups, "apiVersions": ["v1"], "operations": ops, "resources": res});
+        let advice = |h: serde_json::Value| advise(&config(h));
+        // nodes/status, nodes/*, */* (with scope Cluster) and leases each match.
+        for (rules, what) in [
+            (
+                json!([rule(
+                    json!([""]),
+                    json!(["UPDATE"]),
+                    json!(["nodes/status"])
+                )]),
+                "UPDATE of nodes/status",
+            ),
+            (
+                json!([rule(json!(["*"]), json!(["*"]), json!(["nodes/*"]))]),
+                "UPDATE of nodes/status",
+            ),
+            (
+                json!([{"apiGroups": [""], "apiVersions": ["*"], "operations": ["UPDATE"],
+                    "resources": ["*/*"], "scope": "Cluster"}]),
+                "UPDATE of nodes/status",
+            ),
+            (
+                json!([rule(
+                    json!(["coordination.k8s.io"]),
+                    json!(["UPDATE"]),
+                    json!(["leases"])
+                )]),
+                "UPDATE of leases in kube-node-lease",
+            ),
+            (
+                json!([rule(json!(["*"]), json!(["*"]), json!(["*/*"]))]),
+                "UPDATE of nodes/status, UPDATE of leases in kube-node-lease",
+            ),
+        ] {
+            let a = advice(hook(rules.clone()));
+            assert_eq!(rules_of(&a, "VAP127"), ["webhooks[0].rules[0]"], "{rules}");
+            let m = &a.iter().find(|a| a.rule.id() == "VAP127").unwrap().message;
+            assert!(
+                m.starts_with(&format!(
+                    "failurePolicy is Fail and the rules match the node heartbeats ({what}): "
+                )),
+                "{m}"
+            );
+        }
+        // The second rule is the one that matches.
+        let second = hook(json!([
+            rule(json!([""]), json!(["CREATE"]), json!(["nodes/status"])),
+            rule(json!([""]), json!(["UPDATE"]), json!(["nodes/status"])),
+        ]));
+        assert_eq!(
+            rules_of(&advice(second), "VAP127"),
+            ["webhooks[0].rules[1]"]
+        );
+        // A namespaceSelector does not exempt Nodes, it does exempt kube-node-lease.
+        let mut ns_selector = hook(json!([
+            rule(json!([""]), json!(["UPDATE"]), json!(["nodes/status"])),
+            rule(
+                json!(["coordination.k8s.io"]),
+                json!(["UPDATE"]),
+                json!(["leases"])
+            ),
+        ]));
+        ns_selector["namespaceSelector"] = json!({"matchLabels": {"team": "a"}});
+        let a = advice(ns_selector);
+        assert_eq!(rules_of(&a, "VAP127"), ["webhooks[0].rules[0]"]);
+        assert!(
+            a[0].message.contains("(UPDATE of nodes/status): "),
+            "{}",
+            a[0].message
+        );
+
+        // No finding: Ignore, an objectSelector, match conditions, `nodes` alone or `*` (no
+        // subresource), CREATE only, scope Namespaced for nodes, another group or version,
+        // leases with kube-node-lease left out by the namespaceSelector.
+        let status = json!([rule(
+            json!([""]),
+            json!(["UPDATE"]),
+            json!(["nodes/status"])
+        )]);
+        let mut ignore = hook(status.clone());
+        ignore["failurePolicy"] = json!("Ignore");
+        let mut selected = hook(status.clone());
+        selected["objectSelector"] = json!({"matchLabels": {"inject": "true"}});
+        let mut conditions = hook(status.clone());
+        conditions["matchConditions"] = json!([{"name": "not-nodes", "expression": "!('system:nodes' in request.userInfo.groups)"}]);
+        let mut other_namespace = hook(json!([rule(
+            json!(["coordination.k8s.io"]),
+            json!(["*"]),
+            json!(["leases"])
+        )]));
+        other_namespace["namespaceSelector"] = json!({"matchExpressions": [
+            {"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["kube-system"]}]});
+        for h in [
+            ignore,
+            selected,
+            conditions,
+            other_namespace,
+            hook(json!([rule(
+                json!([""]),
+                json!(["UPDATE", "CREATE"]),
+                json!(["nodes"])
+            )])),
+            hook(json!([rule(json!([""]), json!(["*"]), json!(["*"]))])),
+            hook(json!([rule(
+                json!([""]),
+                json!(["CREATE"]),
+                json!(["nodes/status"])
+            )])),
+            hook(
+                json!([{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["UPDATE"],
+                "resources": ["nodes/status"], "scope": "Namespaced"}]),
+            ),
+            hook(json!([rule(
+                json!(["apps"]),
+                json!(["UPDATE"]),
+                json!(["nodes/status"])
+            )])),
+            hook(
+                json!([{"apiGroups": ["coordination.k8s.io"], "apiVersions": ["v1beta1"],
+                "operations": ["UPDATE"], "resources": ["leases"]}]),
+            ),
+            hook(json!([rule(
+                json!([""]),
+                json!(["UPDATE"]),
+                json!(["nodes/proxy"])
+            )])),
+        ] {
+            assert_eq!(
+                rules_of(&advice(h.clone()), "VAP127"),
+                Vec::<&str>::new(),
+                "{h}"
+            );
+        }
+    }
+
+    fn rules_of<'a>(a: &'a [Advice], id: &str) -> Vec<&'a str> {
+        a.iter()
+            .filter(|a| a.rule.id() == id)
+            .map(|a| a.field_ref.as_str())
+            .collect()
     }
 
     fn served(group: &str, versions: &[(&str, &[&str])]) -> crate::policy::ApiGroupResources {

@@ -30,6 +30,7 @@ use serde_json::{Value, json};
 const FIXTURE: &str = "e2e/fixtures/webhook-match-conditions.yaml";
 const PRACTICES: &str = "e2e/fixtures/webhook-practices.yaml";
 const REVIEW_VERSIONS: &str = "e2e/fixtures/webhook-review-versions.yaml";
+const HEARTBEATS: &str = "e2e/fixtures/webhook-heartbeats.yaml";
 /// The namespace of the self-hosted webhook in the fixture; each run uses a fresh one (a
 /// deleted namespace stays terminating on a control plane without the namespace controller).
 const SELF_HOSTED_NAMESPACE: &str = "vapcheck-e2e-self-hosted";
@@ -359,6 +360,158 @@ async fn practice_findings_happen_at_admission() -> anyhow::Result<()> {
     if !report.is_empty() {
         bail!("kube-apiserver did not answer as the findings say:\n{report}");
     }
+    Ok(())
+}
+
+/// The answer to a request: `Err` with the API server's message when it denied it.
+fn answer<T>(r: Result<T, kube::Error>) -> anyhow::Result<Result<(), String>> {
+    match r {
+        Ok(_) => Ok(Ok(())),
+        Err(kube::Error::Api(status)) => Ok(Err(status.message)),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// VAP127 (`e2e/fixtures/webhook-heartbeats.yaml`): vapcheck reports a fail-closed webhook on
+/// UPDATE of `nodes/status` and one on UPDATE of the Leases in kube-node-lease; with them
+/// created (their address refuses connections), kube-apiserver denies a status patch of a Node
+/// and an update of a Lease in kube-node-lease, the two requests of a kubelet's heartbeat,
+/// with the webhooks' call errors. A patch of the Node itself (no subresource) and an update of
+/// a Lease in another namespace are admitted, so the rules and the namespaceSelector decided.
+#[tokio::test]
+async fn fail_closed_heartbeats_are_denied() -> anyhow::Result<()> {
+    use k8s_openapi::api::coordination::v1::Lease;
+    use k8s_openapi::api::core::v1::Node;
+    use kube::api::{Patch, PatchParams};
+
+    let cluster = support::shared_cluster()?;
+    let client = cluster.client().await?;
+    let fixture = support::repo_root().join(HEARTBEATS);
+    let entries = support::check_json(cluster.kubeconfig(), &fixture)?;
+    let got: Vec<(String, String, String)> = entries
+        .iter()
+        .flat_map(|e| e["advice"].as_array().cloned().unwrap_or_default())
+        .map(|a| {
+            let s = |k: &str| a[k].as_str().unwrap_or_default().to_owned();
+            (s("rule"), s("fieldRef"), s("message"))
+        })
+        .collect();
+    let message = |what: &str| {
+        format!(
+            "failurePolicy is Fail and the rules match the node heartbeats ({what}): while the \
+             webhook is unavailable, kube-apiserver denies them, and the node lifecycle \
+             controller marks the nodes unreachable and evicts their pods; leave the kubelets out (a match condition on \
+             request.userInfo.groups containing system:nodes) or use failurePolicy Ignore"
+        )
+    };
+    let want = vec![
+        (
+            "VAP127".to_owned(),
+            "webhooks[0].rules[0]".to_owned(),
+            message("UPDATE of nodes/status"),
+        ),
+        (
+            "VAP127".to_owned(),
+            "webhooks[1].rules[0]".to_owned(),
+            message("UPDATE of leases in kube-node-lease"),
+        ),
+    ];
+    ensure!(
+        entries.len() == 1 && got == want,
+        "vapcheck's findings:\n{got:#?}\nexpected:\n{want:#?}"
+    );
+
+    // kube-apiserver's system namespaces controller creates kube-node-lease; wait for it.
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let mut tries = 0;
+    while namespaces.get_opt("kube-node-lease").await?.is_none() {
+        tries += 1;
+        ensure!(tries < 60, "kube-node-lease was not created within 30 s");
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    }
+    let name = format!("vapcheck-e2e-heartbeat-{}", support::unix_ms());
+    let nodes: Api<Node> = Api::all(client.clone());
+    let node: Node = serde_json::from_value(json!({"apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": name}}))?;
+    nodes.create(&PostParams::default(), &node).await?;
+    let lease = |ns: &str| -> anyhow::Result<Lease> {
+        Ok(serde_json::from_value(
+            json!({"apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease", "metadata": {"name": name, "namespace": ns},
+            "spec": {"holderIdentity": name, "leaseDurationSeconds": 40}}),
+        )?)
+    };
+    let node_leases: Api<Lease> = Api::namespaced(client.clone(), "kube-node-lease");
+    let other_leases: Api<Lease> = Api::namespaced(client.clone(), "default");
+    node_leases
+        .create(&PostParams::default(), &lease("kube-node-lease")?)
+        .await?;
+    other_leases
+        .create(&PostParams::default(), &lease("default")?)
+        .await?;
+
+    let text = std::fs::read_to_string(&fixture)?;
+    let applied = support::apply_yaml(&client, &text).await?;
+    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    let renew = json!({"spec": {"renewTime": "2026-01-01T00:00:00.000000Z"}});
+    let heartbeat_status = answer(
+        nodes
+            .patch_status(
+                &name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"status": {"conditions": [{"type": "Ready",
+                "status": "True", "reason": "KubeletReady", "message": "kubelet is posting ready status",
+                "lastHeartbeatTime": "2026-01-01T00:00:00Z", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}})),
+            )
+            .await,
+    );
+    let heartbeat_lease = answer(
+        node_leases
+            .patch(&name, &PatchParams::default(), &Patch::Merge(renew.clone()))
+            .await,
+    );
+    let node_itself = answer(
+        nodes
+            .patch(
+                &name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"metadata": {"labels": {"vapcheck": "e2e"}}})),
+            )
+            .await,
+    );
+    let other_lease = answer(
+        other_leases
+            .patch(&name, &PatchParams::default(), &Patch::Merge(renew))
+            .await,
+    );
+    // Clean up before judging, so that a failure leaves no webhook behind.
+    delete_configurations(&client, &applied).await?;
+    nodes.delete(&name, &DeleteParams::default()).await?;
+    node_leases.delete(&name, &DeleteParams::default()).await?;
+    other_leases.delete(&name, &DeleteParams::default()).await?;
+    let (heartbeat_status, heartbeat_lease) = (heartbeat_status?, heartbeat_lease?);
+    let (node_itself, other_lease) = (node_itself?, other_lease?);
+    eprintln!("webhooks: nodes/status patch: {heartbeat_status:?}");
+    eprintln!("webhooks: Lease update in kube-node-lease: {heartbeat_lease:?}");
+    eprintln!("webhooks: Node patch: {node_itself:?}; Lease update in default: {other_lease:?}");
+    let denied = |hook: &str| {
+        Err(format!(
+            "Internal error occurred: failed calling webhook \"{hook}\": failed to call webhook: \
+             Post \"https://127.0.0.1:1/validate?timeout=10s\": dial tcp 127.0.0.1:1: connect: \
+             connection refused"
+        ))
+    };
+    let got = [heartbeat_status, heartbeat_lease, node_itself, other_lease];
+    let want = [
+        denied("node-status.vapcheck.example.com"),
+        denied("node-lease.vapcheck.example.com"),
+        Ok(()),
+        Ok(()),
+    ];
+    ensure!(
+        got == want,
+        "kube-apiserver did not answer as VAP127 says:\n{got:#?}\nexpected:\n{want:#?}"
+    );
     Ok(())
 }
 

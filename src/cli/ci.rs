@@ -94,7 +94,7 @@ impl Rule {
     }
     /// In SARIF's `rules` order (`ruleIndex`): new rules are appended so that the indexes of
     /// the others do not move.
-    const ALL: [Rule; 13] = [
+    const ALL: [Rule; 14] = [
         Rule::Rejected,
         Rule::StaticManifests,
         Rule::TypeWarning,
@@ -108,6 +108,7 @@ impl Rule {
         Rule::Webhook(crate::webhooks::Practice::ALL[4]),
         Rule::Webhook(crate::webhooks::Practice::ALL[5]),
         Rule::Webhook(crate::webhooks::Practice::ALL[6]),
+        Rule::Webhook(crate::webhooks::Practice::ALL[7]),
     ];
 }
 

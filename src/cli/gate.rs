@@ -24,7 +24,7 @@ pub enum FailOn {
     /// Those (exit 3), and expressions that error at admission on valid objects (VAP110,
     /// exit 1).
     Error,
-    /// Those, type-checking warnings (VAP100) and webhook findings (VAP120-VAP126), exit 1:
+    /// Those, type-checking warnings (VAP100) and webhook findings (VAP120-VAP127), exit 1:
     /// the default.
     #[default]
     Warning,
@@ -39,7 +39,7 @@ pub struct GateArgs {
     /// rejects (VAP001), a static-manifest folder it does not load (VAP002), a document that
     /// does not decode (VAP003), exit 3. error: those, and expressions that error at admission
     /// on valid objects (VAP110), exit 1 when nothing is rejected. warning (default): those,
-    /// type-checking warnings (VAP100) and webhook findings (VAP120-VAP126), exit 1. never: exit 0. Kinds not type-checked
+    /// type-checking warnings (VAP100) and webhook findings (VAP120-VAP127), exit 1. never: exit 0. Kinds not type-checked
     /// (VAP101), cost estimates and binding verdicts never fail the run; unusable input
     /// (nothing readable, a policy that could not be checked at all) always exits 2.
     #[arg(long, value_enum, value_name = "LEVEL")]

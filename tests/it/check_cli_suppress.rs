@@ -313,7 +313,7 @@ fn malformed_annotations_and_comments_are_errors_naming_the_entry() {
                 "  - expression: 'object.replicas > 0'",
                 "  - expression: 'object.replicas > 0' # vapcheck:ignore VAP1OO -- typo",
             ),
-            "vapcheck: invalid suppression: p.yaml:11: # vapcheck:ignore: entry \"VAP1OO\": unknown rule \"VAP1OO\" (one of VAP001, VAP002, VAP003, VAP100, VAP101, VAP110, VAP120, VAP121, VAP122, VAP123, VAP124, VAP125, VAP126)\n",
+            "vapcheck: invalid suppression: p.yaml:11: # vapcheck:ignore: entry \"VAP1OO\": unknown rule \"VAP1OO\" (one of VAP001, VAP002, VAP003, VAP100, VAP101, VAP110, VAP120, VAP121, VAP122, VAP123, VAP124, VAP125, VAP126, VAP127)\n",
         ),
     ];
     for (text, want) in cases {
@@ -442,7 +442,7 @@ fn configuration_ignores_and_severities() {
         ),
         (
             "severity: {VAP999: error}\n",
-            "vapcheck: severity: unknown rule \"VAP999\" (one of VAP001, VAP002, VAP003, VAP100, VAP101, VAP110, VAP120, VAP121, VAP122, VAP123, VAP124, VAP125, VAP126)\n",
+            "vapcheck: severity: unknown rule \"VAP999\" (one of VAP001, VAP002, VAP003, VAP100, VAP101, VAP110, VAP120, VAP121, VAP122, VAP123, VAP124, VAP125, VAP126, VAP127)\n",
         ),
         (
             "severity: {VAP100: fatal}\n",
