@@ -21,6 +21,7 @@
 //! rounds of one half only, for a profile of each (docs/cost.md).
 
 mod common;
+use common::{Took, thread_cpu};
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -173,35 +174,6 @@ impl CheckEnv for Dropped {
 /// Time spent inside the backend's [`CheckEnv::cost`] (the estimates themselves; the rest of
 /// the difference is the policy layer's sums and findings).
 static IN_COST: AtomicU64 = AtomicU64::new(0);
-
-/// The CPU time this thread has used.
-fn thread_cpu() -> Duration {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid, writable timespec; the call only writes it.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    assert_eq!(rc, 0, "clock_gettime(CLOCK_THREAD_CPUTIME_ID)");
-    Duration::new(
-        u64::try_from(ts.tv_sec).unwrap_or(0),
-        u32::try_from(ts.tv_nsec).unwrap_or(0),
-    )
-}
-
-/// Wall-clock and CPU time of one run.
-#[derive(Clone, Copy, Default)]
-struct Took {
-    wall: Duration,
-    cpu: Duration,
-}
-
-impl std::ops::AddAssign for Took {
-    fn add_assign(&mut self, other: Took) {
-        self.wall += other.wall;
-        self.cpu += other.cpu;
-    }
-}
 
 fn median(mut v: Vec<Duration>) -> Duration {
     v.sort();

@@ -1,8 +1,9 @@
-//! Shared by the benches of `benches/` (each includes it with `mod common;`): the corpus files
-//! and the number of rounds.
+//! Shared by the benches of `benches/` (each includes it with `mod common;`): the corpus files,
+//! the number of rounds and the CPU clock of paired rounds.
 #![allow(dead_code)] // each bench uses some of these
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 /// The read-only `shared/` folder beside the repository: `$VAPCHECK_SHARED`, else
 /// `<repository>/../shared`, else `/work/shared`.
@@ -61,4 +62,33 @@ pub fn rounds(default: usize) -> usize {
         })
         .filter(|&n| n > 0)
         .unwrap_or(default)
+}
+
+/// The CPU time this thread has used.
+pub fn thread_cpu() -> Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec; the call only writes it.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    assert_eq!(rc, 0, "clock_gettime(CLOCK_THREAD_CPUTIME_ID)");
+    Duration::new(
+        u64::try_from(ts.tv_sec).unwrap_or(0),
+        u32::try_from(ts.tv_nsec).unwrap_or(0),
+    )
+}
+
+/// Wall-clock and CPU time of one run.
+#[derive(Clone, Copy, Default)]
+pub struct Took {
+    pub wall: Duration,
+    pub cpu: Duration,
+}
+
+impl std::ops::AddAssign for Took {
+    fn add_assign(&mut self, other: Took) {
+        self.wall += other.wall;
+        self.cpu += other.cpu;
+    }
 }
