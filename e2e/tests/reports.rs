@@ -313,6 +313,40 @@ fn uid_of<K: kube::Resource>(o: &K) -> String {
     o.meta().uid.clone().unwrap_or_default()
 }
 
+/// The binding that denies every request: one critical VAP130 fail on its report, owned by the
+/// binding; its (clean) policy, which has params, passes.
+async fn deny_binding_reported(client: &Client, api: ReportApi) -> anyhow::Result<Value> {
+    let (deny, _) = wait_summary(
+        client,
+        api,
+        &format!("vapcheck-vapb-{DENY_BINDING}"),
+        [0, 1, 0, 0, 0],
+        FIRST,
+    )
+    .await?;
+    let r = only_result(&deny)?;
+    ensure!(
+        r["rule"] == "VAP130" && r["severity"] == "critical" && r["policy"] == DENY_BINDING,
+        "{r}"
+    );
+    let bindings: Api<ValidatingAdmissionPolicyBinding> = Api::all(client.clone());
+    assert_owner(
+        &deny,
+        "ValidatingAdmissionPolicyBinding",
+        DENY_BINDING,
+        &uid_of(&bindings.get(DENY_BINDING).await?),
+    )?;
+    wait_summary(
+        client,
+        api,
+        &format!("vapcheck-vap-{PARAMS}"),
+        [1, 0, 0, 0, 0],
+        FIRST,
+    )
+    .await?;
+    Ok(deny)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn openreports_reports_follow_policies_maps_and_bindings() -> anyhow::Result<()> {
     let crds = support::script_output("scripts/report-crds")?;
@@ -371,34 +405,7 @@ async fn openreports_reports_follow_policies_maps_and_bindings() -> anyhow::Resu
 
     // A binding that denies every request: one critical fail on the binding's report; its
     // (clean) policy passes.
-    let (deny, _) = wait_summary(
-        &client,
-        OPENREPORTS,
-        &format!("vapcheck-vapb-{DENY_BINDING}"),
-        [0, 1, 0, 0, 0],
-        FIRST,
-    )
-    .await?;
-    let r = only_result(&deny)?;
-    ensure!(
-        r["rule"] == "VAP130" && r["severity"] == "critical" && r["policy"] == DENY_BINDING,
-        "{r}"
-    );
-    let bindings: Api<ValidatingAdmissionPolicyBinding> = Api::all(client.clone());
-    assert_owner(
-        &deny,
-        "ValidatingAdmissionPolicyBinding",
-        DENY_BINDING,
-        &uid_of(&bindings.get(DENY_BINDING).await?),
-    )?;
-    wait_summary(
-        &client,
-        OPENREPORTS,
-        &format!("vapcheck-vap-{PARAMS}"),
-        [1, 0, 0, 0, 0],
-        FIRST,
-    )
-    .await?;
+    deny_binding_reported(&client, OPENREPORTS).await?;
 
     // A MAP with a finding: one fail, still there once its Warning Event has expired.
     let map_name = format!("vapcheck-map-{MAP}");
@@ -572,6 +579,7 @@ async fn openreports_reports_follow_policies_maps_and_bindings() -> anyhow::Resu
     vaps.delete(BAD, &DeleteParams::default()).await?;
     let took = wait_gone(&client, OPENREPORTS, &bad_name, GONE).await?;
     println!("reports: deleted VAP's report gone after {took:?}");
+    let bindings: Api<ValidatingAdmissionPolicyBinding> = Api::all(client.clone());
     bindings
         .delete(DENY_BINDING, &DeleteParams::default())
         .await?;
@@ -717,34 +725,7 @@ async fn wgpolicy_reports_when_only_wgpolicy_is_served() -> anyhow::Result<()> {
         MAP,
         &uid_of(&maps.get(MAP).await?),
     )?;
-    let (deny, _) = wait_summary(
-        &client,
-        WGPOLICY,
-        &format!("vapcheck-vapb-{DENY_BINDING}"),
-        [0, 1, 0, 0, 0],
-        FIRST,
-    )
-    .await?;
-    let r = only_result(&deny)?;
-    ensure!(
-        r["rule"] == "VAP130" && r["severity"] == "critical" && r["policy"] == DENY_BINDING,
-        "{r}"
-    );
-    let bindings: Api<ValidatingAdmissionPolicyBinding> = Api::all(client.clone());
-    assert_owner(
-        &deny,
-        "ValidatingAdmissionPolicyBinding",
-        DENY_BINDING,
-        &uid_of(&bindings.get(DENY_BINDING).await?),
-    )?;
-    wait_summary(
-        &client,
-        WGPOLICY,
-        &format!("vapcheck-vap-{PARAMS}"),
-        [1, 0, 0, 0, 0],
-        FIRST,
-    )
-    .await?;
+    let deny = deny_binding_reported(&client, WGPOLICY).await?;
     let webhook_name = format!("vapcheck-vwc-{WEBHOOKS}");
     let (broken, took) =
         wait_summary(&client, WGPOLICY, &webhook_name, [0, 1, 0, 0, 0], FIRST).await?;
@@ -773,6 +754,7 @@ async fn wgpolicy_reports_when_only_wgpolicy_is_served() -> anyhow::Result<()> {
     }
     configs.delete(WEBHOOKS, &DeleteParams::default()).await?;
     wait_gone(&client, WGPOLICY, &webhook_name, GONE).await?;
+    let bindings: Api<ValidatingAdmissionPolicyBinding> = Api::all(client.clone());
     bindings
         .delete(DENY_BINDING, &DeleteParams::default())
         .await?;
