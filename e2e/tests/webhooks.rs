@@ -227,16 +227,11 @@ async fn delete_configurations(
             "MutatingWebhookConfiguration" => "mutatingwebhookconfigurations",
             other => bail!("unexpected kind {other}"),
         };
-        let request = http::Request::builder()
-            .method(http::Method::DELETE)
-            .uri(format!(
-                "/apis/admissionregistration.k8s.io/v1/{url}/{name}"
-            ))
-            .body(Vec::new())?;
-        client
-            .request_text(request)
-            .await
-            .with_context(|| format!("deleting {kind} {name}"))?;
+        delete_uri(
+            client,
+            &format!("/apis/admissionregistration.k8s.io/v1/{url}/{name}"),
+        )
+        .await?;
     }
     Ok(())
 }
