@@ -96,6 +96,19 @@ impl Ops {
         })
     }
 
+    /// The first of CREATE, UPDATE and DELETE in the set, by name (the operation a witness
+    /// request is tried with).
+    pub fn first_witnessed(self) -> Option<&'static str> {
+        [
+            (Ops::CREATE, "CREATE"),
+            (Ops::UPDATE, "UPDATE"),
+            (Ops::DELETE, "DELETE"),
+        ]
+        .into_iter()
+        .find(|(o, _)| self.has(*o))
+        .map(|(_, n)| n)
+    }
+
     /// Set intersection.
     pub fn and(self, o: Ops) -> Ops {
         Ops(self.0 & o.0)

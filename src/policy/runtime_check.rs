@@ -474,14 +474,7 @@ pub fn findings(
                     if !chain.direct() {
                         continue;
                     }
-                    let op = [
-                        (Ops::CREATE, "CREATE"),
-                        (Ops::UPDATE, "UPDATE"),
-                        (Ops::DELETE, "DELETE"),
-                    ]
-                    .into_iter()
-                    .find(|(o, _)| effective.has(*o))
-                    .map(|(_, n)| n);
+                    let op = effective.first_witnessed();
                     let Some(op) = op else {
                         continue;
                     };
@@ -538,14 +531,7 @@ pub fn findings(
                     if !chain.direct() || first.optional || first.guarded || !reachable(first.pos) {
                         continue;
                     }
-                    let op = [
-                        (Ops::CREATE, "CREATE"),
-                        (Ops::UPDATE, "UPDATE"),
-                        (Ops::DELETE, "DELETE"),
-                    ]
-                    .into_iter()
-                    .find(|(o, _)| effective.has(*o))
-                    .map(|(_, n)| n);
+                    let op = effective.first_witnessed();
                     let witness =
                         op.and_then(|op| w.objects.iter().find(|o| evaluated(&o.admitted, op)));
                     if let (Some(op), Some(name), Some(witness)) =
