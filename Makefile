@@ -2,7 +2,7 @@
 # e2e/cluster/ so that it can also be run by hand.
 SHELL := /bin/bash
 
-.PHONY: test demo build cluster-binaries image lint fuzz-smoke fuzz bench-smoke bench pre-commit-rust dist
+.PHONY: test demo build cluster-binaries image lint fuzz-smoke fuzz bench-smoke bench pre-commit-rust dist ci-cold
 
 ## make test: lint, the oracle (its Go tests, golden files regenerated and compared), unit,
 ## integration and cluster (e2e) tests; the e2e tests start their own control plane (built from
@@ -145,6 +145,12 @@ fuzz:
 ## cases as the pre-commit stage. A measuring run, not part of `make test` (docs/adoption.md).
 pre-commit-rust:
 	scripts/test-pre-commit --rust
+
+## make ci-cold: a CI run from empty caches, as on a new machine (scripts/ci-cold: `.ci/run` on a
+## fresh clone of HEAD with empty cargo, Go, pip, npm and vapcheck caches under
+## /tmp/vapcheck-ci-cold; docs/ci.md). A measuring run of issue 30's budget, not part of make test.
+ci-cold:
+	scripts/ci-cold
 
 ## make dist: the release artefacts in dist/ (scripts/dist; docs/adoption.md): the static musl
 ## release binary (x86_64 Linux, the image's build), a .tar.gz of it for krew and the GitHub
