@@ -48,6 +48,33 @@ pub fn context(expression: &str, index: usize) -> Option<(Vec<String>, String)> 
     Some((path, prefix))
 }
 
+/// The fields at `path` below `object` in the schemas of the kinds the policy of `at` is
+/// checked against (the union): name → type → the kinds with that name and type.
+pub fn fields(
+    at: &AtCursor,
+    path: &[String],
+    options: &CheckOptions,
+    backends: &Backends<'_>,
+) -> BTreeMap<String, BTreeMap<String, Vec<String>>> {
+    let mut fields: BTreeMap<String, BTreeMap<String, Vec<String>>> = BTreeMap::new();
+    for (gvk, object) in object_types(&at.policy, options, backends) {
+        let Some(object) = object else { continue };
+        for (name, ty) in backends
+            .checker
+            .fields_at(&object, path)
+            .unwrap_or_default()
+        {
+            fields
+                .entry(name)
+                .or_default()
+                .entry(ty)
+                .or_default()
+                .push(gvk.to_string());
+        }
+    }
+    fields
+}
+
 /// The completion items at the cursor: the fields at the path being completed whose names
 /// start with what is typed, from every kind's schema.
 pub fn items(
@@ -58,27 +85,9 @@ pub fn items(
     let Some((path, prefix)) = context(&at.expression, at.index) else {
         return Vec::new();
     };
-    // name → type → kinds
-    let mut fields: BTreeMap<String, BTreeMap<String, Vec<String>>> = BTreeMap::new();
-    for (gvk, object) in object_types(&at.policy, options, backends) {
-        let Some(object) = object else { continue };
-        for (name, ty) in backends
-            .checker
-            .fields_at(&object, &path)
-            .unwrap_or_default()
-        {
-            if name.starts_with(&prefix) {
-                fields
-                    .entry(name)
-                    .or_default()
-                    .entry(ty)
-                    .or_default()
-                    .push(gvk.to_string());
-            }
-        }
-    }
-    fields
+    fields(at, &path, options, backends)
         .into_iter()
+        .filter(|(name, _)| name.starts_with(&prefix))
         .map(|(name, types)| {
             let detail: Vec<String> = types
                 .iter()

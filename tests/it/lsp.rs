@@ -582,19 +582,26 @@ fn neovim_shows_diagnostics_hover_and_completion() {
     let got = std::fs::read_to_string(&out)
         .unwrap_or_else(|e| panic!("{}: {e}; nvim: {status}, {err}", out.display()));
     // Neovim's diagnostics (0-based line and columns in bytes, severity, code, message) as
-    // published, then after the typo is fixed in the buffer: none; the hover on `replicas`
-    // and the completion after `object.spec.`.
+    // published, the code action applied, then the diagnostics after it: none; the hover on
+    // `replicas` and the completion after `object.spec.`.
     let hover = "`object.spec.replicas`\\n\\n- `apps/v1, Kind=Deployment`: `int`\\n\\n`spec.validations[0].expression` (the expression)\\n\\n- `apps/v1, Kind=Deployment`: `bool`\\n";
     let completion = "minReadySeconds,paused,progressDeadlineSeconds,replicas,revisionHistoryLimit,selector,strategy,template";
     let message = "ValidatingAdmissionPolicy replicas: type-checking warning (apps/v1, Kind=Deployment): spec.validations[0].expression: ERROR: <input>:1:12: undefined field 'replicsa'\\n | object.spec.replicsa <= 5\\n | ...........^";
     assert_eq!(
         got,
         format!(
-            "published 1\n12:28-12:37 2 VAP100 {message}\nfixed 0\nhover {hover}\ncompletion {completion}\n"
+            "published 1\n12:28-12:37 2 VAP100 {message}\naction Did you mean `replicas`?\nfixed 0\nhover {hover}\ncompletion {completion}\n"
         ),
         "nvim: {status}, {err}"
     );
     assert!(status.success(), "nvim: {status}, {err}");
+    // The file as Neovim saved it after the action: the typo fixed, and `check` finds nothing
+    // in it.
+    assert_eq!(
+        std::fs::read_to_string(root.join("policy.yaml")).expect("read"),
+        DEPLOYMENT_POLICY.replace("replicsa", "replicas")
+    );
+    assert_eq!(check_results(&root, "policy.yaml"), []);
 }
 
 /// The hover text at `line`, `character` of `uri` (`null` when there is none).
@@ -757,6 +764,365 @@ fn completion_offers_the_schema_fields_of_the_selection() {
             "int (example.com/v1, Kind=Widget)".to_owned()
         )]
     );
+    let (code, stderr) = server.shutdown();
+    assert_eq!((code, stderr.as_str()), (0, ""));
+}
+
+/// A Pod policy whose expression errors at admission on Pods without the field (VAP110,
+/// with a rewrite).
+const DEADLINE_POLICY: &str = r#"apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata:
+  name: deadline
+spec:
+  matchConstraints:
+    resourceRules:
+    - apiGroups: [""]
+      apiVersions: ["v1"]
+      operations: ["CREATE"]
+      resources: ["pods"]
+  validations:
+  - expression: "object.spec.activeDeadlineSeconds > 0"
+"#;
+
+/// The Deployment policy's typo in a block scalar: the finding is on the line below the
+/// field's key.
+const BLOCK_POLICY: &str = r#"apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata:
+  name: block
+spec:
+  matchConstraints:
+    resourceRules:
+    - apiGroups: ["apps"]
+      apiVersions: ["v1"]
+      operations: ["CREATE", "UPDATE"]
+      resources: ["deployments"]
+  validations:
+  - expression: |
+      object.spec.replicsa <= 5
+"#;
+
+/// The code actions at `range` of `uri`, each as (title, [(start line, start character, end
+/// line, end character, new text)]); every one is a quick fix of one diagnostic published
+/// for `uri`, with edits of `uri` only.
+type Action = (String, Vec<(u64, u64, u64, u64, String)>);
+
+fn code_actions(server: &mut Server, uri: &str, range: Value) -> Vec<Action> {
+    let published = server.diagnostics.get(uri).cloned().unwrap_or_default();
+    let r = server.request(
+        "textDocument/codeAction",
+        json!({"textDocument": {"uri": uri}, "range": range,
+               "context": {"diagnostics": published}}),
+    );
+    let list = r["result"].as_array().unwrap_or_else(|| panic!("{r}"));
+    list.iter()
+        .map(|a| {
+            assert_eq!(a["kind"], json!("quickfix"), "{a}");
+            let diagnostics = a["diagnostics"].as_array().expect("diagnostics");
+            assert_eq!(diagnostics.len(), 1, "{a}");
+            assert!(published.contains(&diagnostics[0]), "{a}");
+            let changes = a["edit"]["changes"].as_object().expect("changes");
+            assert_eq!(changes.keys().collect::<Vec<_>>(), [uri], "{a}");
+            let edits = changes[uri]
+                .as_array()
+                .expect("edits")
+                .iter()
+                .map(|e| {
+                    let n = |p: &str, k: &str| e["range"][p][k].as_u64().expect("position");
+                    (
+                        n("start", "line"),
+                        n("start", "character"),
+                        n("end", "line"),
+                        n("end", "character"),
+                        e["newText"].as_str().expect("newText").to_owned(),
+                    )
+                })
+                .collect();
+            (a["title"].as_str().expect("title").to_owned(), edits)
+        })
+        .collect()
+}
+
+/// `text` (ASCII: UTF-16 units are bytes) with the edits of an action applied, from the last.
+fn apply(text: &str, edits: &[(u64, u64, u64, u64, String)]) -> String {
+    assert!(text.is_ascii());
+    let offset = |line: u64, character: u64| {
+        let start: usize = text
+            .split_inclusive('\n')
+            .take(line as usize)
+            .map(str::len)
+            .sum();
+        start + character as usize
+    };
+    let mut edits = edits.to_vec();
+    edits.sort_by_key(|e| std::cmp::Reverse((e.0, e.1)));
+    let mut out = text.to_owned();
+    for (l0, c0, l1, c1, new) in edits {
+        out.replace_range(offset(l0, c0)..offset(l1, c1), &new);
+    }
+    out
+}
+
+/// `vapcheck check ROOT -o sarif` run in ROOT: each result of `file` as (rule, whether it is
+/// suppressed).
+fn check_results(root: &Path, file: &str) -> Vec<(String, bool)> {
+    let out = Command::new(BIN)
+        .args(["check", "-o", "sarif"])
+        .arg(root)
+        .current_dir(root)
+        .env_remove("KUBECONFIG")
+        .output()
+        .expect("run check");
+    let log: Value = serde_json::from_slice(&out.stdout).expect("sarif");
+    let want = root.join(file).display().to_string();
+    log["runs"][0]["results"]
+        .as_array()
+        .expect("results")
+        .iter()
+        .filter(|r| r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] == json!(want))
+        .map(|r| {
+            (
+                r["ruleId"].as_str().expect("rule").to_owned(),
+                r["suppressions"].as_array().is_some_and(|s| !s.is_empty()),
+            )
+        })
+        .collect()
+}
+
+fn range(l0: u64, c0: u64, l1: u64, c1: u64) -> Value {
+    json!({"start": {"line": l0, "character": c0}, "end": {"line": l1, "character": c1}})
+}
+
+/// Applies each action of `actions` in turn to the file `name` (text `original`) in the
+/// editor's buffer and on disk: `vapcheck check` on the folder then finds in it only the
+/// findings `left` (rule, suppressed), one list per action, and the server's diagnostics of
+/// the file are the codes of those not suppressed. The buffer and the file are restored after
+/// each.
+fn apply_each(
+    server: &mut Server,
+    root: &Path,
+    name: &str,
+    original: &str,
+    actions: &[Action],
+    left: &[&[(&str, bool)]],
+) {
+    assert_eq!(actions.len(), left.len());
+    let u = uri(&root.join(name));
+    for (version, ((title, edits), left)) in (10..).zip(actions.iter().zip(left)) {
+        let edited = apply(original, edits);
+        server.notify(
+            "textDocument/didChange",
+            json!({"textDocument": {"uri": u, "version": version},
+                   "contentChanges": [{"text": edited}]}),
+        );
+        server.sync();
+        let codes: Vec<&str> = server.diagnostics[&u]
+            .iter()
+            .map(|d| d["code"].as_str().expect("code"))
+            .collect();
+        let unsuppressed: Vec<&str> = left.iter().filter(|l| !l.1).map(|l| l.0).collect();
+        assert_eq!(codes, unsuppressed, "{title}");
+        std::fs::write(root.join(name), &edited).expect("write");
+        let want: Vec<(String, bool)> = left.iter().map(|(r, s)| ((*r).to_owned(), *s)).collect();
+        assert_eq!(check_results(root, name), want, "{title}:\n{edited}");
+        std::fs::write(root.join(name), original).expect("write");
+        server.notify(
+            "textDocument/didChange",
+            json!({"textDocument": {"uri": u, "version": version},
+                   "contentChanges": [{"text": original}]}),
+        );
+        server.sync();
+    }
+}
+
+#[test]
+fn code_actions_rewrite_rename_and_suppress() {
+    let ws = workspace();
+    let root = ws.path().canonicalize().expect("canonical");
+    std::fs::write(root.join("deadline.yaml"), DEADLINE_POLICY).expect("write");
+    std::fs::write(root.join("block.yaml"), BLOCK_POLICY).expect("write");
+    let mut server = Server::start(&root);
+    let init = server.initialize(&root);
+    assert_eq!(
+        init["result"]["capabilities"]["codeActionProvider"],
+        json!({"codeActionKinds": ["quickfix"]})
+    );
+    server.sync();
+    let suppress = |rule: &str, line: u64, indent: &str| {
+        (
+            format!("Suppress {rule} here (# vapcheck:ignore)"),
+            vec![(
+                line,
+                0,
+                line,
+                0,
+                format!("{indent}# vapcheck:ignore {rule}\n"),
+            )],
+        )
+    };
+
+    // The typo (`.replicsa` at 12:28-12:37): the nearest field, and the comment above.
+    let policy = uri(&root.join("policy.yaml"));
+    let actions = code_actions(&mut server, &policy, range(12, 30, 12, 30));
+    assert_eq!(
+        actions,
+        [
+            (
+                "Did you mean `replicas`?".to_owned(),
+                vec![(12, 29, 12, 37, "replicas".to_owned())]
+            ),
+            suppress("VAP100", 12, "  "),
+        ]
+    );
+    apply_each(
+        &mut server,
+        &root,
+        "policy.yaml",
+        DEPLOYMENT_POLICY,
+        &actions,
+        &[&[], &[("VAP100", true)]],
+    );
+    // Away from the finding: none.
+    assert_eq!(code_actions(&mut server, &policy, range(3, 0, 3, 4)), []);
+
+    // The runtime-safety finding (`.activeDeadlineSeconds` at 12:28-12:50): SARIF's fix.
+    let deadline = uri(&root.join("deadline.yaml"));
+    let actions = code_actions(&mut server, &deadline, range(12, 0, 12, 60));
+    assert_eq!(
+        actions,
+        [
+            (
+                "Rewrite: read the field only where it is present (an optional selection with the zero value, or a guard on the operation)".to_owned(),
+                vec![(12, 28, 12, 50, ".?activeDeadlineSeconds.orValue(0)".to_owned())]
+            ),
+            suppress("VAP110", 12, "  "),
+        ]
+    );
+    apply_each(
+        &mut server,
+        &root,
+        "deadline.yaml",
+        DEADLINE_POLICY,
+        &actions,
+        &[&[], &[("VAP110", true)]],
+    );
+
+    // In a block scalar (the typo on line 13): the comment goes above the field's key.
+    let block = uri(&root.join("block.yaml"));
+    let actions = code_actions(&mut server, &block, range(13, 20, 13, 20));
+    assert_eq!(
+        actions,
+        [
+            (
+                "Did you mean `replicas`?".to_owned(),
+                vec![(13, 18, 13, 26, "replicas".to_owned())]
+            ),
+            suppress("VAP100", 12, "  "),
+        ]
+    );
+    apply_each(
+        &mut server,
+        &root,
+        "block.yaml",
+        BLOCK_POLICY,
+        &actions,
+        &[&[], &[("VAP100", true)]],
+    );
+
+    // The multi-document file: the CRD's field in the third document (`.sise` at
+    // 28:28-28:33), and the document that is not YAML.
+    let widgets = uri(&root.join("widgets.yaml"));
+    let actions = code_actions(&mut server, &widgets, range(28, 33, 28, 33));
+    assert_eq!(
+        actions,
+        [
+            (
+                "Did you mean `size`?".to_owned(),
+                vec![(28, 29, 28, 33, "size".to_owned())]
+            ),
+            suppress("VAP100", 28, "  "),
+        ]
+    );
+    // The whole file: also the suppression of the document that is not YAML (its `[` at
+    // 14:6), above it.
+    let all = code_actions(&mut server, &widgets, range(0, 0, 40, 0));
+    assert_eq!(all[0], suppress("VAP003", 14, ""));
+    assert_eq!(all[1..], actions);
+    assert_eq!(all.len(), 3);
+    apply_each(
+        &mut server,
+        &root,
+        "widgets.yaml",
+        WIDGET_POLICIES,
+        &all,
+        &[
+            &[("VAP003", true), ("VAP100", false)],
+            &[("VAP003", false)],
+            &[("VAP003", false), ("VAP100", true)],
+        ],
+    );
+    let (code, stderr) = server.shutdown();
+    assert_eq!((code, stderr.as_str()), (0, ""));
+}
+
+#[test]
+fn editing_character_by_character() {
+    let ws = workspace();
+    let root = ws.path().canonicalize().expect("canonical");
+    let mut server = Server::start(&root);
+    server.initialize(&root);
+    server.sync();
+    let policy = uri(&root.join("policy.yaml"));
+    server.notify(
+        "textDocument/didOpen",
+        json!({"textDocument": {"uri": policy, "languageId": "yaml", "version": 1,
+                                "text": DEPLOYMENT_POLICY}}),
+    );
+    // Typed in one character at a time: `  - expression: "` is 17 characters of line 12.
+    let expression = "has(object.spec.replicas) && object.spec.replicas <= 5";
+    let mut offered = 0;
+    for (i, (at, _)) in expression
+        .char_indices()
+        .chain([(expression.len(), ' ')])
+        .enumerate()
+    {
+        let text = DEPLOYMENT_POLICY.replace("object.spec.replicsa <= 5", &expression[..at]);
+        server.notify(
+            "textDocument/didChange",
+            json!({"textDocument": {"uri": policy, "version": i + 2},
+                   "contentChanges": [{"text": text}]}),
+        );
+        let cursor = json!({"line": 12, "character": 17 + at});
+        let at_cursor = json!({"textDocument": {"uri": policy}, "position": cursor});
+        for (method, params) in [
+            ("textDocument/hover", at_cursor.clone()),
+            ("textDocument/completion", at_cursor.clone()),
+            (
+                "textDocument/codeAction",
+                json!({"textDocument": {"uri": policy},
+                       "range": {"start": cursor, "end": cursor},
+                       "context": {"diagnostics": []}}),
+            ),
+        ] {
+            let r = server.request(method, params);
+            assert!(
+                r.get("error").is_none() && r.get("result").is_some(),
+                "{method} {i}: {r}"
+            );
+            if method == "textDocument/completion"
+                && r["result"]
+                    .as_array()
+                    .is_some_and(|l| l.iter().any(|c| c["label"] == "replicas"))
+            {
+                offered += 1;
+            }
+        }
+    }
+    // After `object.spec.` and each of `object.spec.r` .. `object.spec.replicas`, twice.
+    assert_eq!(offered, 2 * 9);
+    server.sync();
+    assert_eq!(server.diagnostics[&policy], Vec::<Value>::new());
     let (code, stderr) = server.shutdown();
     assert_eq!((code, stderr.as_str()), (0, ""));
 }
