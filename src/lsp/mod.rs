@@ -304,7 +304,7 @@ impl Server<'_> {
         std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(&check, &backends))).ok()
     }
 
-    /// Completion: the fields of `object` and `oldObject` selections ([`complete`]).
+    /// Completion: the fields of a selection ([`complete`]).
     fn complete(
         &mut self,
         at: &lsp_types::TextDocumentPositionParams,
@@ -320,8 +320,8 @@ impl Server<'_> {
 
     /// The code actions on the findings of the last check in the file at `uri` whose
     /// diagnostics touch `range` ([`actions`]): for each, the runtime-safety rewrite when
-    /// `check` has one, "did you mean" for an undefined field of `object` or `oldObject` with
-    /// a close field name, and the suppression comment.
+    /// `check` has one, "did you mean" for an undefined field with a close field name, and the
+    /// suppression comment.
     fn code_actions(
         &mut self,
         uri: &Uri,
@@ -355,7 +355,9 @@ impl Server<'_> {
                 let title = format!("Rewrite: {}", ci::FIX_DESCRIPTION);
                 out.push(actions::quick_fix(title, &d, uri, vec![edit]));
             }
-            if f.rule.id() == crate::suppress::RULE_TYPE_WARNING
+            // A type-checking warning, or kube-apiserver's rejection for the same error (an
+            // expression whose types do not depend on the schemas: `request`, `variables`).
+            if matches!(f.rule, ci::Rule::TypeWarning | ci::Rule::Rejected)
                 && let Some(name) = actions::undefined_field(&f.message)
             {
                 typos.push((d.clone(), name.to_owned()));
@@ -369,6 +371,17 @@ impl Server<'_> {
         for (d, name) in typos {
             for edit in self.did_you_mean(uri, &text, &d, &name) {
                 let title = format!("Did you mean `{}`?", edit.new_text);
+                // Offered once when two findings are the same error (VAP001 and VAP100).
+                let offered = out.iter().any(|a| {
+                    matches!(a, lsp_types::CodeActionOrCommand::CodeAction(a)
+                        if a.title == title
+                            && a.edit.as_ref().and_then(|e| e.changes.as_ref())
+                                .and_then(|c| c.get(uri))
+                                .is_some_and(|e| e.as_slice() == std::slice::from_ref(&edit)))
+                });
+                if offered {
+                    continue;
+                }
                 // Before the suppression of the same finding: the fix comes first.
                 let at = out
                     .iter()
@@ -385,8 +398,9 @@ impl Server<'_> {
     }
 
     /// The replacements of the undefined field `name` at the end of `d`'s range (`.name`)
-    /// by the nearest fields of the schema type reached ([`actions::nearest`]), when the
-    /// selection starts at `object` or `oldObject`.
+    /// by the nearest fields of the type reached ([`actions::nearest`] among
+    /// [`complete::fields`]: below `object`, `oldObject`, `params`, `request`,
+    /// `namespaceObject`, or directly below `variables`).
     fn did_you_mean(
         &mut self,
         uri: &Uri,
@@ -420,7 +434,7 @@ impl Server<'_> {
         let Some((found, args)) = self.expression_at(&at) else {
             return Vec::new();
         };
-        let Some((path, typed)) = complete::context(&found.expression, found.index) else {
+        let Some((root, path, typed)) = complete::context(&found.expression, found.index) else {
             return Vec::new();
         };
         if typed != name {
@@ -428,7 +442,7 @@ impl Server<'_> {
         }
         let fields = self
             .with_backends(&args, |options, backends| {
-                complete::fields(&found, &path, options, backends)
+                complete::fields(&found, root, &path, options, backends)
             })
             .unwrap_or_default();
         actions::nearest(name, fields.keys().map(String::as_str))

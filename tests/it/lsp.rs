@@ -1126,3 +1126,173 @@ fn editing_character_by_character() {
     let (code, stderr) = server.shutdown();
     assert_eq!((code, stderr.as_str()), (0, ""));
 }
+
+/// A Deployment policy with the Widget CRD as its paramKind and two variables; line 20 is
+/// `  - expression: "..."` (the expression from column 17).
+const PARAMS_POLICY: &str = r#"apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata:
+  name: with-params
+spec:
+  paramKind:
+    apiVersion: example.com/v1
+    kind: Widget
+  matchConstraints:
+    resourceRules:
+    - apiGroups: ["apps"]
+      apiVersions: ["v1"]
+      operations: ["CREATE"]
+      resources: ["deployments"]
+  variables:
+  - name: replicas
+    expression: "object.spec.replicas"
+  - name: team
+    expression: "object.metadata.labels['team']"
+  validations:
+  - expression: "true"
+"#;
+
+#[test]
+fn completion_of_params_request_namespace_object_and_variables() {
+    let ws = workspace();
+    let root = ws.path().canonicalize().expect("canonical");
+    std::fs::write(root.join("params.yaml"), PARAMS_POLICY).expect("write");
+    let mut server = Server::start(&root);
+    server.initialize(&root);
+    let file = uri(&root.join("params.yaml"));
+    server.notify(
+        "textDocument/didOpen",
+        json!({"textDocument": {"uri": file, "languageId": "yaml", "version": 1,
+                                "text": PARAMS_POLICY}}),
+    );
+    let mut version = 1;
+    let mut at_end = |server: &mut Server, expression: &str| {
+        version += 1;
+        let text = PARAMS_POLICY.replace("\"true\"", &format!("\"{expression}\""));
+        server.notify(
+            "textDocument/didChange",
+            json!({"textDocument": {"uri": file, "version": version},
+                   "contentChanges": [{"text": text}]}),
+        );
+        completion(server, &file, 20, 17 + expression.len() as u32)
+    };
+    let list = |items: &[(&str, &str)]| -> Vec<(String, String)> {
+        items
+            .iter()
+            .map(|(n, d)| ((*n).to_owned(), (*d).to_owned()))
+            .collect()
+    };
+    let widget = "example.com/v1, Kind=Widget";
+    let deployment = "apps/v1, Kind=Deployment";
+    // `params`: the paramKind's schema (the CRD of another file).
+    assert_eq!(
+        at_end(&mut server, "params.spec."),
+        list(&[("size", &format!("int ({widget})"))])
+    );
+    let kind_of = |t: &str| format!("{t} ({widget})");
+    assert_eq!(
+        at_end(&mut server, "params."),
+        list(&[
+            ("apiVersion", &kind_of("string")),
+            ("kind", &kind_of("string")),
+            ("metadata", &kind_of("Widget.metadata")),
+            ("spec", &kind_of("Widget.spec")),
+        ])
+    );
+    // `request`: upstream's admission request type, and its nested types.
+    let gvk = "kubernetes.GroupVersionKind";
+    let gvr = "kubernetes.GroupVersionResource";
+    assert_eq!(
+        at_end(&mut server, "request."),
+        list(&[
+            ("dryRun", "bool"),
+            ("kind", gvk),
+            ("name", "string"),
+            ("namespace", "string"),
+            ("operation", "string"),
+            ("options", "dyn"),
+            ("requestKind", gvk),
+            ("requestResource", gvr),
+            ("requestSubResource", "string"),
+            ("resource", gvr),
+            ("subResource", "string"),
+            ("userInfo", "kubernetes.UserInfo"),
+        ])
+    );
+    assert_eq!(
+        at_end(&mut server, "request.userInfo."),
+        list(&[
+            ("extra", "map(string, list(string))"),
+            ("groups", "list(string)"),
+            ("uid", "string"),
+            ("username", "string"),
+        ])
+    );
+    // `namespaceObject`: upstream's Namespace type, filtered by what is typed.
+    assert_eq!(
+        at_end(&mut server, "namespaceObject.metadata.l"),
+        list(&[("labels", "map(string, string)")])
+    );
+    assert_eq!(
+        at_end(&mut server, "namespaceObject."),
+        list(&[
+            ("metadata", "kubernetes.NamespaceMetadata"),
+            ("spec", "kubernetes.NamespaceSpec"),
+            ("status", "kubernetes.NamespaceStatus"),
+        ])
+    );
+    // `variables`: the policy's variables with their type per kind.
+    assert_eq!(
+        at_end(&mut server, "variables."),
+        list(&[
+            ("replicas", &format!("int ({deployment})")),
+            ("team", &format!("string ({deployment})")),
+        ])
+    );
+    assert_eq!(at_end(&mut server, "variables.replicas."), list(&[]));
+
+    // "Did you mean" below `request` too. kube-apiserver rejects the expression as well
+    // (its type does not depend on a schema): the same fix is offered once, and each finding
+    // can be suppressed.
+    let typo = "request.userInfo.usrname == ''";
+    at_end(&mut server, typo);
+    server.sync();
+    let codes: Vec<&str> = server.diagnostics[&file]
+        .iter()
+        .map(|d| d["code"].as_str().expect("code"))
+        .collect();
+    assert_eq!(codes, ["VAP001", "VAP100"]);
+    let actions = code_actions(&mut server, &file, range(20, 36, 20, 36));
+    let suppress = |rule: &str| {
+        (
+            format!("Suppress {rule} here (# vapcheck:ignore)"),
+            vec![(20, 0, 20, 0, format!("  # vapcheck:ignore {rule}\n"))],
+        )
+    };
+    assert_eq!(
+        actions,
+        [
+            (
+                "Did you mean `username`?".to_owned(),
+                vec![(20, 34, 20, 41, "username".to_owned())]
+            ),
+            suppress("VAP001"),
+            suppress("VAP100"),
+        ]
+    );
+    let text = PARAMS_POLICY.replace("\"true\"", &format!("\"{typo}\""));
+    apply_each(
+        &mut server,
+        &root,
+        "params.yaml",
+        &text,
+        &actions,
+        &[
+            &[],
+            &[("VAP001", true), ("VAP100", false)],
+            &[("VAP001", false), ("VAP100", true)],
+        ],
+    );
+    let (code, stderr) = server.shutdown();
+    assert_eq!((code, stderr.as_str()), (0, ""));
+}

@@ -287,6 +287,19 @@ impl StructTypes {
         );
     }
 
+    /// The fields of the object type `name` with their types, sorted by name; `None` when
+    /// it holds no such type (for listing them, e.g. an editor's completion).
+    pub fn fields(&self, name: &str) -> Option<Vec<(&str, &Type)>> {
+        let mut out: Vec<(&str, &Type)> = self
+            .types
+            .get(name)?
+            .iter()
+            .map(|(n, t)| (n.as_str(), t))
+            .collect();
+        out.sort_by_key(|f| f.0);
+        Some(out)
+    }
+
     /// Builder-style [`StructTypes::add_type`].
     pub fn with_type<N: Into<String>>(
         mut self,
