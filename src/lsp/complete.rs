@@ -184,19 +184,159 @@ fn struct_fields(
     )
 }
 
+/// The identifier chain before a `.` at `index` of `expression` and the part of the name typed
+/// after it (`object.metadata.name.sta` → `object.metadata.name`, `sta`); `None` elsewhere.
+pub fn receiver(expression: &str, index: usize) -> Option<(String, String)> {
+    let chars: Vec<char> = expression.chars().take(index).collect();
+    let mut end = chars.len();
+    while end > 0 && is_word(chars[end - 1]) {
+        end -= 1;
+    }
+    let prefix: String = chars[end..].iter().collect();
+    if end == 0 || chars[end - 1] != '.' {
+        return None;
+    }
+    let mut start = end - 1;
+    while start > 0 && (is_word(chars[start - 1]) || matches!(chars[start - 1], '.' | '?')) {
+        start -= 1;
+    }
+    let chain: String = chars[start..end - 1].iter().collect();
+    let first = chain.chars().next()?;
+    (first.is_alphabetic() || first == '_').then_some((chain, prefix))
+}
+
+/// The name typed at `index` of `expression` when it starts a top-level call or identifier
+/// (not after a `.`, not empty): `has(obj` → `obj`, `1 + si` → `si`.
+pub fn top_level(expression: &str, index: usize) -> Option<String> {
+    let chars: Vec<char> = expression.chars().take(index).collect();
+    let mut end = chars.len();
+    while end > 0 && is_word(chars[end - 1]) {
+        end -= 1;
+    }
+    let word: String = chars[end..].iter().collect();
+    let after_dot = end > 0 && matches!(chars[end - 1], '.' | '?');
+    let starts = word
+        .chars()
+        .next()
+        .is_some_and(|c| c.is_alphabetic() || c == '_');
+    (starts && !after_dot).then_some(word)
+}
+
+/// The standard macros (cel-go v0.30.0 parser/macro.go `AllMacros`): name, whether it is
+/// called on a receiver (a list or a map), and its form.
+pub const MACROS: [(&str, bool, &str); 7] = [
+    ("has", false, "has(e.f) -> bool"),
+    ("all", true, "e.all(x, p) -> bool"),
+    ("exists", true, "e.exists(x, p) -> bool"),
+    ("exists_one", true, "e.exists_one(x, p) -> bool"),
+    ("map", true, "e.map(x, t) -> list"),
+    ("map", true, "e.map(x, p, t) -> list"),
+    ("filter", true, "e.filter(x, p) -> list"),
+];
+
+/// The type's name without its parameters: `list(string)` → `list`.
+fn category(t: &str) -> &str {
+    t.split('(').next().unwrap_or(t)
+}
+
+/// The signatures by name of the environment's functions and the macros that apply: member
+/// overloads on a receiver of one of `types` (a type parameter or `dyn` receiver on any,
+/// any overload on `dyn`), or the global ones when `types` is `None`; whose names start with
+/// `prefix`.
+pub fn functions(
+    backends: &Backends<'_>,
+    types: Option<&[String]>,
+    prefix: &str,
+) -> BTreeMap<String, Vec<String>> {
+    let applies = |receiver: Option<&str>, any: bool| match (types, receiver) {
+        (None, None) => true,
+        (Some(types), Some(r)) => {
+            any || r == "dyn"
+                || types
+                    .iter()
+                    .any(|t| t == "dyn" || category(t) == category(r))
+        }
+        _ => false,
+    };
+    let mut out: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for o in backends.checker.functions() {
+        // Operators (`_+_`, `!_`) and internal functions (`@in`, `@sortByAssociatedKeys`)
+        // are not called by name.
+        let callable = o.name.starts_with(|c: char| c.is_ascii_alphabetic());
+        if callable && o.name.starts_with(prefix) && applies(o.receiver.as_deref(), o.any_receiver)
+        {
+            out.entry(o.name).or_default().push(o.signature);
+        }
+    }
+    // The comprehension macros range over a list or a map.
+    let ranges = types.is_some_and(|t| {
+        t.iter()
+            .any(|t| matches!(category(t), "list" | "map" | "dyn"))
+    });
+    for (name, member, form) in MACROS {
+        let wanted = if member { ranges } else { types.is_none() };
+        if wanted && name.starts_with(prefix) {
+            out.entry(name.to_owned())
+                .or_default()
+                .push(format!("macro {form}"));
+        }
+    }
+    for signatures in out.values_mut() {
+        signatures.dedup();
+    }
+    out
+}
+
 /// The completion items at the cursor: the fields at the path being completed whose names
-/// start with what is typed ([`fields`]), each with its types and what has them.
+/// start with what is typed ([`fields`]), each with its types and what has them; after a `.`
+/// on a value that has no fields, the member functions and macros of its type; a name typed
+/// at top level, the global functions and macros. Functions come with their signatures.
 pub fn items(
     at: &AtCursor,
     options: &CheckOptions,
     backends: &Backends<'_>,
 ) -> Vec<CompletionItem> {
-    let Some((root, path, prefix)) = context(&at.expression, at.index) else {
+    if let Some((root, path, prefix)) = context(&at.expression, at.index) {
+        let fields = fields(at, root, &path, options, backends);
+        if !fields.is_empty() {
+            return field_items(fields, &prefix);
+        }
+    }
+    let (found, kind) = if let Some((chain, prefix)) = receiver(&at.expression, at.index) {
+        let types: Vec<String> = types_per_kind(&at.policy, options, backends, &chain)
+            .into_iter()
+            .filter_map(|(_, t)| t.ok().map(|t| t.to_string()))
+            .collect();
+        if types.is_empty() {
+            return Vec::new();
+        }
+        (
+            functions(backends, Some(&types), &prefix),
+            CompletionItemKind::METHOD,
+        )
+    } else if let Some(prefix) = top_level(&at.expression, at.index) {
+        (
+            functions(backends, None, &prefix),
+            CompletionItemKind::FUNCTION,
+        )
+    } else {
         return Vec::new();
     };
-    fields(at, root, &path, options, backends)
+    found
         .into_iter()
-        .filter(|(name, _)| name.starts_with(&prefix))
+        .map(|(name, signatures)| CompletionItem {
+            label: name,
+            kind: Some(kind),
+            detail: Some(signatures.join("; ")),
+            ..CompletionItem::default()
+        })
+        .collect()
+}
+
+fn field_items(fields: Fields, prefix: &str) -> Vec<CompletionItem> {
+    fields
+        .into_iter()
+        .filter(|(name, _)| name.starts_with(prefix))
         .map(|(name, types)| {
             let detail: Vec<String> = types
                 .iter()
@@ -263,6 +403,15 @@ mod tests {
         assert_eq!(at_end("object"), None);
         assert_eq!(at_end("object.spec[0]."), None);
         assert_eq!(at_end(""), None);
+        assert_eq!(
+            receiver("object.metadata.name.sta", 24),
+            Some(("object.metadata.name".to_owned(), "sta".to_owned()))
+        );
+        assert_eq!(receiver("'a'.", 4), None);
+        assert_eq!(top_level("has(obj", 7).as_deref(), Some("obj"));
+        assert_eq!(top_level("1 + si", 6).as_deref(), Some("si"));
+        assert_eq!(top_level("x.si", 4), None);
+        assert_eq!(top_level("1 + ", 4), None);
         // The cursor inside: only what is before it counts.
         assert_eq!(
             context("object.spec.x > 1", 12),

@@ -1,6 +1,7 @@
 //! Hover on a CEL expression of a ValidatingAdmissionPolicy: the type of the selection under
-//! the cursor (`object.spec.replicas`: the schema field's type) and of the whole expression,
-//! per kind the policy is checked against ([`crate::policy::probe::types_per_kind`]).
+//! the cursor (`object.spec.replicas`: the schema field's type), or a called function's
+//! signatures in the environment, and the type of the whole expression, per kind the policy
+//! is checked against ([`crate::policy::probe::types_per_kind`]).
 
 use std::fmt::Write as _;
 
@@ -93,10 +94,70 @@ pub fn selection_at(expression: &str, index: usize) -> Option<String> {
     (!selection.is_empty()).then(|| selection.to_owned())
 }
 
-/// The hover text (Markdown) of the expression at the cursor: the selection's type (when the
-/// cursor is on an identifier) and the expression's result type, each per kind.
+/// The function called at `index` of `expression`: the identifier under the cursor when a
+/// `(` follows it, with the selection it ends (`object.metadata.name.startsWith`,
+/// `math.greatest`, `size`); `None` when the cursor is not on a call's name.
+pub fn call_at(expression: &str, index: usize) -> Option<String> {
+    let selection = selection_at(expression, index)?;
+    let chars: Vec<char> = expression.chars().collect();
+    let at = if chars.get(index).copied().is_some_and(is_word) {
+        index
+    } else {
+        index.checked_sub(1)?
+    };
+    let mut end = at;
+    while chars.get(end).copied().is_some_and(is_word) {
+        end += 1;
+    }
+    let next = chars[end..].iter().find(|c| !c.is_whitespace());
+    (next == Some(&'(')).then_some(selection)
+}
+
+/// The signatures of the function called as `selection(...)`: the global function of that
+/// name (`size`, `math.greatest`), else the member function of its last name on the value
+/// before it (`x.startsWith`); with the macros of the name.
+pub fn call_signatures(selection: &str, backends: &Backends<'_>) -> Vec<String> {
+    let functions = backends.checker.functions();
+    let global: Vec<String> = functions
+        .iter()
+        .filter(|o| o.receiver.is_none() && o.name == selection)
+        .map(|o| o.signature.clone())
+        .collect();
+    let macros = |member: bool, name: &str| -> Vec<String> {
+        super::complete::MACROS
+            .iter()
+            .filter(|(n, m, _)| *m == member && *n == name)
+            .map(|(_, _, form)| format!("macro {form}"))
+            .collect()
+    };
+    if !global.is_empty() || !selection.contains('.') {
+        return global.into_iter().chain(macros(false, selection)).collect();
+    }
+    let name = selection.rsplit('.').next().unwrap_or(selection);
+    functions
+        .iter()
+        .filter(|o| o.receiver.is_some() && o.name == name)
+        .map(|o| o.signature.clone())
+        .chain(macros(true, name))
+        .collect()
+}
+
+/// The hover text (Markdown) of the expression at the cursor: on a function's name, its
+/// signatures in the environment; on another identifier, the selection's type; then the
+/// expression's result type; each type per kind.
 pub fn hover_text(at: &AtCursor, options: &CheckOptions, backends: &Backends<'_>) -> String {
     let mut out = String::new();
+    let signatures = call_at(&at.expression, at.index)
+        .map(|s| (call_signatures(&s, backends), s))
+        .filter(|(list, _)| !list.is_empty());
+    if let Some((list, selection)) = signatures {
+        let name = selection.rsplit('.').next().unwrap_or(&selection);
+        let _ = writeln!(out, "`{name}`\n");
+        for s in list {
+            let _ = writeln!(out, "- `{s}`");
+        }
+        out.push('\n');
+    }
     let list = |out: &mut String, text: &str| {
         let types = types_per_kind(&at.policy, options, backends, text);
         if types.is_empty() {
@@ -112,8 +173,9 @@ pub fn hover_text(at: &AtCursor, options: &CheckOptions, backends: &Backends<'_>
             };
         }
     };
-    if let Some(selection) =
-        selection_at(&at.expression, at.index).filter(|s| s.trim() != at.expression.trim())
+    let on_call = !out.is_empty();
+    if let Some(selection) = selection_at(&at.expression, at.index)
+        .filter(|s| !on_call && s.trim() != at.expression.trim())
     {
         let _ = writeln!(out, "`{selection}`\n");
         list(&mut out, &selection);
@@ -144,5 +206,12 @@ mod tests {
             Some("object.?spec")
         );
         assert_eq!(selection_at("", 0), None);
+        assert_eq!(
+            call_at("object.metadata.name.startsWith ('a')", 23).as_deref(),
+            Some("object.metadata.name.startsWith")
+        );
+        assert_eq!(call_at("size(x)", 4).as_deref(), Some("size"));
+        assert_eq!(call_at("size(x)", 5), None);
+        assert_eq!(call_at("a.b + 1", 2), None);
     }
 }

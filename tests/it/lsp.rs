@@ -1249,7 +1249,24 @@ fn completion_of_params_request_namespace_object_and_variables() {
             ("team", &format!("string ({deployment})")),
         ])
     );
-    assert_eq!(at_end(&mut server, "variables.replicas."), list(&[]));
+    // Below a variable of type int: no fields, but its member functions (methods): only the
+    // lists library's `includes` of any value.
+    let text = PARAMS_POLICY.replace("\"true\"", "\"variables.replicas.\"");
+    server.notify(
+        "textDocument/didChange",
+        json!({"textDocument": {"uri": file, "version": 99},
+               "contentChanges": [{"text": text}]}),
+    );
+    let r = server.request(
+        "textDocument/completion",
+        json!({"textDocument": {"uri": file},
+               "position": {"line": 20, "character": 17 + "variables.replicas.".len()}}),
+    );
+    assert_eq!(
+        r["result"],
+        json!([{"label": "includes", "kind": 2, "detail": "dyn.includes(dyn) -> bool"}]),
+        "{r}"
+    );
 
     // "Did you mean" below `request` too. kube-apiserver rejects the expression as well
     // (its type does not depend on a schema): the same fix is offered once, and each finding
@@ -1292,6 +1309,155 @@ fn completion_of_params_request_namespace_object_and_variables() {
             &[("VAP001", true), ("VAP100", false)],
             &[("VAP001", false), ("VAP100", true)],
         ],
+    );
+    let (code, stderr) = server.shutdown();
+    assert_eq!((code, stderr.as_str()), (0, ""));
+}
+
+#[test]
+fn completion_and_hover_of_functions_with_signatures() {
+    let ws = workspace();
+    let root = ws.path().canonicalize().expect("canonical");
+    let mut server = Server::start(&root);
+    server.initialize(&root);
+    let policy = uri(&root.join("policy.yaml"));
+    server.notify(
+        "textDocument/didOpen",
+        json!({"textDocument": {"uri": policy, "languageId": "yaml", "version": 1,
+                                "text": DEPLOYMENT_POLICY}}),
+    );
+    let mut version = 1;
+    let mut edit = |server: &mut Server, expression: &str| {
+        version += 1;
+        let text = DEPLOYMENT_POLICY.replace("object.spec.replicsa <= 5", expression);
+        server.notify(
+            "textDocument/didChange",
+            json!({"textDocument": {"uri": policy, "version": version},
+                   "contentChanges": [{"text": text}]}),
+        );
+    };
+    // (kind, label, detail) at the end of `expression` (from column 17 of line 12).
+    let complete = |server: &mut Server, edit: &mut dyn FnMut(&mut Server, &str), e: &str| {
+        edit(server, e);
+        let r = server.request(
+            "textDocument/completion",
+            json!({"textDocument": {"uri": policy},
+                   "position": {"line": 12, "character": 17 + e.len()}}),
+        );
+        r["result"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{r}"))
+            .iter()
+            .map(|i| {
+                (
+                    i["kind"].as_u64().expect("kind"),
+                    i["label"].as_str().expect("label").to_owned(),
+                    i["detail"].as_str().expect("detail").to_owned(),
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    // After a `.` on a string: its member functions (method, 2), from the standard library,
+    // cel-go's strings extension (version 2), Kubernetes' regex library and the lists
+    // library's `includes` (on any value) of 1.37.
+    let string = complete(&mut server, &mut edit, "object.metadata.name.");
+    let labels: Vec<&str> = string.iter().map(|i| i.1.as_str()).collect();
+    assert_eq!(
+        labels,
+        [
+            "charAt",
+            "contains",
+            "endsWith",
+            "find",
+            "findAll",
+            "format",
+            "includes",
+            "indexOf",
+            "lastIndexOf",
+            "lowerAscii",
+            "matches",
+            "replace",
+            "size",
+            "split",
+            "startsWith",
+            "substring",
+            "trim",
+            "upperAscii"
+        ]
+    );
+    assert!(string.iter().all(|i| i.0 == 2), "{string:?}");
+    let detail = |list: &[(u64, String, String)], name: &str| {
+        list.iter()
+            .find(|i| i.1 == name)
+            .map(|i| i.2.clone())
+            .unwrap_or_default()
+    };
+    assert_eq!(
+        detail(&string, "indexOf"),
+        "string.indexOf(string) -> int; string.indexOf(string, int) -> int"
+    );
+    assert_eq!(detail(&string, "includes"), "dyn.includes(dyn) -> bool");
+    // On a list, filtered by what is typed: a function and the macros.
+    let list = complete(
+        &mut server,
+        &mut edit,
+        "object.spec.template.spec.containers.ex",
+    );
+    assert_eq!(
+        list,
+        [
+            (
+                2,
+                "exists".to_owned(),
+                "macro e.exists(x, p) -> bool".to_owned()
+            ),
+            (
+                2,
+                "exists_one".to_owned(),
+                "macro e.exists_one(x, p) -> bool".to_owned()
+            ),
+        ]
+    );
+    // At top level: the global functions (function, 3), with every overload.
+    assert_eq!(
+        complete(&mut server, &mut edit, "1 < si"),
+        [
+            (
+                3,
+                "sign".to_owned(),
+                "sign(kubernetes.Quantity) -> int".to_owned()
+            ),
+            (
+                3,
+                "size".to_owned(),
+                "size(bytes) -> int; size(list(A)) -> int; size(map(A, B)) -> int; size(string) -> int"
+                    .to_owned()
+            ),
+        ]
+    );
+    assert_eq!(
+        complete(&mut server, &mut edit, "ha"),
+        [(3, "has".to_owned(), "macro has(e.f) -> bool".to_owned())]
+    );
+    // The fields of an object still come alone.
+    assert_eq!(complete(&mut server, &mut edit, "object.spec.rep").len(), 1);
+
+    // Hover on a call's name: its signatures, then the expression's type.
+    let e = "object.metadata.name.startsWith('a') && size(object.metadata.name) > 1";
+    edit(&mut server, e);
+    let expression = "`spec.validations[0].expression` (the expression)\n\n- `apps/v1, Kind=Deployment`: `bool`\n";
+    assert_eq!(
+        hover(&mut server, &policy, 12, 17 + 23),
+        json!(format!(
+            "`startsWith`\n\n- `string.startsWith(string) -> bool`\n\n{expression}"
+        ))
+    );
+    let at_size = 17 + e.find("size").expect("size") as u32;
+    assert_eq!(
+        hover(&mut server, &policy, 12, at_size + 1),
+        json!(format!(
+            "`size`\n\n- `size(bytes) -> int`\n- `size(list(A)) -> int`\n- `size(map(A, B)) -> int`\n- `size(string) -> int`\n\n{expression}"
+        ))
     );
     let (code, stderr) = server.shutdown();
     assert_eq!((code, stderr.as_str()), (0, ""));

@@ -444,6 +444,24 @@ impl Env {
         }
     }
 
+    /// Every function of this environment and its bases, sorted by name (for a name declared
+    /// in an overlay and a base, the overlay's declaration, which [`Env::find_function`]
+    /// answers); for listing them, e.g. an editor's completion.
+    pub fn functions(&self) -> Vec<&FunctionDecl> {
+        let mut names: Vec<&str> = Vec::new();
+        let mut env = Some(self);
+        while let Some(e) = env {
+            names.extend(e.functions.keys().map(String::as_str));
+            env = e.base.as_deref();
+        }
+        names.sort_unstable();
+        names.dedup();
+        names
+            .into_iter()
+            .filter_map(|n| self.find_function(n))
+            .collect()
+    }
+
     /// The call-shaped macro registered for `name`, if any.
     pub fn find_call_macro(&self, name: &str) -> Option<&Arc<dyn CallMacro>> {
         let mut env = self;
