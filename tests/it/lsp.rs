@@ -1066,41 +1066,38 @@ fn code_actions_rewrite_rename_and_suppress() {
     assert_eq!((code, stderr.as_str()), (0, ""));
 }
 
-#[test]
-fn editing_character_by_character() {
-    let ws = workspace();
-    let root = ws.path().canonicalize().expect("canonical");
-    let mut server = Server::start(&root);
-    server.initialize(&root);
-    server.sync();
-    let policy = uri(&root.join("policy.yaml"));
-    server.notify(
-        "textDocument/didOpen",
-        json!({"textDocument": {"uri": policy, "languageId": "yaml", "version": 1,
-                                "text": DEPLOYMENT_POLICY}}),
-    );
-    // Typed in one character at a time: `  - expression: "` is 17 characters of line 12.
-    let expression = "has(object.spec.replicas) && object.spec.replicas <= 5";
+/// Types `expression` one character at a time into the open buffer `uri` whose text is
+/// `template` with `placeholder` (on line `line`, from column 17) replaced by what is typed,
+/// each step a `didChange` then a hover, a completion and a code-action request at the
+/// cursor: every one is answered without an error. The number of steps at which completion
+/// offered `field`.
+fn type_in(
+    server: &mut Server,
+    uri: &str,
+    (template, placeholder, line): (&str, &str, u64),
+    expression: &str,
+    field: &str,
+) -> usize {
     let mut offered = 0;
     for (i, (at, _)) in expression
         .char_indices()
         .chain([(expression.len(), ' ')])
         .enumerate()
     {
-        let text = DEPLOYMENT_POLICY.replace("object.spec.replicsa <= 5", &expression[..at]);
+        let text = template.replace(placeholder, &expression[..at]);
         server.notify(
             "textDocument/didChange",
-            json!({"textDocument": {"uri": policy, "version": i + 2},
+            json!({"textDocument": {"uri": uri, "version": i + 2},
                    "contentChanges": [{"text": text}]}),
         );
-        let cursor = json!({"line": 12, "character": 17 + at});
-        let at_cursor = json!({"textDocument": {"uri": policy}, "position": cursor});
+        let cursor = json!({"line": line, "character": 17 + at});
+        let at_cursor = json!({"textDocument": {"uri": uri}, "position": cursor});
         for (method, params) in [
             ("textDocument/hover", at_cursor.clone()),
             ("textDocument/completion", at_cursor.clone()),
             (
                 "textDocument/codeAction",
-                json!({"textDocument": {"uri": policy},
+                json!({"textDocument": {"uri": uri},
                        "range": {"start": cursor, "end": cursor},
                        "context": {"diagnostics": []}}),
             ),
@@ -1113,16 +1110,59 @@ fn editing_character_by_character() {
             if method == "textDocument/completion"
                 && r["result"]
                     .as_array()
-                    .is_some_and(|l| l.iter().any(|c| c["label"] == "replicas"))
+                    .is_some_and(|l| l.iter().any(|c| c["label"] == field))
             {
                 offered += 1;
             }
         }
     }
-    // After `object.spec.` and each of `object.spec.r` .. `object.spec.replicas`, twice.
-    assert_eq!(offered, 2 * 9);
     server.sync();
+    offered
+}
+
+#[test]
+fn editing_character_by_character() {
+    let ws = workspace();
+    let root = ws.path().canonicalize().expect("canonical");
+    let mut server = Server::start(&root);
+    server.initialize(&root);
+    server.sync();
+    let policy = uri(&root.join("policy.yaml"));
+    let widgets = uri(&root.join("widgets.yaml"));
+    for (u, text) in [(&policy, DEPLOYMENT_POLICY), (&widgets, WIDGET_POLICIES)] {
+        server.notify(
+            "textDocument/didOpen",
+            json!({"textDocument": {"uri": u, "languageId": "yaml", "version": 1,
+                                    "text": text}}),
+        );
+    }
+    // Line 12 of the Deployment policy: `replicas` offered after `object.spec.` and each of
+    // `object.spec.r` .. `object.spec.replicas`, twice.
+    let offered = type_in(
+        &mut server,
+        &policy,
+        (DEPLOYMENT_POLICY, "object.spec.replicsa <= 5", 12),
+        "has(object.spec.replicas) && object.spec.replicas <= 5",
+        "replicas",
+    );
+    assert_eq!(offered, 2 * 9);
     assert_eq!(server.diagnostics[&policy], Vec::<Value>::new());
+    // The third document of the multi-document file (line 28), on the CRD's kind: `size`
+    // after `object.spec.` and `object.spec.s` .. `object.spec.size`, twice; the document
+    // that is not YAML keeps its finding.
+    let offered = type_in(
+        &mut server,
+        &widgets,
+        (WIDGET_POLICIES, "object.spec.sise < 10", 28),
+        "has(object.spec.size) && object.spec.size < 10",
+        "size",
+    );
+    assert_eq!(offered, 2 * 5);
+    let codes: Vec<&Value> = server.diagnostics[&widgets]
+        .iter()
+        .map(|d| &d["code"])
+        .collect();
+    assert_eq!(codes, [&json!("VAP003")]);
     let (code, stderr) = server.shutdown();
     assert_eq!((code, stderr.as_str()), (0, ""));
 }
