@@ -346,6 +346,11 @@ impl ExpressionChecker for KubeChecker {
     }
 
     fn functions(&self) -> Vec<policy::backend::FunctionOverload> {
+        // The version of each overload of Kubernetes' libraries (k8s_env::decls, from
+        // base.go); the standard library's are in every version.
+        let since: std::collections::HashMap<&str, u32> = k8s_env::decls::all_rows()
+            .map(|r| (r.id, r.since_minor))
+            .collect();
         let mut out = Vec::new();
         for f in self.base.functions() {
             for o in f.overloads() {
@@ -368,6 +373,7 @@ impl ExpressionChecker for KubeChecker {
                     receiver: receiver.map(ToString::to_string),
                     any_receiver: receiver.is_some_and(|r| r.kind() == cel::Kind::TypeParam),
                     signature,
+                    since_minor: since.get(o.id()).copied().filter(|m| *m > 0),
                 });
             }
         }

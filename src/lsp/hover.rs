@@ -96,8 +96,10 @@ pub fn selection_at(expression: &str, index: usize) -> Option<String> {
 
 /// The function called at `index` of `expression`: the identifier under the cursor when a
 /// `(` follows it, with the selection it ends (`object.metadata.name.startsWith`,
-/// `math.greatest`, `size`); `None` when the cursor is not on a call's name.
-pub fn call_at(expression: &str, index: usize) -> Option<String> {
+/// `math.greatest`, `size`), and whether a `.` is before the identifier (a member call, or a
+/// namespaced function such as `math.greatest`); `None` when the cursor is not on a call's
+/// name.
+pub fn call_at(expression: &str, index: usize) -> Option<(String, bool)> {
     let selection = selection_at(expression, index)?;
     let chars: Vec<char> = expression.chars().collect();
     let at = if chars.get(index).copied().is_some_and(is_word) {
@@ -105,39 +107,48 @@ pub fn call_at(expression: &str, index: usize) -> Option<String> {
     } else {
         index.checked_sub(1)?
     };
-    let mut end = at;
+    let (mut start, mut end) = (at, at);
     while chars.get(end).copied().is_some_and(is_word) {
         end += 1;
     }
+    while start > 0 && is_word(chars[start - 1]) {
+        start -= 1;
+    }
+    let dotted = start > 0 && matches!(chars[start - 1], '.' | '?');
     let next = chars[end..].iter().find(|c| !c.is_whitespace());
-    (next == Some(&'(')).then_some(selection)
+    (next == Some(&'(')).then_some((selection, dotted))
 }
 
-/// The signatures of the function called as `selection(...)`: the global function of that
-/// name (`size`, `math.greatest`), else the member function of its last name on the value
-/// before it (`x.startsWith`); with the macros of the name.
-pub fn call_signatures(selection: &str, backends: &Backends<'_>) -> Vec<String> {
+/// The signatures of the function called as `selection(...)` (Markdown, each with the
+/// Kubernetes version that introduced it when it is not in every version): the global
+/// function of that name (`size`, `math.greatest`), else the member function of its last name
+/// on the value before it (`x.startsWith`); with the macros of the name.
+pub fn call_signatures(selection: &str, dotted: bool, backends: &Backends<'_>) -> Vec<String> {
     let functions = backends.checker.functions();
+    let line = |o: &crate::policy::backend::FunctionOverload| match o.since_minor {
+        Some(m) => format!("`{}` (Kubernetes 1.{m} and later)", o.signature),
+        None => format!("`{}`", o.signature),
+    };
     let global: Vec<String> = functions
         .iter()
         .filter(|o| o.receiver.is_none() && o.name == selection)
-        .map(|o| o.signature.clone())
+        .map(line)
         .collect();
     let macros = |member: bool, name: &str| -> Vec<String> {
         super::complete::MACROS
             .iter()
             .filter(|(n, m, _)| *m == member && *n == name)
-            .map(|(_, _, form)| format!("macro {form}"))
+            .map(|(_, _, form)| format!("`macro {form}`"))
             .collect()
     };
-    if !global.is_empty() || !selection.contains('.') {
+    if !global.is_empty() || !dotted {
         return global.into_iter().chain(macros(false, selection)).collect();
     }
     let name = selection.rsplit('.').next().unwrap_or(selection);
     functions
         .iter()
         .filter(|o| o.receiver.is_some() && o.name == name)
-        .map(|o| o.signature.clone())
+        .map(line)
         .chain(macros(true, name))
         .collect()
 }
@@ -148,13 +159,13 @@ pub fn call_signatures(selection: &str, backends: &Backends<'_>) -> Vec<String> 
 pub fn hover_text(at: &AtCursor, options: &CheckOptions, backends: &Backends<'_>) -> String {
     let mut out = String::new();
     let signatures = call_at(&at.expression, at.index)
-        .map(|s| (call_signatures(&s, backends), s))
+        .map(|(s, dotted)| (call_signatures(&s, dotted, backends), s))
         .filter(|(list, _)| !list.is_empty());
     if let Some((list, selection)) = signatures {
         let name = selection.rsplit('.').next().unwrap_or(&selection);
         let _ = writeln!(out, "`{name}`\n");
         for s in list {
-            let _ = writeln!(out, "- `{s}`");
+            let _ = writeln!(out, "- {s}");
         }
         out.push('\n');
     }
@@ -206,12 +217,17 @@ mod tests {
             Some("object.?spec")
         );
         assert_eq!(selection_at("", 0), None);
+        let call = call_at;
         assert_eq!(
-            call_at("object.metadata.name.startsWith ('a')", 23).as_deref(),
-            Some("object.metadata.name.startsWith")
+            call("object.metadata.name.startsWith ('a')", 23),
+            Some(("object.metadata.name.startsWith".to_owned(), true))
         );
-        assert_eq!(call_at("size(x)", 4).as_deref(), Some("size"));
-        assert_eq!(call_at("size(x)", 5), None);
-        assert_eq!(call_at("a.b + 1", 2), None);
+        assert_eq!(call("size(x)", 4), Some(("size".to_owned(), false)));
+        assert_eq!(call("size(x)", 5), None);
+        assert_eq!(call("a.b + 1", 2), None);
+        assert_eq!(
+            call("[1].includes(1)", 5),
+            Some(("includes".to_owned(), true))
+        );
     }
 }

@@ -117,6 +117,9 @@ pub struct FunctionOverload {
     pub any_receiver: bool,
     /// The signature: `string.startsWith(string) -> bool`, `size(list(A)) -> int`.
     pub signature: String,
+    /// The Kubernetes minor version (1.x) from which the overload exists, when the backend
+    /// knows it and it is not in every version.
+    pub since_minor: Option<u32>,
 }
 
 /// Parses expressions and builds per-kind checking environments (upstream: the

@@ -1499,6 +1499,24 @@ fn completion_and_hover_of_functions_with_signatures() {
             "`size`\n\n- `size(bytes) -> int`\n- `size(list(A)) -> int`\n- `size(map(A, B)) -> int`\n- `size(string) -> int`\n\n{expression}"
         ))
     );
+    // Functions of Kubernetes' libraries: the version that introduced them (k8s_env::decls,
+    // from base.go: the quantity library in 1.28, the lists library's `includes` in 1.37),
+    // also on a receiver that is not a selection.
+    let e = "sign(quantity('1')) == 1 && [1].includes(1)";
+    edit(&mut server, e);
+    assert_eq!(
+        hover(&mut server, &policy, 12, 17 + 5 + 2),
+        json!(format!(
+            "`quantity`\n\n- `quantity(string) -> kubernetes.Quantity` (Kubernetes 1.28 and later)\n\n{expression}"
+        ))
+    );
+    let at_includes = 17 + e.find("includes").expect("includes") as u32;
+    assert_eq!(
+        hover(&mut server, &policy, 12, at_includes + 3),
+        json!(format!(
+            "`includes`\n\n- `dyn.includes(dyn) -> bool` (Kubernetes 1.37 and later)\n\n{expression}"
+        ))
+    );
     let (code, stderr) = server.shutdown();
     assert_eq!((code, stderr.as_str()), (0, ""));
 }
