@@ -345,6 +345,41 @@ impl ExpressionChecker for KubeChecker {
         }
     }
 
+    fn functions(&self) -> Vec<policy::backend::FunctionOverload> {
+        // The version of each overload of Kubernetes' libraries (k8s_env::decls, from
+        // base.go); the standard library's are in every version.
+        let since: std::collections::HashMap<&str, u32> = k8s_env::decls::all_rows()
+            .map(|r| (r.id, r.since_minor))
+            .collect();
+        let mut out = Vec::new();
+        for f in self.base.functions() {
+            for o in f.overloads() {
+                let args = o.arg_types();
+                let (receiver, rest) = match (o.is_member(), args.split_first()) {
+                    (true, Some((r, rest))) => (Some(r), rest),
+                    _ => (None, args),
+                };
+                let list = rest
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                let signature = match receiver {
+                    Some(r) => format!("{r}.{}({list}) -> {}", f.name(), o.result_type()),
+                    None => format!("{}({list}) -> {}", f.name(), o.result_type()),
+                };
+                out.push(policy::backend::FunctionOverload {
+                    name: f.name().to_owned(),
+                    receiver: receiver.map(ToString::to_string),
+                    any_receiver: receiver.is_some_and(|r| r.kind() == cel::Kind::TypeParam),
+                    signature,
+                    since_minor: since.get(o.id()).copied().filter(|m| *m > 0),
+                });
+            }
+        }
+        out
+    }
+
     fn is_absent_field(&self, object: &SchemaType, path: &[String]) -> bool {
         // A property without a CEL type (`is_unexposed`) still exists in objects.
         test_last_field(object, path, |o, last| {

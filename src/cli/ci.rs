@@ -138,6 +138,10 @@ pub struct Finding {
     pub fix: Option<FileFix>,
 }
 
+/// What the fix of a runtime-safety finding does (SARIF's `fixes[].description`, the title of
+/// the editor's code action).
+pub const FIX_DESCRIPTION: &str = "read the field only where it is present (an optional selection with the zero value, or a guard on the operation)";
+
 /// A replacement of a region of one line of the file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FileFix {
@@ -690,7 +694,7 @@ pub fn render_sarif_marked(findings: &[Finding], marks: Marks<'_>) -> Result<Str
             }
             if let Some(fix) = &f.fix {
                 result["fixes"] = json!([{
-                    "description": {"text": "read the field only where it is present (an optional selection with the zero value, or a guard on the operation)"},
+                    "description": {"text": FIX_DESCRIPTION},
                     "artifactChanges": [{
                         "artifactLocation": {"uri": uri(&f.file)},
                         "replacements": [{

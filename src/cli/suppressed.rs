@@ -253,14 +253,7 @@ pub fn suppressions(
                         .entry(f.entry)
                         .or_insert_with(|| document(c, sources))
                         .as_ref()?;
-                    let spanned = SpannedDocument::parse(&doc.0)?;
-                    let mut path = doc.1.clone();
-                    path.extend(parse_path(&f.field_ref));
-                    // A scalar starts at its first indicator (`|`, `>`, a quote).
-                    match spanned.locate(&path) {
-                        Some((scalar, _)) => Some(scalar.start.line),
-                        None => spanned.locate_node(&path).map(|p| p.line),
-                    }
+                    field_start_line(doc, &f.field_ref)
                 });
                 for comment in file_comments {
                     let on_line = comment.covers_line(pos.line)
@@ -306,8 +299,25 @@ pub fn suppressions(
     (out, errors)
 }
 
+/// The line (1-based, the file's) where `field_ref` of the object starts, in its document and
+/// with the path to the object in it ([`document`]): a suppression comment alone on the line
+/// above it covers the field's findings (a scalar starts at its first indicator: `|`, `>`, a
+/// quote).
+pub fn field_start_line(doc: &(String, Vec<Step>), field_ref: &str) -> Option<usize> {
+    let spanned = SpannedDocument::parse(&doc.0)?;
+    let mut path = doc.1.clone();
+    path.extend(parse_path(field_ref));
+    match spanned.locate(&path) {
+        Some((scalar, _)) => Some(scalar.start.line),
+        None => spanned.locate_node(&path).map(|p| p.line),
+    }
+}
+
 /// The document of an entry and the path to its object in it.
-fn document(c: &CheckedPolicy, sources: &BTreeMap<String, String>) -> Option<(String, Vec<Step>)> {
+pub fn document(
+    c: &CheckedPolicy,
+    sources: &BTreeMap<String, String>,
+) -> Option<(String, Vec<Step>)> {
     if c.kind == STATIC_MANIFESTS_KIND || c.undecoded.is_some() {
         return None;
     }

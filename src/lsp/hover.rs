@@ -1,6 +1,7 @@
 //! Hover on a CEL expression of a ValidatingAdmissionPolicy: the type of the selection under
-//! the cursor (`object.spec.replicas`: the schema field's type) and of the whole expression,
-//! per kind the policy is checked against ([`crate::policy::probe::types_per_kind`]).
+//! the cursor (`object.spec.replicas`: the schema field's type), or a called function's
+//! signatures in the environment, and the type of the whole expression, per kind the policy
+//! is checked against ([`crate::policy::probe::types_per_kind`]).
 
 use std::fmt::Write as _;
 
@@ -93,10 +94,81 @@ pub fn selection_at(expression: &str, index: usize) -> Option<String> {
     (!selection.is_empty()).then(|| selection.to_owned())
 }
 
-/// The hover text (Markdown) of the expression at the cursor: the selection's type (when the
-/// cursor is on an identifier) and the expression's result type, each per kind.
+/// The function called at `index` of `expression`: the identifier under the cursor when a
+/// `(` follows it, with the selection it ends (`object.metadata.name.startsWith`,
+/// `math.greatest`, `size`), and whether a `.` is before the identifier (a member call, or a
+/// namespaced function such as `math.greatest`); `None` when the cursor is not on a call's
+/// name.
+pub fn call_at(expression: &str, index: usize) -> Option<(String, bool)> {
+    let selection = selection_at(expression, index)?;
+    let chars: Vec<char> = expression.chars().collect();
+    let at = if chars.get(index).copied().is_some_and(is_word) {
+        index
+    } else {
+        index.checked_sub(1)?
+    };
+    let (mut start, mut end) = (at, at);
+    while chars.get(end).copied().is_some_and(is_word) {
+        end += 1;
+    }
+    while start > 0 && is_word(chars[start - 1]) {
+        start -= 1;
+    }
+    let dotted = start > 0 && matches!(chars[start - 1], '.' | '?');
+    let next = chars[end..].iter().find(|c| !c.is_whitespace());
+    (next == Some(&'(')).then_some((selection, dotted))
+}
+
+/// The signatures of the function called as `selection(...)` (Markdown, each with the
+/// Kubernetes version that introduced it when it is not in every version): the global
+/// function of that name (`size`, `math.greatest`), else the member function of its last name
+/// on the value before it (`x.startsWith`); with the macros of the name.
+pub fn call_signatures(selection: &str, dotted: bool, backends: &Backends<'_>) -> Vec<String> {
+    let functions = backends.checker.functions();
+    let line = |o: &crate::policy::backend::FunctionOverload| match o.since_minor {
+        Some(m) => format!("`{}` (Kubernetes 1.{m} and later)", o.signature),
+        None => format!("`{}`", o.signature),
+    };
+    let global: Vec<String> = functions
+        .iter()
+        .filter(|o| o.receiver.is_none() && o.name == selection)
+        .map(line)
+        .collect();
+    let macros = |member: bool, name: &str| -> Vec<String> {
+        super::complete::MACROS
+            .iter()
+            .filter(|(n, m, _)| *m == member && *n == name)
+            .map(|(_, _, form)| format!("`macro {form}`"))
+            .collect()
+    };
+    if !global.is_empty() || !dotted {
+        return global.into_iter().chain(macros(false, selection)).collect();
+    }
+    let name = selection.rsplit('.').next().unwrap_or(selection);
+    functions
+        .iter()
+        .filter(|o| o.receiver.is_some() && o.name == name)
+        .map(line)
+        .chain(macros(true, name))
+        .collect()
+}
+
+/// The hover text (Markdown) of the expression at the cursor: on a function's name, its
+/// signatures in the environment; on another identifier, the selection's type; then the
+/// expression's result type; each type per kind.
 pub fn hover_text(at: &AtCursor, options: &CheckOptions, backends: &Backends<'_>) -> String {
     let mut out = String::new();
+    let signatures = call_at(&at.expression, at.index)
+        .map(|(s, dotted)| (call_signatures(&s, dotted, backends), s))
+        .filter(|(list, _)| !list.is_empty());
+    if let Some((list, selection)) = signatures {
+        let name = selection.rsplit('.').next().unwrap_or(&selection);
+        let _ = writeln!(out, "`{name}`\n");
+        for s in list {
+            let _ = writeln!(out, "- {s}");
+        }
+        out.push('\n');
+    }
     let list = |out: &mut String, text: &str| {
         let types = types_per_kind(&at.policy, options, backends, text);
         if types.is_empty() {
@@ -112,8 +184,9 @@ pub fn hover_text(at: &AtCursor, options: &CheckOptions, backends: &Backends<'_>
             };
         }
     };
-    if let Some(selection) =
-        selection_at(&at.expression, at.index).filter(|s| s.trim() != at.expression.trim())
+    let on_call = !out.is_empty();
+    if let Some(selection) = selection_at(&at.expression, at.index)
+        .filter(|s| !on_call && s.trim() != at.expression.trim())
     {
         let _ = writeln!(out, "`{selection}`\n");
         list(&mut out, &selection);
@@ -144,5 +217,17 @@ mod tests {
             Some("object.?spec")
         );
         assert_eq!(selection_at("", 0), None);
+        let call = call_at;
+        assert_eq!(
+            call("object.metadata.name.startsWith ('a')", 23),
+            Some(("object.metadata.name.startsWith".to_owned(), true))
+        );
+        assert_eq!(call("size(x)", 4), Some(("size".to_owned(), false)));
+        assert_eq!(call("size(x)", 5), None);
+        assert_eq!(call("a.b + 1", 2), None);
+        assert_eq!(
+            call("[1].includes(1)", 5),
+            Some(("includes".to_owned(), true))
+        );
     }
 }

@@ -7,6 +7,7 @@
 //! messages, this one answers them; notifications that arrive while a check runs are taken
 //! together, so that a burst of edits is checked once.
 
+pub mod actions;
 pub mod complete;
 pub mod hover;
 pub mod text;
@@ -78,6 +79,7 @@ pub fn serve(connection: &Connection, provider: &dyn BackendProvider) -> Result<
         open: BTreeMap::new(),
         published: BTreeSet::new(),
         backends: None,
+        last: None,
     };
     server.check_and_publish();
     server.main_loop()
@@ -100,6 +102,12 @@ fn capabilities(encoding: Encoding) -> ServerCapabilities {
             trigger_characters: Some(vec![".".into()]),
             ..lsp_types::CompletionOptions::default()
         }),
+        code_action_provider: Some(lsp_types::CodeActionProviderCapability::Options(
+            lsp_types::CodeActionOptions {
+                code_action_kinds: Some(vec![lsp_types::CodeActionKind::QUICKFIX]),
+                ..lsp_types::CodeActionOptions::default()
+            },
+        )),
         ..ServerCapabilities::default()
     }
 }
@@ -131,6 +139,9 @@ struct Server<'a> {
     /// The backends of hover, kept while the settings stay the same and no file is saved (a
     /// CRD the settings name may have changed).
     backends: Option<(SchemaOptions, LoadedBackends)>,
+    /// The last check: its analysis and the findings published (those not suppressed), for
+    /// code actions.
+    last: Option<(crate::cli::Analysis, Vec<ci::Finding>)>,
 }
 
 impl Server<'_> {
@@ -180,8 +191,21 @@ impl Server<'_> {
     }
 
     fn request(&mut self, req: Request) {
-        use lsp_types::request::{Completion, HoverRequest, Request as _};
+        use lsp_types::request::{CodeActionRequest, Completion, HoverRequest, Request as _};
         let response = match req.method.as_str() {
+            CodeActionRequest::METHOD => {
+                match serde_json::from_value::<lsp_types::CodeActionParams>(req.params) {
+                    Ok(p) => {
+                        let actions = self.code_actions(&p.text_document.uri, p.range);
+                        Response::new_ok(req.id, actions)
+                    }
+                    Err(e) => Response::new_err(
+                        req.id,
+                        ErrorCode::InvalidParams as i32,
+                        format!("textDocument/codeAction: {e}"),
+                    ),
+                }
+            }
             Completion::METHOD => {
                 match serde_json::from_value::<lsp_types::CompletionParams>(req.params) {
                     Ok(p) => {
@@ -280,7 +304,7 @@ impl Server<'_> {
         std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(&check, &backends))).ok()
     }
 
-    /// Completion: the fields of `object` and `oldObject` selections ([`complete`]).
+    /// Completion: the fields of a selection ([`complete`]).
     fn complete(
         &mut self,
         at: &lsp_types::TextDocumentPositionParams,
@@ -292,6 +316,142 @@ impl Server<'_> {
             complete::items(&found, options, backends)
         })
         .unwrap_or_default()
+    }
+
+    /// The code actions on the findings of the last check in the file at `uri` whose
+    /// diagnostics touch `range` ([`actions`]): for each, the runtime-safety rewrite when
+    /// `check` has one, "did you mean" for an undefined field with a close field name, and the
+    /// suppression comment.
+    fn code_actions(
+        &mut self,
+        uri: &Uri,
+        range: lsp_types::Range,
+    ) -> Vec<lsp_types::CodeActionOrCommand> {
+        let Some(file) = text::uri_to_path(uri.as_str()).map(|p| p.display().to_string()) else {
+            return Vec::new();
+        };
+        let Some((analysis, findings)) = self.last.as_ref() else {
+            return Vec::new();
+        };
+        let Some(text) = analysis.sources.get(&file) else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        // (diagnostic, undefined field name) for "did you mean", which needs the backends.
+        let mut typos = Vec::new();
+        for f in findings.iter().filter(|f| f.file == file) {
+            let d = diagnostic(f, text, self.encoding);
+            if !actions::overlaps(d.range, range) {
+                continue;
+            }
+            if let Some(fix) = &f.fix {
+                let edit = lsp_types::TextEdit {
+                    range: lsp_types::Range {
+                        start: text::to_lsp(text, fix.start, self.encoding),
+                        end: text::to_lsp(text, fix.end, self.encoding),
+                    },
+                    new_text: fix.text.clone(),
+                };
+                let title = format!("Rewrite: {}", ci::FIX_DESCRIPTION);
+                out.push(actions::quick_fix(title, &d, uri, vec![edit]));
+            }
+            // A type-checking warning, or kube-apiserver's rejection for the same error (an
+            // expression whose types do not depend on the schemas: `request`, `variables`).
+            if matches!(f.rule, ci::Rule::TypeWarning | ci::Rule::Rejected)
+                && let Some(name) = actions::undefined_field(&f.message)
+            {
+                typos.push((d.clone(), name.to_owned()));
+            }
+            if let Some(edit) = suppression_edit(analysis, f, text) {
+                let title = format!("Suppress {} here (# vapcheck:ignore)", f.rule.id());
+                out.push(actions::quick_fix(title, &d, uri, vec![edit]));
+            }
+        }
+        let text = text.clone();
+        for (d, name) in typos {
+            for edit in self.did_you_mean(uri, &text, &d, &name) {
+                let title = format!("Did you mean `{}`?", edit.new_text);
+                // Offered once when two findings are the same error (VAP001 and VAP100).
+                let offered = out.iter().any(|a| {
+                    matches!(a, lsp_types::CodeActionOrCommand::CodeAction(a)
+                        if a.title == title
+                            && a.edit.as_ref().and_then(|e| e.changes.as_ref())
+                                .and_then(|c| c.get(uri))
+                                .is_some_and(|e| e.as_slice() == std::slice::from_ref(&edit)))
+                });
+                if offered {
+                    continue;
+                }
+                // Before the suppression of the same finding: the fix comes first.
+                let at = out
+                    .iter()
+                    .position(|a| {
+                        matches!(a, lsp_types::CodeActionOrCommand::CodeAction(a)
+                            if a.diagnostics.as_deref() == Some(std::slice::from_ref(&d))
+                                && a.title.starts_with("Suppress"))
+                    })
+                    .unwrap_or(out.len());
+                out.insert(at, actions::quick_fix(title, &d, uri, vec![edit]));
+            }
+        }
+        out
+    }
+
+    /// The replacements of the undefined field `name` at the end of `d`'s range (`.name`)
+    /// by the nearest fields of the type reached ([`actions::nearest`] among
+    /// [`complete::fields`]: below `object`, `oldObject`, `params`, `request`,
+    /// `namespaceObject`, or directly below `variables`).
+    fn did_you_mean(
+        &mut self,
+        uri: &Uri,
+        text: &str,
+        d: &Diagnostic,
+        name: &str,
+    ) -> Vec<lsp_types::TextEdit> {
+        let end = d.range.end;
+        let Some(start) = end
+            .character
+            .checked_sub(u32::try_from(name.len()).unwrap_or(u32::MAX))
+        else {
+            return Vec::new();
+        };
+        let start = lsp_types::Position {
+            line: end.line,
+            character: start,
+        };
+        // The word in the text is the field's name (an identifier: no escapes).
+        let (b0, b1) = (
+            text::offset(text, start, self.encoding),
+            text::offset(text, end, self.encoding),
+        );
+        if text.get(b0..b1) != Some(name) {
+            return Vec::new();
+        }
+        let at = lsp_types::TextDocumentPositionParams {
+            text_document: lsp_types::TextDocumentIdentifier { uri: uri.clone() },
+            position: end,
+        };
+        let Some((found, args)) = self.expression_at(&at) else {
+            return Vec::new();
+        };
+        let Some((root, path, typed)) = complete::context(&found.expression, found.index) else {
+            return Vec::new();
+        };
+        if typed != name {
+            return Vec::new();
+        }
+        let fields = self
+            .with_backends(&args, |options, backends| {
+                complete::fields(&found, root, &path, options, backends)
+            })
+            .unwrap_or_default();
+        actions::nearest(name, fields.keys().map(String::as_str))
+            .into_iter()
+            .map(|new_text| lsp_types::TextEdit {
+                range: lsp_types::Range { start, end },
+                new_text,
+            })
+            .collect()
     }
 
     /// Hover: the types at the cursor ([`hover`]); `None` outside an expression.
@@ -442,9 +602,17 @@ impl Server<'_> {
             let provider = self.provider;
             // A bug in the analysis must not take the editor's server down with it.
             std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                crate::cli::check_sources(sources, &args, provider)
+                let (analysis, findings) = crate::cli::check_sources(sources, &args, provider)?;
+                let (findings, malformed) = unsuppressed(&analysis, findings, &args);
+                Ok::<_, String>((analysis, findings, malformed))
             }))
             .unwrap_or_else(|_| Err("internal error while checking (a panic)".into()))
+        });
+        let checked = checked.map(|(analysis, findings, malformed)| {
+            for e in malformed {
+                self.log(&e);
+            }
+            (analysis, findings)
         });
         let (analysis, findings) = match checked {
             Ok(x) => x,
@@ -482,6 +650,7 @@ impl Server<'_> {
             self.publish(&path, Vec::new());
         }
         self.published = by_file.into_keys().collect();
+        self.last = Some((analysis, findings));
     }
 
     fn publish(&self, path: &Path, diagnostics: Vec<Diagnostic>) {
@@ -500,6 +669,66 @@ impl Server<'_> {
             .into(),
         );
     }
+}
+
+/// The findings `check` does not suppress (`cli::suppressed`: `# vapcheck:ignore` comments,
+/// the `vapcheck.io/ignore` annotation, the settings' ignores and `off` levels), and the
+/// errors of suppressions that do not parse.
+fn unsuppressed(
+    analysis: &crate::cli::Analysis,
+    findings: Vec<ci::Finding>,
+    args: &CheckArgs,
+) -> (Vec<ci::Finding>, Vec<String>) {
+    use crate::cli::suppressed;
+    if !suppressed::wanted(&args.rules, &analysis.sources) {
+        return (findings, Vec::new());
+    }
+    let (marks, malformed) =
+        suppressed::suppressions(&analysis.checked, &findings, &analysis.sources, &args.rules);
+    let kept = findings
+        .into_iter()
+        .zip(marks)
+        .filter(|(_, s)| s.is_none())
+        .map(|(f, _)| f)
+        .collect();
+    (kept, malformed)
+}
+
+/// The edit that suppresses finding `f` (in `text`, its file's text as checked): the comment
+/// line `# vapcheck:ignore RULE` inserted above the line where its field starts (or above
+/// its own line when the field has no place), kept only when the object's document reads
+/// the same with it (the comment must not land inside a block scalar).
+fn suppression_edit(
+    analysis: &crate::cli::Analysis,
+    f: &ci::Finding,
+    text: &str,
+) -> Option<lsp_types::TextEdit> {
+    use crate::cli::suppressed;
+    let at = f.position?;
+    let doc = analysis
+        .checked
+        .get(f.entry)
+        .and_then(|c| suppressed::document(c, &analysis.sources));
+    let line = doc
+        .as_ref()
+        .and_then(|d| suppressed::field_start_line(d, &f.field_ref))
+        .unwrap_or(at.line);
+    let comment = actions::suppression_line(text, line, f.rule.id())?;
+    if let Some((doc_text, _)) = &doc {
+        let read = |t: &str| serde_saphyr::from_str::<serde_json::Value>(t).ok();
+        let edited = actions::insert_at_line(doc_text, line, &comment)?;
+        if read(doc_text) != read(&edited) {
+            return None;
+        }
+    }
+    let start = lsp_types::Position {
+        line: u32::try_from(line - 1).ok()?,
+        character: 0,
+    };
+    Some(lsp_types::TextEdit {
+        range: lsp_types::Range { start, end: start },
+        new_text: comment,
+    })
 }
 
 /// The schema options of `check` with these settings, offline: `--openapi`, else the

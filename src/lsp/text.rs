@@ -91,6 +91,19 @@ pub fn finding_range(text: &str, p: Position, encoding: Encoding) -> lsp_types::
     }
 }
 
+/// The LSP position of `check`'s position `p` (1-based line, code-point column) in `text`;
+/// a column past its line's end is the line's end.
+pub fn to_lsp(text: &str, p: Position, encoding: Encoding) -> lsp_types::Position {
+    let line_index = p.line.saturating_sub(1);
+    let character: usize = line(text, line_index)
+        .unwrap_or_default()
+        .chars()
+        .take(p.column.saturating_sub(1))
+        .map(|c| encoding.units(c))
+        .sum();
+    lsp_position(u32::try_from(line_index).unwrap_or(u32::MAX), character)
+}
+
 /// The byte offset in `text` of an LSP position: a column past its line's end is the line's
 /// end, a line past the text's end is the text's end, and a column inside a character (half
 /// of a surrogate pair, a byte inside a UTF-8 sequence) is that character's start.

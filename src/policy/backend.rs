@@ -105,6 +105,23 @@ pub struct EnvRequest<'a> {
     pub mutating: bool,
 }
 
+/// One overload of a function of the environment ([`ExpressionChecker::functions`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FunctionOverload {
+    /// The function's name, e.g. `startsWith`, `math.greatest`.
+    pub name: String,
+    /// For a member overload (`x.f(...)`), its receiver's type as cel-go displays it
+    /// (`string`, `list(A)`; a type parameter such as `A` for any type).
+    pub receiver: Option<String>,
+    /// Whether the receiver is a type parameter: the overload applies to a value of any type.
+    pub any_receiver: bool,
+    /// The signature: `string.startsWith(string) -> bool`, `size(list(A)) -> int`.
+    pub signature: String,
+    /// The Kubernetes minor version (1.x) from which the overload exists, when the backend
+    /// knows it and it is not in every version.
+    pub since_minor: Option<u32>,
+}
+
 /// Parses expressions and builds per-kind checking environments (upstream: the
 /// StoredExpressions environment of `buildEnvSet` plus a composited compiler).
 pub trait ExpressionChecker: Send + Sync {
@@ -181,6 +198,13 @@ pub trait ExpressionChecker: Send + Sync {
     /// reach an object type or the backend does not know.
     fn fields_at(&self, _object: &SchemaType, _path: &[String]) -> Option<Vec<(String, String)>> {
         None
+    }
+
+    /// Editor completion and hover (`crate::lsp`): every overload of the functions of the
+    /// target version's environment, by function name. Empty when the backend does not
+    /// know.
+    fn functions(&self) -> Vec<FunctionOverload> {
+        Vec::new()
     }
 
     /// MutatingAdmissionPolicy mutations: the `Object…{}` and `JSONPatch{}` literals of a

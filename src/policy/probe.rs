@@ -49,6 +49,22 @@ pub fn object_types(
         .collect()
 }
 
+/// The kind of the policy's `params` and its schema type, as `check_policy` declares them:
+/// `None` when there is no `params` (no `paramKind`, or one without a group-version-kind),
+/// no schema type when `params` is `dyn` (its schema is unknown or untyped).
+pub fn params_schema(
+    policy: &ValidatingAdmissionPolicy,
+    backends: &Backends<'_>,
+) -> Option<(Gvk, Option<SchemaType>)> {
+    let pk = policy.spec.as_ref()?.param_kind.as_ref()?;
+    let schema = params_type(Some(pk), backends.schemas)?;
+    let gvk = Gvk::from_api_version(
+        pk.api_version.as_deref().unwrap_or(""),
+        pk.kind.as_deref().unwrap_or(""),
+    )?;
+    Some((gvk, schema))
+}
+
 /// `text`'s type per kind the policy is checked against, in the selection's order; `Err` is
 /// cel-go's issues text (or the environment's error). Kinds whose schema does not resolve
 /// are left out, as `check_policy` skips them.

@@ -582,19 +582,26 @@ fn neovim_shows_diagnostics_hover_and_completion() {
     let got = std::fs::read_to_string(&out)
         .unwrap_or_else(|e| panic!("{}: {e}; nvim: {status}, {err}", out.display()));
     // Neovim's diagnostics (0-based line and columns in bytes, severity, code, message) as
-    // published, then after the typo is fixed in the buffer: none; the hover on `replicas`
-    // and the completion after `object.spec.`.
+    // published, the code action applied, then the diagnostics after it: none; the hover on
+    // `replicas` and the completion after `object.spec.`.
     let hover = "`object.spec.replicas`\\n\\n- `apps/v1, Kind=Deployment`: `int`\\n\\n`spec.validations[0].expression` (the expression)\\n\\n- `apps/v1, Kind=Deployment`: `bool`\\n";
     let completion = "minReadySeconds,paused,progressDeadlineSeconds,replicas,revisionHistoryLimit,selector,strategy,template";
     let message = "ValidatingAdmissionPolicy replicas: type-checking warning (apps/v1, Kind=Deployment): spec.validations[0].expression: ERROR: <input>:1:12: undefined field 'replicsa'\\n | object.spec.replicsa <= 5\\n | ...........^";
     assert_eq!(
         got,
         format!(
-            "published 1\n12:28-12:37 2 VAP100 {message}\nfixed 0\nhover {hover}\ncompletion {completion}\n"
+            "published 1\n12:28-12:37 2 VAP100 {message}\naction Did you mean `replicas`?\nfixed 0\nhover {hover}\ncompletion {completion}\n"
         ),
         "nvim: {status}, {err}"
     );
     assert!(status.success(), "nvim: {status}, {err}");
+    // The file as Neovim saved it after the action: the typo fixed, and `check` finds nothing
+    // in it.
+    assert_eq!(
+        std::fs::read_to_string(root.join("policy.yaml")).expect("read"),
+        DEPLOYMENT_POLICY.replace("replicsa", "replicas")
+    );
+    assert_eq!(check_results(&root, "policy.yaml"), []);
 }
 
 /// The hover text at `line`, `character` of `uri` (`null` when there is none).
@@ -756,6 +763,759 @@ fn completion_offers_the_schema_fields_of_the_selection() {
             "size".to_owned(),
             "int (example.com/v1, Kind=Widget)".to_owned()
         )]
+    );
+    let (code, stderr) = server.shutdown();
+    assert_eq!((code, stderr.as_str()), (0, ""));
+}
+
+/// A Pod policy whose expression errors at admission on Pods without the field (VAP110,
+/// with a rewrite).
+const DEADLINE_POLICY: &str = r#"apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata:
+  name: deadline
+spec:
+  matchConstraints:
+    resourceRules:
+    - apiGroups: [""]
+      apiVersions: ["v1"]
+      operations: ["CREATE"]
+      resources: ["pods"]
+  validations:
+  - expression: "object.spec.activeDeadlineSeconds > 0"
+"#;
+
+/// The Deployment policy's typo in a block scalar: the finding is on the line below the
+/// field's key.
+const BLOCK_POLICY: &str = r#"apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata:
+  name: block
+spec:
+  matchConstraints:
+    resourceRules:
+    - apiGroups: ["apps"]
+      apiVersions: ["v1"]
+      operations: ["CREATE", "UPDATE"]
+      resources: ["deployments"]
+  validations:
+  - expression: |
+      object.spec.replicsa <= 5
+"#;
+
+/// The code actions at `range` of `uri`, each as (title, [(start line, start character, end
+/// line, end character, new text)]); every one is a quick fix of one diagnostic published
+/// for `uri`, with edits of `uri` only.
+type Action = (String, Vec<(u64, u64, u64, u64, String)>);
+
+fn code_actions(server: &mut Server, uri: &str, range: Value) -> Vec<Action> {
+    let published = server.diagnostics.get(uri).cloned().unwrap_or_default();
+    let r = server.request(
+        "textDocument/codeAction",
+        json!({"textDocument": {"uri": uri}, "range": range,
+               "context": {"diagnostics": published}}),
+    );
+    let list = r["result"].as_array().unwrap_or_else(|| panic!("{r}"));
+    list.iter()
+        .map(|a| {
+            assert_eq!(a["kind"], json!("quickfix"), "{a}");
+            let diagnostics = a["diagnostics"].as_array().expect("diagnostics");
+            assert_eq!(diagnostics.len(), 1, "{a}");
+            assert!(published.contains(&diagnostics[0]), "{a}");
+            let changes = a["edit"]["changes"].as_object().expect("changes");
+            assert_eq!(changes.keys().collect::<Vec<_>>(), [uri], "{a}");
+            let edits = changes[uri]
+                .as_array()
+                .expect("edits")
+                .iter()
+                .map(|e| {
+                    let n = |p: &str, k: &str| e["range"][p][k].as_u64().expect("position");
+                    (
+                        n("start", "line"),
+                        n("start", "character"),
+                        n("end", "line"),
+                        n("end", "character"),
+                        e["newText"].as_str().expect("newText").to_owned(),
+                    )
+                })
+                .collect();
+            (a["title"].as_str().expect("title").to_owned(), edits)
+        })
+        .collect()
+}
+
+/// `text` (ASCII: UTF-16 units are bytes) with the edits of an action applied, from the last.
+fn apply(text: &str, edits: &[(u64, u64, u64, u64, String)]) -> String {
+    assert!(text.is_ascii());
+    let offset = |line: u64, character: u64| {
+        let start: usize = text
+            .split_inclusive('\n')
+            .take(line as usize)
+            .map(str::len)
+            .sum();
+        start + character as usize
+    };
+    let mut edits = edits.to_vec();
+    edits.sort_by_key(|e| std::cmp::Reverse((e.0, e.1)));
+    let mut out = text.to_owned();
+    for (l0, c0, l1, c1, new) in edits {
+        out.replace_range(offset(l0, c0)..offset(l1, c1), &new);
+    }
+    out
+}
+
+/// `vapcheck check ROOT -o sarif` run in ROOT: each result of `file` as (rule, whether it is
+/// suppressed).
+fn check_results(root: &Path, file: &str) -> Vec<(String, bool)> {
+    let out = Command::new(BIN)
+        .args(["check", "-o", "sarif"])
+        .arg(root)
+        .current_dir(root)
+        .env_remove("KUBECONFIG")
+        .output()
+        .expect("run check");
+    let log: Value = serde_json::from_slice(&out.stdout).expect("sarif");
+    let want = root.join(file).display().to_string();
+    log["runs"][0]["results"]
+        .as_array()
+        .expect("results")
+        .iter()
+        .filter(|r| r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] == json!(want))
+        .map(|r| {
+            (
+                r["ruleId"].as_str().expect("rule").to_owned(),
+                r["suppressions"].as_array().is_some_and(|s| !s.is_empty()),
+            )
+        })
+        .collect()
+}
+
+fn range(l0: u64, c0: u64, l1: u64, c1: u64) -> Value {
+    json!({"start": {"line": l0, "character": c0}, "end": {"line": l1, "character": c1}})
+}
+
+/// Applies each action of `actions` in turn to the file `name` (text `original`) in the
+/// editor's buffer and on disk: `vapcheck check` on the folder then finds in it only the
+/// findings `left` (rule, suppressed), one list per action, and the server's diagnostics of
+/// the file are the codes of those not suppressed. The buffer and the file are restored after
+/// each.
+fn apply_each(
+    server: &mut Server,
+    root: &Path,
+    name: &str,
+    original: &str,
+    actions: &[Action],
+    left: &[&[(&str, bool)]],
+) {
+    assert_eq!(actions.len(), left.len());
+    let u = uri(&root.join(name));
+    for (version, ((title, edits), left)) in (10..).zip(actions.iter().zip(left)) {
+        let edited = apply(original, edits);
+        server.notify(
+            "textDocument/didChange",
+            json!({"textDocument": {"uri": u, "version": version},
+                   "contentChanges": [{"text": edited}]}),
+        );
+        server.sync();
+        let codes: Vec<&str> = server.diagnostics[&u]
+            .iter()
+            .map(|d| d["code"].as_str().expect("code"))
+            .collect();
+        let unsuppressed: Vec<&str> = left.iter().filter(|l| !l.1).map(|l| l.0).collect();
+        assert_eq!(codes, unsuppressed, "{title}");
+        std::fs::write(root.join(name), &edited).expect("write");
+        let want: Vec<(String, bool)> = left.iter().map(|(r, s)| ((*r).to_owned(), *s)).collect();
+        assert_eq!(check_results(root, name), want, "{title}:\n{edited}");
+        std::fs::write(root.join(name), original).expect("write");
+        server.notify(
+            "textDocument/didChange",
+            json!({"textDocument": {"uri": u, "version": version},
+                   "contentChanges": [{"text": original}]}),
+        );
+        server.sync();
+    }
+}
+
+#[test]
+fn code_actions_rewrite_rename_and_suppress() {
+    let ws = workspace();
+    let root = ws.path().canonicalize().expect("canonical");
+    std::fs::write(root.join("deadline.yaml"), DEADLINE_POLICY).expect("write");
+    std::fs::write(root.join("block.yaml"), BLOCK_POLICY).expect("write");
+    let mut server = Server::start(&root);
+    let init = server.initialize(&root);
+    assert_eq!(
+        init["result"]["capabilities"]["codeActionProvider"],
+        json!({"codeActionKinds": ["quickfix"]})
+    );
+    server.sync();
+    let suppress = |rule: &str, line: u64, indent: &str| {
+        (
+            format!("Suppress {rule} here (# vapcheck:ignore)"),
+            vec![(
+                line,
+                0,
+                line,
+                0,
+                format!("{indent}# vapcheck:ignore {rule}\n"),
+            )],
+        )
+    };
+
+    // The typo (`.replicsa` at 12:28-12:37): the nearest field, and the comment above.
+    let policy = uri(&root.join("policy.yaml"));
+    let actions = code_actions(&mut server, &policy, range(12, 30, 12, 30));
+    assert_eq!(
+        actions,
+        [
+            (
+                "Did you mean `replicas`?".to_owned(),
+                vec![(12, 29, 12, 37, "replicas".to_owned())]
+            ),
+            suppress("VAP100", 12, "  "),
+        ]
+    );
+    apply_each(
+        &mut server,
+        &root,
+        "policy.yaml",
+        DEPLOYMENT_POLICY,
+        &actions,
+        &[&[], &[("VAP100", true)]],
+    );
+    // Away from the finding: none.
+    assert_eq!(code_actions(&mut server, &policy, range(3, 0, 3, 4)), []);
+
+    // The runtime-safety finding (`.activeDeadlineSeconds` at 12:28-12:50): SARIF's fix.
+    let deadline = uri(&root.join("deadline.yaml"));
+    let actions = code_actions(&mut server, &deadline, range(12, 0, 12, 60));
+    assert_eq!(
+        actions,
+        [
+            (
+                "Rewrite: read the field only where it is present (an optional selection with the zero value, or a guard on the operation)".to_owned(),
+                vec![(12, 28, 12, 50, ".?activeDeadlineSeconds.orValue(0)".to_owned())]
+            ),
+            suppress("VAP110", 12, "  "),
+        ]
+    );
+    apply_each(
+        &mut server,
+        &root,
+        "deadline.yaml",
+        DEADLINE_POLICY,
+        &actions,
+        &[&[], &[("VAP110", true)]],
+    );
+
+    // In a block scalar (the typo on line 13): the comment goes above the field's key.
+    let block = uri(&root.join("block.yaml"));
+    let actions = code_actions(&mut server, &block, range(13, 20, 13, 20));
+    assert_eq!(
+        actions,
+        [
+            (
+                "Did you mean `replicas`?".to_owned(),
+                vec![(13, 18, 13, 26, "replicas".to_owned())]
+            ),
+            suppress("VAP100", 12, "  "),
+        ]
+    );
+    apply_each(
+        &mut server,
+        &root,
+        "block.yaml",
+        BLOCK_POLICY,
+        &actions,
+        &[&[], &[("VAP100", true)]],
+    );
+
+    // The multi-document file: the CRD's field in the third document (`.sise` at
+    // 28:28-28:33), and the document that is not YAML.
+    let widgets = uri(&root.join("widgets.yaml"));
+    let actions = code_actions(&mut server, &widgets, range(28, 33, 28, 33));
+    assert_eq!(
+        actions,
+        [
+            (
+                "Did you mean `size`?".to_owned(),
+                vec![(28, 29, 28, 33, "size".to_owned())]
+            ),
+            suppress("VAP100", 28, "  "),
+        ]
+    );
+    // The whole file: also the suppression of the document that is not YAML (its `[` at
+    // 14:6), above it.
+    let all = code_actions(&mut server, &widgets, range(0, 0, 40, 0));
+    assert_eq!(all[0], suppress("VAP003", 14, ""));
+    assert_eq!(all[1..], actions);
+    assert_eq!(all.len(), 3);
+    apply_each(
+        &mut server,
+        &root,
+        "widgets.yaml",
+        WIDGET_POLICIES,
+        &all,
+        &[
+            &[("VAP003", true), ("VAP100", false)],
+            &[("VAP003", false)],
+            &[("VAP003", false), ("VAP100", true)],
+        ],
+    );
+    let (code, stderr) = server.shutdown();
+    assert_eq!((code, stderr.as_str()), (0, ""));
+}
+
+/// Types `expression` one character at a time into the open buffer `uri` whose text is
+/// `template` with `placeholder` (on line `line`, from column 17) replaced by what is typed,
+/// each step a `didChange` then a hover, a completion and a code-action request at the
+/// cursor: every one is answered without an error. The number of steps at which completion
+/// offered `field`.
+fn type_in(
+    server: &mut Server,
+    uri: &str,
+    (template, placeholder, line): (&str, &str, u64),
+    expression: &str,
+    field: &str,
+) -> usize {
+    let mut offered = 0;
+    for (i, (at, _)) in expression
+        .char_indices()
+        .chain([(expression.len(), ' ')])
+        .enumerate()
+    {
+        let text = template.replace(placeholder, &expression[..at]);
+        server.notify(
+            "textDocument/didChange",
+            json!({"textDocument": {"uri": uri, "version": i + 2},
+                   "contentChanges": [{"text": text}]}),
+        );
+        let cursor = json!({"line": line, "character": 17 + at});
+        let at_cursor = json!({"textDocument": {"uri": uri}, "position": cursor});
+        for (method, params) in [
+            ("textDocument/hover", at_cursor.clone()),
+            ("textDocument/completion", at_cursor.clone()),
+            (
+                "textDocument/codeAction",
+                json!({"textDocument": {"uri": uri},
+                       "range": {"start": cursor, "end": cursor},
+                       "context": {"diagnostics": []}}),
+            ),
+        ] {
+            let r = server.request(method, params);
+            assert!(
+                r.get("error").is_none() && r.get("result").is_some(),
+                "{method} {i}: {r}"
+            );
+            if method == "textDocument/completion"
+                && r["result"]
+                    .as_array()
+                    .is_some_and(|l| l.iter().any(|c| c["label"] == field))
+            {
+                offered += 1;
+            }
+        }
+    }
+    server.sync();
+    offered
+}
+
+#[test]
+fn editing_character_by_character() {
+    let ws = workspace();
+    let root = ws.path().canonicalize().expect("canonical");
+    let mut server = Server::start(&root);
+    server.initialize(&root);
+    server.sync();
+    let policy = uri(&root.join("policy.yaml"));
+    let widgets = uri(&root.join("widgets.yaml"));
+    for (u, text) in [(&policy, DEPLOYMENT_POLICY), (&widgets, WIDGET_POLICIES)] {
+        server.notify(
+            "textDocument/didOpen",
+            json!({"textDocument": {"uri": u, "languageId": "yaml", "version": 1,
+                                    "text": text}}),
+        );
+    }
+    // Line 12 of the Deployment policy: `replicas` offered after `object.spec.` and each of
+    // `object.spec.r` .. `object.spec.replicas`, twice.
+    let offered = type_in(
+        &mut server,
+        &policy,
+        (DEPLOYMENT_POLICY, "object.spec.replicsa <= 5", 12),
+        "has(object.spec.replicas) && object.spec.replicas <= 5",
+        "replicas",
+    );
+    assert_eq!(offered, 2 * 9);
+    assert_eq!(server.diagnostics[&policy], Vec::<Value>::new());
+    // The third document of the multi-document file (line 28), on the CRD's kind: `size`
+    // after `object.spec.` and `object.spec.s` .. `object.spec.size`, twice; the document
+    // that is not YAML keeps its finding.
+    let offered = type_in(
+        &mut server,
+        &widgets,
+        (WIDGET_POLICIES, "object.spec.sise < 10", 28),
+        "has(object.spec.size) && object.spec.size < 10",
+        "size",
+    );
+    assert_eq!(offered, 2 * 5);
+    let codes: Vec<&Value> = server.diagnostics[&widgets]
+        .iter()
+        .map(|d| &d["code"])
+        .collect();
+    assert_eq!(codes, [&json!("VAP003")]);
+    let (code, stderr) = server.shutdown();
+    assert_eq!((code, stderr.as_str()), (0, ""));
+}
+
+/// A Deployment policy with the Widget CRD as its paramKind and two variables; line 20 is
+/// `  - expression: "..."` (the expression from column 17).
+const PARAMS_POLICY: &str = r#"apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata:
+  name: with-params
+spec:
+  paramKind:
+    apiVersion: example.com/v1
+    kind: Widget
+  matchConstraints:
+    resourceRules:
+    - apiGroups: ["apps"]
+      apiVersions: ["v1"]
+      operations: ["CREATE"]
+      resources: ["deployments"]
+  variables:
+  - name: replicas
+    expression: "object.spec.replicas"
+  - name: team
+    expression: "object.metadata.labels['team']"
+  validations:
+  - expression: "true"
+"#;
+
+#[test]
+fn completion_of_params_request_namespace_object_and_variables() {
+    let ws = workspace();
+    let root = ws.path().canonicalize().expect("canonical");
+    std::fs::write(root.join("params.yaml"), PARAMS_POLICY).expect("write");
+    let mut server = Server::start(&root);
+    server.initialize(&root);
+    let file = uri(&root.join("params.yaml"));
+    server.notify(
+        "textDocument/didOpen",
+        json!({"textDocument": {"uri": file, "languageId": "yaml", "version": 1,
+                                "text": PARAMS_POLICY}}),
+    );
+    let mut version = 1;
+    let mut at_end = |server: &mut Server, expression: &str| {
+        version += 1;
+        let text = PARAMS_POLICY.replace("\"true\"", &format!("\"{expression}\""));
+        server.notify(
+            "textDocument/didChange",
+            json!({"textDocument": {"uri": file, "version": version},
+                   "contentChanges": [{"text": text}]}),
+        );
+        completion(server, &file, 20, 17 + expression.len() as u32)
+    };
+    let list = |items: &[(&str, &str)]| -> Vec<(String, String)> {
+        items
+            .iter()
+            .map(|(n, d)| ((*n).to_owned(), (*d).to_owned()))
+            .collect()
+    };
+    let widget = "example.com/v1, Kind=Widget";
+    let deployment = "apps/v1, Kind=Deployment";
+    // `params`: the paramKind's schema (the CRD of another file).
+    assert_eq!(
+        at_end(&mut server, "params.spec."),
+        list(&[("size", &format!("int ({widget})"))])
+    );
+    let kind_of = |t: &str| format!("{t} ({widget})");
+    assert_eq!(
+        at_end(&mut server, "params."),
+        list(&[
+            ("apiVersion", &kind_of("string")),
+            ("kind", &kind_of("string")),
+            ("metadata", &kind_of("Widget.metadata")),
+            ("spec", &kind_of("Widget.spec")),
+        ])
+    );
+    // `request`: upstream's admission request type, and its nested types.
+    let gvk = "kubernetes.GroupVersionKind";
+    let gvr = "kubernetes.GroupVersionResource";
+    assert_eq!(
+        at_end(&mut server, "request."),
+        list(&[
+            ("dryRun", "bool"),
+            ("kind", gvk),
+            ("name", "string"),
+            ("namespace", "string"),
+            ("operation", "string"),
+            ("options", "dyn"),
+            ("requestKind", gvk),
+            ("requestResource", gvr),
+            ("requestSubResource", "string"),
+            ("resource", gvr),
+            ("subResource", "string"),
+            ("userInfo", "kubernetes.UserInfo"),
+        ])
+    );
+    assert_eq!(
+        at_end(&mut server, "request.userInfo."),
+        list(&[
+            ("extra", "map(string, list(string))"),
+            ("groups", "list(string)"),
+            ("uid", "string"),
+            ("username", "string"),
+        ])
+    );
+    // `namespaceObject`: upstream's Namespace type, filtered by what is typed.
+    assert_eq!(
+        at_end(&mut server, "namespaceObject.metadata.l"),
+        list(&[("labels", "map(string, string)")])
+    );
+    assert_eq!(
+        at_end(&mut server, "namespaceObject."),
+        list(&[
+            ("metadata", "kubernetes.NamespaceMetadata"),
+            ("spec", "kubernetes.NamespaceSpec"),
+            ("status", "kubernetes.NamespaceStatus"),
+        ])
+    );
+    // `variables`: the policy's variables with their type per kind.
+    assert_eq!(
+        at_end(&mut server, "variables."),
+        list(&[
+            ("replicas", &format!("int ({deployment})")),
+            ("team", &format!("string ({deployment})")),
+        ])
+    );
+    // Below a variable of type int: no fields, but its member functions (methods): only the
+    // lists library's `includes` of any value.
+    let text = PARAMS_POLICY.replace("\"true\"", "\"variables.replicas.\"");
+    server.notify(
+        "textDocument/didChange",
+        json!({"textDocument": {"uri": file, "version": 99},
+               "contentChanges": [{"text": text}]}),
+    );
+    let r = server.request(
+        "textDocument/completion",
+        json!({"textDocument": {"uri": file},
+               "position": {"line": 20, "character": 17 + "variables.replicas.".len()}}),
+    );
+    assert_eq!(
+        r["result"],
+        json!([{"label": "includes", "kind": 2, "detail": "dyn.includes(dyn) -> bool"}]),
+        "{r}"
+    );
+
+    // "Did you mean" below `request` too. kube-apiserver rejects the expression as well
+    // (its type does not depend on a schema): the same fix is offered once, and each finding
+    // can be suppressed.
+    let typo = "request.userInfo.usrname == ''";
+    at_end(&mut server, typo);
+    server.sync();
+    let codes: Vec<&str> = server.diagnostics[&file]
+        .iter()
+        .map(|d| d["code"].as_str().expect("code"))
+        .collect();
+    assert_eq!(codes, ["VAP001", "VAP100"]);
+    let actions = code_actions(&mut server, &file, range(20, 36, 20, 36));
+    let suppress = |rule: &str| {
+        (
+            format!("Suppress {rule} here (# vapcheck:ignore)"),
+            vec![(20, 0, 20, 0, format!("  # vapcheck:ignore {rule}\n"))],
+        )
+    };
+    assert_eq!(
+        actions,
+        [
+            (
+                "Did you mean `username`?".to_owned(),
+                vec![(20, 34, 20, 41, "username".to_owned())]
+            ),
+            suppress("VAP001"),
+            suppress("VAP100"),
+        ]
+    );
+    let text = PARAMS_POLICY.replace("\"true\"", &format!("\"{typo}\""));
+    apply_each(
+        &mut server,
+        &root,
+        "params.yaml",
+        &text,
+        &actions,
+        &[
+            &[],
+            &[("VAP001", true), ("VAP100", false)],
+            &[("VAP001", false), ("VAP100", true)],
+        ],
+    );
+    let (code, stderr) = server.shutdown();
+    assert_eq!((code, stderr.as_str()), (0, ""));
+}
+
+#[test]
+fn completion_and_hover_of_functions_with_signatures() {
+    let ws = workspace();
+    let root = ws.path().canonicalize().expect("canonical");
+    let mut server = Server::start(&root);
+    server.initialize(&root);
+    let policy = uri(&root.join("policy.yaml"));
+    server.notify(
+        "textDocument/didOpen",
+        json!({"textDocument": {"uri": policy, "languageId": "yaml", "version": 1,
+                                "text": DEPLOYMENT_POLICY}}),
+    );
+    let mut version = 1;
+    let mut edit = |server: &mut Server, expression: &str| {
+        version += 1;
+        let text = DEPLOYMENT_POLICY.replace("object.spec.replicsa <= 5", expression);
+        server.notify(
+            "textDocument/didChange",
+            json!({"textDocument": {"uri": policy, "version": version},
+                   "contentChanges": [{"text": text}]}),
+        );
+    };
+    // (kind, label, detail) at the end of `expression` (from column 17 of line 12).
+    let complete = |server: &mut Server, edit: &mut dyn FnMut(&mut Server, &str), e: &str| {
+        edit(server, e);
+        let r = server.request(
+            "textDocument/completion",
+            json!({"textDocument": {"uri": policy},
+                   "position": {"line": 12, "character": 17 + e.len()}}),
+        );
+        r["result"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{r}"))
+            .iter()
+            .map(|i| {
+                (
+                    i["kind"].as_u64().expect("kind"),
+                    i["label"].as_str().expect("label").to_owned(),
+                    i["detail"].as_str().expect("detail").to_owned(),
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    // After a `.` on a string: its member functions (method, 2), from the standard library,
+    // cel-go's strings extension (version 2), Kubernetes' regex library and the lists
+    // library's `includes` (on any value) of 1.37.
+    let string = complete(&mut server, &mut edit, "object.metadata.name.");
+    let labels: Vec<&str> = string.iter().map(|i| i.1.as_str()).collect();
+    assert_eq!(
+        labels,
+        [
+            "charAt",
+            "contains",
+            "endsWith",
+            "find",
+            "findAll",
+            "format",
+            "includes",
+            "indexOf",
+            "lastIndexOf",
+            "lowerAscii",
+            "matches",
+            "replace",
+            "size",
+            "split",
+            "startsWith",
+            "substring",
+            "trim",
+            "upperAscii"
+        ]
+    );
+    assert!(string.iter().all(|i| i.0 == 2), "{string:?}");
+    let detail = |list: &[(u64, String, String)], name: &str| {
+        list.iter()
+            .find(|i| i.1 == name)
+            .map(|i| i.2.clone())
+            .unwrap_or_default()
+    };
+    assert_eq!(
+        detail(&string, "indexOf"),
+        "string.indexOf(string) -> int; string.indexOf(string, int) -> int"
+    );
+    assert_eq!(detail(&string, "includes"), "dyn.includes(dyn) -> bool");
+    // On a list, filtered by what is typed: a function and the macros.
+    let list = complete(
+        &mut server,
+        &mut edit,
+        "object.spec.template.spec.containers.ex",
+    );
+    assert_eq!(
+        list,
+        [
+            (
+                2,
+                "exists".to_owned(),
+                "macro e.exists(x, p) -> bool".to_owned()
+            ),
+            (
+                2,
+                "exists_one".to_owned(),
+                "macro e.exists_one(x, p) -> bool".to_owned()
+            ),
+        ]
+    );
+    // At top level: the global functions (function, 3), with every overload.
+    assert_eq!(
+        complete(&mut server, &mut edit, "1 < si"),
+        [
+            (
+                3,
+                "sign".to_owned(),
+                "sign(kubernetes.Quantity) -> int".to_owned()
+            ),
+            (
+                3,
+                "size".to_owned(),
+                "size(bytes) -> int; size(list(A)) -> int; size(map(A, B)) -> int; size(string) -> int"
+                    .to_owned()
+            ),
+        ]
+    );
+    assert_eq!(
+        complete(&mut server, &mut edit, "ha"),
+        [(3, "has".to_owned(), "macro has(e.f) -> bool".to_owned())]
+    );
+    // The fields of an object still come alone.
+    assert_eq!(complete(&mut server, &mut edit, "object.spec.rep").len(), 1);
+
+    // Hover on a call's name: its signatures, then the expression's type.
+    let e = "object.metadata.name.startsWith('a') && size(object.metadata.name) > 1";
+    edit(&mut server, e);
+    let expression = "`spec.validations[0].expression` (the expression)\n\n- `apps/v1, Kind=Deployment`: `bool`\n";
+    assert_eq!(
+        hover(&mut server, &policy, 12, 17 + 23),
+        json!(format!(
+            "`startsWith`\n\n- `string.startsWith(string) -> bool`\n\n{expression}"
+        ))
+    );
+    let at_size = 17 + e.find("size").expect("size") as u32;
+    assert_eq!(
+        hover(&mut server, &policy, 12, at_size + 1),
+        json!(format!(
+            "`size`\n\n- `size(bytes) -> int`\n- `size(list(A)) -> int`\n- `size(map(A, B)) -> int`\n- `size(string) -> int`\n\n{expression}"
+        ))
+    );
+    // Functions of Kubernetes' libraries: the version that introduced them (k8s_env::decls,
+    // from base.go: the quantity library in 1.28, the lists library's `includes` in 1.37),
+    // also on a receiver that is not a selection.
+    let e = "sign(quantity('1')) == 1 && [1].includes(1)";
+    edit(&mut server, e);
+    assert_eq!(
+        hover(&mut server, &policy, 12, 17 + 5 + 2),
+        json!(format!(
+            "`quantity`\n\n- `quantity(string) -> kubernetes.Quantity` (Kubernetes 1.28 and later)\n\n{expression}"
+        ))
+    );
+    let at_includes = 17 + e.find("includes").expect("includes") as u32;
+    assert_eq!(
+        hover(&mut server, &policy, 12, at_includes + 3),
+        json!(format!(
+            "`includes`\n\n- `dyn.includes(dyn) -> bool` (Kubernetes 1.37 and later)\n\n{expression}"
+        ))
     );
     let (code, stderr) = server.shutdown();
     assert_eq!((code, stderr.as_str()), (0, ""));

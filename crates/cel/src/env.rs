@@ -287,6 +287,19 @@ impl StructTypes {
         );
     }
 
+    /// The fields of the object type `name` with their types, sorted by name; `None` when
+    /// it holds no such type (for listing them, e.g. an editor's completion).
+    pub fn fields(&self, name: &str) -> Option<Vec<(&str, &Type)>> {
+        let mut out: Vec<(&str, &Type)> = self
+            .types
+            .get(name)?
+            .iter()
+            .map(|(n, t)| (n.as_str(), t))
+            .collect();
+        out.sort_by_key(|f| f.0);
+        Some(out)
+    }
+
     /// Builder-style [`StructTypes::add_type`].
     pub fn with_type<N: Into<String>>(
         mut self,
@@ -429,6 +442,24 @@ impl Env {
             }
             env = env.base.as_deref()?;
         }
+    }
+
+    /// Every function of this environment and its bases, sorted by name (for a name declared
+    /// in an overlay and a base, the overlay's declaration, which [`Env::find_function`]
+    /// answers); for listing them, e.g. an editor's completion.
+    pub fn functions(&self) -> Vec<&FunctionDecl> {
+        let mut names: Vec<&str> = Vec::new();
+        let mut env = Some(self);
+        while let Some(e) = env {
+            names.extend(e.functions.keys().map(String::as_str));
+            env = e.base.as_deref();
+        }
+        names.sort_unstable();
+        names.dedup();
+        names
+            .into_iter()
+            .filter_map(|n| self.find_function(n))
+            .collect()
     }
 
     /// The call-shaped macro registered for `name`, if any.

@@ -1,7 +1,8 @@
 -- Neovim as the editor of tests/it/lsp.rs (neovim_shows_diagnostics_hover_and_completion):
--- starts `vapcheck lsp` for the file opened, waits for its diagnostics, writes them, fixes the
--- typo in the buffer (an unsaved change), waits until they are cleared, writes that, hovers
--- `replicas` and asks for completion after `object.spec.`, writes both, quits.
+-- starts `vapcheck lsp` for the file opened, waits for its diagnostics, writes them, asks for
+-- the code actions at the typo's diagnostic and applies "Did you mean" (an unsaved change),
+-- waits until the diagnostics are cleared, writes that and saves the file, hovers `replicas`
+-- and asks for completion after `object.spec.`, writes both, quits.
 -- Works with Neovim 0.7 (Debian 12's) and later: vim.lsp.start_client + buf_attach_client.
 local bin = os.getenv("VAPCHECK_BIN")
 local root = os.getenv("VAPCHECK_LSP_ROOT")
@@ -39,17 +40,36 @@ vim.api.nvim_create_autocmd("VimEnter", {
       return finish(1)
     end
     dump("published")
-    -- The typo fixed in the buffer, not saved: didChange.
-    local buf = vim.api.nvim_buf_get_lines(0, 0, -1, false)
-    for i, l in ipairs(buf) do
-      buf[i] = string.gsub(l, "replicsa", "replicas")
+    -- The code actions at the diagnostic's range (an ASCII line: its byte columns are UTF-16
+    -- units); "Did you mean" applied to the buffer, not saved: didChange.
+    local d = vim.diagnostic.get(0)[1]
+    local params = {
+      textDocument = vim.lsp.util.make_text_document_params(0),
+      range = { start = { line = d.lnum, character = d.col },
+                ["end"] = { line = d.end_lnum, character = d.end_col } },
+      context = { diagnostics = {} },
+    }
+    local answers = vim.lsp.buf_request_sync(0, "textDocument/codeAction", params, 60000) or {}
+    local applied = nil
+    for _, r in pairs(answers) do
+      for _, action in ipairs(r.result or {}) do
+        if not applied and string.find(action.title, "Did you mean", 1, true) == 1 then
+          vim.lsp.util.apply_workspace_edit(action.edit, "utf-16")
+          applied = action.title
+        end
+      end
     end
-    vim.api.nvim_buf_set_lines(0, 0, -1, false, buf)
+    if not applied then
+      table.insert(lines, "no code action")
+      return finish(1)
+    end
+    table.insert(lines, "action " .. applied)
     if not vim.wait(60000, function() return #vim.diagnostic.get(0) == 0 end, 20) then
       dump("not cleared")
       return finish(1)
     end
     dump("fixed")
+    vim.cmd("silent write")
     -- Hover on `replicas` (line 13, 0-based 12; `replicas` at columns 29..37).
     local pos = { textDocument = vim.lsp.util.make_text_document_params(0),
                   position = { line = 12, character = 33 } }
