@@ -241,12 +241,24 @@ fn declarations_equal_kyvernos() {
     let Some(oracle) = oracle_path() else {
         return;
     };
-    let dump = run(&oracle, &[Path::new("-decls")]);
-    let mut want: Vec<String> = Vec::new();
-    for line in dump.lines() {
-        let v: Value = serde_json::from_str(line).expect("JSON");
-        want.push(row_text(&v));
-    }
+    let mut want = oracle_rows(&oracle, "-decls");
+    let mut got = table_rows();
+    want.sort();
+    got.sort();
+    assert_eq!(got, want);
+    eprintln!("kyverno declarations: {} rows equal", want.len());
+}
+
+/// The rows `kvcheck <flag>` prints, as [`row_text`] writes them.
+fn oracle_rows(oracle: &Path, flag: &str) -> Vec<String> {
+    run(oracle, &[Path::new(flag)])
+        .lines()
+        .map(|line| row_text(&serde_json::from_str(line).expect("JSON")))
+        .collect()
+}
+
+/// vapcheck's table of Kyverno's declarations, both variants, as [`row_text`] writes rows.
+fn table_rows() -> Vec<String> {
     let mut got: Vec<String> = Vec::new();
     for (variant, name) in [
         (kv::decls::Variant::Cluster, "cluster"),
@@ -278,10 +290,30 @@ fn declarations_equal_kyvernos() {
             ));
         }
     }
+    got
+}
+
+/// The MutatingPolicy environment (`kvcheck -decls-mpol`: mpol/compiler `newExtendedEnv`)
+/// declares exactly the ValidatingPolicy table plus `jsonpatch.escapeKey`, the one function
+/// `engines::kyverno::env::mutating_verdict_env` adds (`k8s_env::mutation::add_patch_types`,
+/// with the `Object` and `JSONPatch` types, which are types, not rows).
+#[test]
+fn mutating_declarations_equal_kyvernos() {
+    let Some(oracle) = oracle_path() else {
+        return;
+    };
+    let mut want = oracle_rows(&oracle, "-decls-mpol");
+    let mut got = table_rows();
+    for variant in ["cluster", "namespaced"] {
+        got.push(format!(
+            "{variant} overload jsonpatch.escapeKey string_jsonpatch_escapeKey_string member=false (string) -> string"
+        ));
+    }
     want.sort();
     got.sort();
     assert_eq!(got, want);
-    eprintln!("kyverno declarations: {} rows equal", want.len());
+    eprintln!("kyverno mutating declarations: {} rows equal", want.len());
+    assert_eq!(want.len(), table_rows().len() + 2);
 }
 
 fn row_text(v: &Value) -> String {
