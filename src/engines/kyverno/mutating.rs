@@ -444,18 +444,23 @@ pub fn as_admission_policy(policy: &MutatingPolicy) -> MutatingAdmissionPolicy {
 
 /// Why the policy is not type-checked against the kinds `matchConstraints` selects (the field
 /// and the reason), `None`: checked. An evaluation mode other than `Kubernetes` (as for a
-/// ValidatingPolicy); or `evaluation.mutateExisting.enabled`: the mutations then also run on
-/// existing resources, the targets (`targetMatchConstraints`, or `matchConstraints` without
-/// it), with `object` the target (pkg/cel/policies/mpol/compiler/policy.go `(*Policy).EvaluateTarget`, where `targetMatchConditions` are matched), a kind other than the
-/// trigger's, so vapcheck does not type `object` by `matchConstraints` there.
+/// ValidatingPolicy); or admission disabled with `evaluation.mutateExisting.enabled`: the
+/// mutations then run only on existing resources, the targets (`targetMatchConstraints`'
+/// resource rules, or `matchConstraints` without them: mpol/engine/engine.go
+/// `(*engineImpl).handlePolicy`), with `object` the target
+/// (pkg/cel/policies/mpol/compiler/policy.go `(*Policy).EvaluateTarget`), not the trigger
+/// `matchConstraints` selects. With admission enabled (the default) a mutate-existing policy
+/// also mutates the trigger at admission (mpol/engine/provider.go `Fetch`: "a mutate-existing
+/// policy still runs on admission by default"), which is what vapcheck checks; the target
+/// side is not typed.
 pub fn not_checked_reason(policy: &MutatingPolicy) -> Option<(String, String)> {
     if let Some(r) = mode_not_checked(&policy.mode) {
         return Some(("spec.evaluation.mode".into(), r));
     }
-    policy.mutate_existing_enabled.then(|| {
+    (policy.mutate_existing_enabled && !policy.admission_enabled).then(|| {
         (
             "spec.evaluation.mutateExisting.enabled".into(),
-            "mutateExisting: `object` is the existing target resource, not typed by matchConstraints".into(),
+            "mutateExisting without admission: `object` is the existing target resource, not typed by matchConstraints".into(),
         )
     })
 }
