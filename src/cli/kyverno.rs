@@ -22,10 +22,10 @@ pub fn is_kind(kind: &str) -> bool {
 /// A Kyverno policy of a kind vapcheck reads.
 #[derive(Debug, Clone, PartialEq)]
 pub enum KyvernoPolicy {
-    /// A ValidatingPolicy or NamespacedValidatingPolicy.
-    Validating(ValidatingPolicy),
+    /// A ValidatingPolicy or NamespacedValidatingPolicy (boxed, as the other: both are large).
+    Validating(Box<ValidatingPolicy>),
     /// A MutatingPolicy or NamespacedMutatingPolicy.
-    Mutating(MutatingPolicy),
+    Mutating(Box<MutatingPolicy>),
 }
 
 /// A Kyverno policy, with where it came from.
@@ -44,9 +44,9 @@ pub fn read_lenient(others: &[InputOther]) -> (Vec<PolicyObject>, Vec<Undecoded>
             if mutating::MUTATING_KINDS
                 .contains(&v.get("kind").and_then(|k| k.as_str()).unwrap_or(""))
             {
-                mutating::read_mutating_policy(v).map(KyvernoPolicy::Mutating)
+                mutating::read_mutating_policy(v).map(|p| KyvernoPolicy::Mutating(Box::new(p)))
             } else {
-                kyverno::read_validating_policy(v).map(KyvernoPolicy::Validating)
+                kyverno::read_validating_policy(v).map(|p| KyvernoPolicy::Validating(Box::new(p)))
             }
         },
     )

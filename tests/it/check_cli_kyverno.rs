@@ -307,26 +307,40 @@ fn mutating_policy_typo_wrong_type_and_wrong_function_at_their_line_and_column()
 }
 
 #[test]
-fn mutate_existing_without_admission_is_not_typed_and_says_why() {
-    let out = check("kyverno", &["-o", "sarif", "mpol-target.yaml"]);
+fn mutate_existing_without_admission_is_typed_by_its_targets() {
+    let out = check("kyverno", &["-o", "sarif", "mpol-existing-targets.yaml"]);
+    assert_eq!(out.status.code(), Some(1));
     let sarif: Value = serde_json::from_slice(&out.stdout).expect("SARIF");
     let results = sarif["runs"][0]["results"].as_array().expect("results");
-    let not_typed: Vec<(&str, u64)> = results
+    let got: Vec<(String, u64, u64, String)> = results
         .iter()
-        .filter(|r| r["ruleId"] == "VAP101")
         .map(|r| {
+            let region = &r["locations"][0]["physicalLocation"]["region"];
             (
-                r["properties"]["fieldRef"].as_str().expect("field"),
-                r["locations"][0]["physicalLocation"]["region"]["startLine"]
-                    .as_u64()
-                    .expect("line"),
+                r["ruleId"].as_str().expect("rule").to_owned(),
+                region["startLine"].as_u64().expect("line"),
+                region["startColumn"].as_u64().expect("column"),
+                r["properties"]["fieldRef"]
+                    .as_str()
+                    .expect("field")
+                    .to_owned(),
             )
         })
         .collect();
-    // Only the policy with admission disabled: the other one also mutates its trigger at
-    // admission, which is checked.
+    // The target match condition's typo, on the Deployment target; nothing on the mutation,
+    // whose `object.spec.replicas` the ConfigMap trigger would not have.
     assert_eq!(
-        not_typed,
-        vec![("spec.evaluation.mutateExisting.enabled", 14)]
+        got,
+        vec![(
+            "VAP100".to_owned(),
+            29,
+            30,
+            "spec.targetMatchConditions[0].expression".to_owned()
+        )]
+    );
+    let message = results[0]["message"]["text"].as_str().expect("text");
+    assert!(
+        message.contains("(apps/v1, Kind=Deployment): spec.targetMatchConditions[0].expression: ERROR: <input>:1:12: undefined field 'replica'"),
+        "{message}"
     );
 }

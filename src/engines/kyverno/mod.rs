@@ -509,18 +509,21 @@ pub fn type_check(
         not_checked_reason(policy).map(|r| ("spec.evaluation.mode".to_owned(), r)),
         options,
         backends,
+        &|f| Some(f.to_owned()),
         |options, backends| crate::policy::check_policy(&vap, options, backends),
     )
 }
 
 /// The typed check of a Kyverno policy by `check` (the analysis of the Kubernetes policy it
 /// resembles) with Kyverno's checker in place of `backends.checker` and no cost estimates;
-/// or, with `not_checked`, the field and the reason it is not checked.
+/// or, with `not_checked`, the field and the reason it is not checked. The findings' fields are
+/// moved to the policy's by `remap`.
 fn typed_status(
     namespaced: bool,
     not_checked: Option<(String, String)>,
     options: &crate::policy::CheckOptions,
     backends: &crate::policy::Backends<'_>,
+    remap: &dyn Fn(&str) -> Option<String>,
     check: impl FnOnce(
         &crate::policy::CheckOptions,
         &crate::policy::Backends<'_>,
@@ -572,7 +575,7 @@ fn typed_status(
         conditions: std::mem::take(&mut checked.conditions),
         ..Default::default()
     };
-    status.take_remapped(&mut checked, &|f| Some(f.to_owned()));
+    status.take_remapped(&mut checked, remap);
     status
 }
 

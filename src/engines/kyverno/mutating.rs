@@ -74,6 +74,8 @@ pub struct MutatingPolicy {
     pub variables: Vec<Variable>,
     /// `spec.targetMatchConstraints.expression` (empty: none).
     pub target_expression: String,
+    /// `spec.targetMatchConstraints`' match resources (its resource rules, selectors).
+    pub target_constraints: Option<MatchResources>,
     /// `spec.targetMatchConditions`.
     pub target_match_conditions: Vec<MatchCondition>,
     /// `spec.auditAnnotations`.
@@ -148,9 +150,20 @@ pub fn read_mutating_policy(value: &Value) -> Result<MutatingPolicy, (String, St
             expression: entry_text(e, "expression", at)?,
         })
     };
-    let target_expression = match value.pointer("/spec/targetMatchConstraints") {
-        None | Some(Value::Null) => String::new(),
-        Some(Value::Object(_)) => text(value, "/spec/targetMatchConstraints/expression")?,
+    let (target_expression, target_constraints) = match value
+        .pointer("/spec/targetMatchConstraints")
+    {
+        None | Some(Value::Null) => (String::new(), None),
+        Some(Value::Object(o)) => {
+            let mut resources = o.clone();
+            resources.remove("expression");
+            let constraints = serde_json::from_value::<MatchResources>(Value::Object(resources))
+                .map_err(|e| ("spec.targetMatchConstraints".to_owned(), e.to_string()))?;
+            (
+                text(value, "/spec/targetMatchConstraints/expression")?,
+                Some(constraints),
+            )
+        }
         Some(_) => {
             return Err((
                 "spec.targetMatchConstraints".into(),
@@ -188,6 +201,7 @@ pub fn read_mutating_policy(value: &Value) -> Result<MutatingPolicy, (String, St
             })
         })?,
         target_expression,
+        target_constraints,
         target_match_conditions: entries(value, "targetMatchConditions", condition)?,
         audit_annotations: entries(value, "auditAnnotations", |e, at| {
             Ok(AuditAnnotation {
@@ -442,45 +456,74 @@ pub fn as_admission_policy(policy: &MutatingPolicy) -> MutatingAdmissionPolicy {
     }
 }
 
-/// Why the policy is not type-checked against the kinds `matchConstraints` selects (the field
-/// and the reason), `None`: checked. An evaluation mode other than `Kubernetes` (as for a
-/// ValidatingPolicy); or admission disabled with `evaluation.mutateExisting.enabled`: the
-/// mutations then run only on existing resources, the targets (`targetMatchConstraints`'
-/// resource rules, or `matchConstraints` without them: mpol/engine/engine.go
-/// `(*engineImpl).handlePolicy`), with `object` the target
-/// (pkg/cel/policies/mpol/compiler/policy.go `(*Policy).EvaluateTarget`), not the trigger
-/// `matchConstraints` selects. With admission enabled (the default) a mutate-existing policy
-/// also mutates the trigger at admission (mpol/engine/provider.go `Fetch`: "a mutate-existing
-/// policy still runs on admission by default"), which is what vapcheck checks; the target
-/// side is not typed.
+/// Why the policy is not type-checked (the field and the reason), `None`: checked. An
+/// evaluation mode other than `Kubernetes`, as for a ValidatingPolicy.
 pub fn not_checked_reason(policy: &MutatingPolicy) -> Option<(String, String)> {
-    if let Some(r) = mode_not_checked(&policy.mode) {
-        return Some(("spec.evaluation.mode".into(), r));
-    }
-    (policy.mutate_existing_enabled && !policy.admission_enabled).then(|| {
-        (
-            "spec.evaluation.mutateExisting.enabled".into(),
-            "mutateExisting without admission: `object` is the existing target resource, not typed by matchConstraints".into(),
-        )
-    })
+    mode_not_checked(&policy.mode).map(|r| ("spec.evaluation.mode".into(), r))
 }
 
-/// vapcheck's type checking of the policy: [`as_admission_policy`] checked by
-/// [`crate::mutating::check_mutating_policy`] (the mutations with the patch types, the
-/// literals against the matched kind's schema) in Kyverno's environment, `object` and
-/// `oldObject` typed by the kinds `matchConstraints` selects; no cost estimates. A policy
-/// whose evaluation mode is not `Kubernetes` is not checked.
+/// Whether vapcheck types the policy by its targets instead of its trigger: with
+/// `evaluation.mutateExisting.enabled` and admission disabled, the mutations run only on
+/// existing resources, with `object` the target (pkg/cel/policies/mpol/compiler/policy.go
+/// `(*Policy).EvaluateTarget`: the variables, the target match conditions and the mutations
+/// see the target; the trigger's match conditions are not evaluated). With admission enabled
+/// (the default) a mutate-existing policy also mutates its trigger at admission
+/// (mpol/engine/provider.go `Fetch`: "a mutate-existing policy still runs on admission by
+/// default"): that side is the one vapcheck types, its target side is not.
+pub fn typed_by_targets(policy: &MutatingPolicy) -> bool {
+    policy.mutate_existing_enabled && !policy.admission_enabled
+}
+
+/// The MutatingAdmissionPolicy vapcheck type-checks for the target side of the policy
+/// ([`typed_by_targets`]): matching the targets (`targetMatchConstraints`' own resource rules
+/// when it has some, else `matchConstraints`: mpol/engine/engine.go
+/// `(*engineImpl).handlePolicy`), the target match conditions as its match conditions, the
+/// variables and the mutations.
+pub fn as_target_admission_policy(policy: &MutatingPolicy) -> MutatingAdmissionPolicy {
+    let mut map = as_admission_policy(policy);
+    if let Some(spec) = map.spec.as_mut() {
+        if let Some(target) = policy
+            .target_constraints
+            .as_ref()
+            .filter(|t| t.resource_rules.as_ref().is_some_and(|r| !r.is_empty()))
+        {
+            spec.match_constraints = Some(target.clone());
+        }
+        spec.match_conditions = (!policy.target_match_conditions.is_empty())
+            .then(|| policy.target_match_conditions.clone());
+    }
+    map
+}
+
+/// vapcheck's type checking of the policy: [`as_admission_policy`] (or, typed by its targets,
+/// [`as_target_admission_policy`], its match-condition findings moved to
+/// `spec.targetMatchConditions`) checked by [`crate::mutating::check_mutating_policy`] (the
+/// mutations with the patch types, the literals against the matched kind's schema) in
+/// Kyverno's environment, `object` and `oldObject` typed by the matched kinds; no cost
+/// estimates. A policy whose evaluation mode is not `Kubernetes` is not checked.
 pub fn type_check(
     policy: &MutatingPolicy,
     options: &crate::policy::CheckOptions,
     backends: &crate::policy::Backends<'_>,
 ) -> crate::policy::PolicyStatus {
-    let map = as_admission_policy(policy);
+    let targets = typed_by_targets(policy);
+    let map = if targets {
+        as_target_admission_policy(policy)
+    } else {
+        as_admission_policy(policy)
+    };
+    let remap = |f: &str| -> Option<String> {
+        Some(match f.strip_prefix("spec.matchConditions") {
+            Some(rest) if targets => format!("spec.targetMatchConditions{rest}"),
+            _ => f.to_owned(),
+        })
+    };
     typed_status(
         policy.namespaced(),
         not_checked_reason(policy),
         options,
         backends,
+        &remap,
         |options, backends| crate::mutating::check_mutating_policy(&map, options, backends),
     )
 }
