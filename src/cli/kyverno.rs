@@ -1,5 +1,5 @@
-//! `vapcheck check` and Kyverno's ValidatingPolicies and NamespacedValidatingPolicies
-//! (`policies.kyverno.io` v1alpha1, v1beta1, v1): what Kyverno's policy webhook answers when
+//! `vapcheck check` and Kyverno's ValidatingPolicies, MutatingPolicies and their namespaced
+//! variants (`policies.kyverno.io` v1alpha1, v1beta1, v1): what Kyverno's policy webhook answers when
 //! the policy is created (the `apiServer` block, its causes being Kyverno's errors) and
 //! vapcheck's type checking of its CEL (the `status`), by [`crate::engines::kyverno`];
 //! docs/engines.md.
@@ -8,6 +8,7 @@
 //! ([`super::gatekeeper`]).
 
 use crate::apiserver::Server;
+use crate::engines::kyverno::mutating::{self, MutatingPolicy};
 use crate::engines::kyverno::{self, ValidatingPolicy};
 
 use super::input::{InputOther, Sourced, Undecoded, decode_others};
@@ -15,19 +16,39 @@ use super::output::{ApiServerVerdict, CheckedPolicy};
 
 /// Whether `kind` is one this module reports (for the text output's "REJECTED by Kyverno").
 pub fn is_kind(kind: &str) -> bool {
-    kyverno::VALIDATING_KINDS.contains(&kind)
+    kyverno::VALIDATING_KINDS.contains(&kind) || mutating::MUTATING_KINDS.contains(&kind)
 }
 
-/// A Kyverno validating policy, with where it came from.
-pub type PolicyObject = Sourced<ValidatingPolicy>;
+/// A Kyverno policy of a kind vapcheck reads.
+#[derive(Debug, Clone, PartialEq)]
+pub enum KyvernoPolicy {
+    /// A ValidatingPolicy or NamespacedValidatingPolicy (boxed, as the other: both are large).
+    Validating(Box<ValidatingPolicy>),
+    /// A MutatingPolicy or NamespacedMutatingPolicy.
+    Mutating(Box<MutatingPolicy>),
+}
 
-/// The validating policies among `others`, in input order, and each with a field of the wrong
+/// A Kyverno policy, with where it came from.
+pub type PolicyObject = Sourced<KyvernoPolicy>;
+
+/// The Kyverno policies among `others`, in input order, and each with a field of the wrong
 /// type as an [`Undecoded`].
 pub fn read_lenient(others: &[InputOther]) -> (Vec<PolicyObject>, Vec<Undecoded>) {
     decode_others(
         others,
-        |o| kyverno::is_validating_policy(o.api_version(), o.kind()),
-        kyverno::read_validating_policy,
+        |o| {
+            kyverno::is_validating_policy(o.api_version(), o.kind())
+                || mutating::is_mutating_policy(o.api_version(), o.kind())
+        },
+        |v| {
+            if mutating::MUTATING_KINDS
+                .contains(&v.get("kind").and_then(|k| k.as_str()).unwrap_or(""))
+            {
+                mutating::read_mutating_policy(v).map(|p| KyvernoPolicy::Mutating(Box::new(p)))
+            } else {
+                kyverno::read_validating_policy(v).map(|p| KyvernoPolicy::Validating(Box::new(p)))
+            }
+        },
     )
 }
 
@@ -39,12 +60,23 @@ pub fn check(
     options: &crate::policy::CheckOptions,
     backends: Option<&crate::policy::Backends<'_>>,
 ) -> CheckedPolicy {
-    let policy = &object.object;
-    let causes = kyverno::validate(policy);
-    let status = backends.map(|b| kyverno::type_check(policy, options, b));
+    let (kind, name, causes, status) = match &object.object {
+        KyvernoPolicy::Validating(p) => (
+            p.kind,
+            &p.name,
+            kyverno::validate(p),
+            backends.map(|b| kyverno::type_check(p, options, b)),
+        ),
+        KyvernoPolicy::Mutating(p) => (
+            p.kind,
+            &p.name,
+            mutating::validate(p),
+            backends.map(|b| mutating::type_check(p, options, b)),
+        ),
+    };
     CheckedPolicy {
-        kind: policy.kind,
-        name: policy.name.clone(),
+        kind,
+        name: name.clone(),
         origin: object.origin.clone(),
         api_server: ApiServerVerdict {
             server_minor: server.minor,

@@ -194,3 +194,153 @@ fn json_mode_is_not_typed_and_says_why() {
         "{message}"
     );
 }
+
+/// The three findings of the MutatingPolicy `mpol-deployment-defaults.yaml` (which Kyverno
+/// accepts: tests/it/kyverno_oracle.rs): line, column, field, message start.
+const MUTATING_EXPECTED: [(usize, usize, &str, &str); 3] = [
+    (
+        18,
+        54,
+        "spec.mutations[0].applyConfiguration.expression",
+        "ERROR: <input>:1:33: undefined field 'replica'",
+    ),
+    (
+        21,
+        103,
+        "spec.mutations[1].jsonPatch.expression",
+        "ERROR: <input>:1:82: found no matching overload for '_+_' applied to '(int, string)'",
+    ),
+    (
+        24,
+        53,
+        "spec.mutations[2].jsonPatch.expression",
+        "ERROR: <input>:1:32: found no matching overload for 'startsWith' applied to 'int.(string)'",
+    ),
+];
+
+#[test]
+fn mutating_policy_typo_wrong_type_and_wrong_function_at_their_line_and_column() {
+    let file = "mpol-deployment-defaults.yaml";
+    let out = check("kyverno", &["-o", "github", file]);
+    assert_eq!(out.status.code(), Some(1));
+    let text = String::from_utf8(out.stdout).expect("utf-8");
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), MUTATING_EXPECTED.len(), "{text}");
+    for (line, (l, c, field, message)) in lines.iter().zip(MUTATING_EXPECTED) {
+        let head = format!(
+            "::warning file={file},line={l},col={c},title=MutatingPolicy deployment-defaults%3A type-checking warning (apps/v1%2C Kind=Deployment)::{field}: {message}"
+        );
+        assert!(
+            line.starts_with(&head),
+            "{line}\nexpected to start with\n{head}"
+        );
+    }
+    let out = check("kyverno", &["-o", "sarif", file]);
+    assert_eq!(out.status.code(), Some(1));
+    let sarif: Value = serde_json::from_slice(&out.stdout).expect("SARIF is JSON");
+    let results = sarif["runs"][0]["results"].as_array().expect("results");
+    let got: Vec<(u64, u64, String, String)> = results
+        .iter()
+        .map(|r| {
+            let region = &r["locations"][0]["physicalLocation"]["region"];
+            (
+                region["startLine"].as_u64().expect("line"),
+                region["startColumn"].as_u64().expect("column"),
+                r["properties"]["fieldRef"]
+                    .as_str()
+                    .expect("field")
+                    .to_owned(),
+                r["ruleId"].as_str().expect("rule").to_owned(),
+            )
+        })
+        .collect();
+    let want: Vec<(u64, u64, String, String)> = MUTATING_EXPECTED
+        .iter()
+        .map(|(l, c, f, _)| (*l as u64, *c as u64, f.to_string(), "VAP100".to_owned()))
+        .collect();
+    assert_eq!(got, want);
+    let out = check("kyverno", &["-o", "junit", file]);
+    assert_eq!(out.status.code(), Some(1));
+    let junit = String::from_utf8(out.stdout).expect("utf-8");
+    assert!(
+        junit.contains(r#"tests="3" failures="3" errors="0""#),
+        "{junit}"
+    );
+    let out = check("kyverno", &[file]);
+    assert_eq!(out.status.code(), Some(1));
+    let text = String::from_utf8(out.stdout).expect("utf-8");
+    assert!(
+        text.starts_with(
+            "deployment-defaults (mpol-deployment-defaults.yaml: document 1): 3 warnings\n"
+        ),
+        "{text}"
+    );
+    for (l, c, f, message) in MUTATING_EXPECTED {
+        assert!(
+            text.contains(&format!(
+                "  {file}:{l}:{c}: {f}\n    apps/v1, Kind=Deployment: {message}"
+            )),
+            "{text}"
+        );
+    }
+    for format in ["json", "yaml"] {
+        let out = check("kyverno", &["-o", format, file]);
+        assert_eq!(out.status.code(), Some(1));
+        let v: Value = if format == "json" {
+            serde_json::from_slice(&out.stdout).expect("JSON")
+        } else {
+            serde_saphyr::from_str(std::str::from_utf8(&out.stdout).expect("utf-8")).expect("YAML")
+        };
+        let e = &v[0];
+        assert_eq!(e["kind"], "MutatingPolicy");
+        assert_eq!(e["name"], "deployment-defaults");
+        assert_eq!(e["apiServer"], serde_json::json!({"accepted": true}));
+        let fields: Vec<&str> = e["status"]["typeChecking"]["expressionWarnings"]
+            .as_array()
+            .expect("warnings")
+            .iter()
+            .map(|w| w["fieldRef"].as_str().expect("fieldRef"))
+            .collect();
+        let want: Vec<&str> = MUTATING_EXPECTED.iter().map(|(_, _, f, _)| *f).collect();
+        assert_eq!(fields, want, "{format}");
+    }
+}
+
+#[test]
+fn mutate_existing_without_admission_is_typed_by_its_targets() {
+    let out = check("kyverno", &["-o", "sarif", "mpol-existing-targets.yaml"]);
+    assert_eq!(out.status.code(), Some(1));
+    let sarif: Value = serde_json::from_slice(&out.stdout).expect("SARIF");
+    let results = sarif["runs"][0]["results"].as_array().expect("results");
+    let got: Vec<(String, u64, u64, String)> = results
+        .iter()
+        .map(|r| {
+            let region = &r["locations"][0]["physicalLocation"]["region"];
+            (
+                r["ruleId"].as_str().expect("rule").to_owned(),
+                region["startLine"].as_u64().expect("line"),
+                region["startColumn"].as_u64().expect("column"),
+                r["properties"]["fieldRef"]
+                    .as_str()
+                    .expect("field")
+                    .to_owned(),
+            )
+        })
+        .collect();
+    // The target match condition's typo, on the Deployment target; nothing on the mutation,
+    // whose `object.spec.replicas` the ConfigMap trigger would not have.
+    assert_eq!(
+        got,
+        vec![(
+            "VAP100".to_owned(),
+            29,
+            30,
+            "spec.targetMatchConditions[0].expression".to_owned()
+        )]
+    );
+    let message = results[0]["message"]["text"].as_str().expect("text");
+    assert!(
+        message.contains("(apps/v1, Kind=Deployment): spec.targetMatchConditions[0].expression: ERROR: <input>:1:12: undefined field 'replica'"),
+        "{message}"
+    );
+}

@@ -90,7 +90,8 @@ fn oracle_answers(oracle: &Path, dirs: &[PathBuf]) -> BTreeMap<(String, u64), An
     out
 }
 
-/// vapcheck's errors for the validating policy in document `document` (1-based) of `file`.
+/// vapcheck's errors for the validating or mutating policy in document `document` (1-based)
+/// of `file`.
 fn vapcheck_errors(file: &str, document: u64) -> Vec<String> {
     let text = std::fs::read_to_string(file).unwrap_or_else(|e| panic!("{file}: {e}"));
     let docs: Vec<Value> =
@@ -99,10 +100,12 @@ fn vapcheck_errors(file: &str, document: u64) -> Vec<String> {
     let value = docs
         .get(index)
         .unwrap_or_else(|| panic!("{file}: no document {document}"));
-    match kv::read_validating_policy(value) {
-        Ok(policy) => kv::validate(&policy),
-        Err((field, cause)) => vec![format!("decode: {field}: {cause}")],
-    }
+    let decoded = if kv::mutating::MUTATING_KINDS.contains(&value["kind"].as_str().unwrap_or("")) {
+        kv::mutating::read_mutating_policy(value).map(|p| kv::mutating::validate(&p))
+    } else {
+        kv::read_validating_policy(value).map(|p| kv::validate(&p))
+    };
+    decoded.unwrap_or_else(|(field, cause)| vec![format!("decode: {field}: {cause}")])
 }
 
 /// The counts of a comparison.
@@ -112,6 +115,10 @@ struct Counts {
     compared: usize,
     /// Of them, accepted by Kyverno.
     accepted: usize,
+    /// Mutating policies (MutatingPolicy, NamespacedMutatingPolicy) compared.
+    mutating: usize,
+    /// Of them, accepted by Kyverno.
+    mutating_accepted: usize,
     /// Objects of the other kinds (Kyverno's verdict known, not reproduced by vapcheck).
     other_kinds: usize,
     /// Of the compared, those whose errors differ only by the end of a block scalar that ends
@@ -127,17 +134,20 @@ fn compare(dirs: &[PathBuf]) -> Option<Counts> {
     let answers = oracle_answers(&oracle, dirs);
     let mut differences = Vec::new();
     let (mut compared, mut accepted, mut other_kinds, mut eof_newline) = (0, 0, 0, 0);
+    let (mut mutating, mut mutating_accepted) = (0, 0);
     for ((file, document), want) in &answers {
-        if !kv::VALIDATING_KINDS.contains(&want.kind.as_str()) {
+        let kind = want.kind.as_str();
+        if kv::mutating::MUTATING_KINDS.contains(&kind) {
+            mutating += 1;
+            mutating_accepted += usize::from(want.errors.is_empty());
+        } else if kv::VALIDATING_KINDS.contains(&kind) {
+            compared += 1;
+            accepted += usize::from(want.errors.is_empty());
+        } else {
             other_kinds += 1;
             continue;
         }
-        assert!(
-            want.checked,
-            "{file}: a validating policy not checked by the oracle"
-        );
-        compared += 1;
-        accepted += usize::from(want.errors.is_empty());
+        assert!(want.checked, "{file}: a policy not checked by the oracle");
         let got = vapcheck_errors(file, *document);
         let text = std::fs::read_to_string(file).unwrap_or_else(|e| panic!("{file}: {e}"));
         let trimmed: Vec<String> = got
@@ -157,13 +167,16 @@ fn compare(dirs: &[PathBuf]) -> Option<Counts> {
     }
     assert!(
         differences.is_empty(),
-        "{} of {compared} validating policies differ:\n{}",
+        "{} of {} policies differ:\n{}",
         differences.len(),
+        compared + mutating,
         differences.join("\n")
     );
     let counts = Counts {
         compared,
         accepted,
+        mutating,
+        mutating_accepted,
         other_kinds,
         eof_newline,
     };
@@ -187,7 +200,9 @@ fn corpus_verdicts_equal_kyvernos() {
             Counts {
                 compared: 206,
                 accepted: ACCEPTED_CORPUS,
-                other_kinds: 221,
+                mutating: 98,
+                mutating_accepted: 96,
+                other_kinds: 123,
                 eof_newline: 5,
             }
         );
@@ -205,6 +220,8 @@ fn fixture_verdicts_equal_kyvernos() {
             Counts {
                 compared: FIXTURES,
                 accepted: FIXTURES_ACCEPTED,
+                mutating: MUTATING_FIXTURES,
+                mutating_accepted: MUTATING_FIXTURES_ACCEPTED,
                 other_kinds: 0,
                 eof_newline: 0,
             }
@@ -214,6 +231,8 @@ fn fixture_verdicts_equal_kyvernos() {
 
 const FIXTURES: usize = 13;
 const FIXTURES_ACCEPTED: usize = 6;
+const MUTATING_FIXTURES: usize = 12;
+const MUTATING_FIXTURES_ACCEPTED: usize = 3;
 
 /// The table of Kyverno's library declarations equals what Kyverno's environment declares
 /// beyond Kubernetes' base environment, row for row.
@@ -222,12 +241,24 @@ fn declarations_equal_kyvernos() {
     let Some(oracle) = oracle_path() else {
         return;
     };
-    let dump = run(&oracle, &[Path::new("-decls")]);
-    let mut want: Vec<String> = Vec::new();
-    for line in dump.lines() {
-        let v: Value = serde_json::from_str(line).expect("JSON");
-        want.push(row_text(&v));
-    }
+    let mut want = oracle_rows(&oracle, "-decls");
+    let mut got = table_rows();
+    want.sort();
+    got.sort();
+    assert_eq!(got, want);
+    eprintln!("kyverno declarations: {} rows equal", want.len());
+}
+
+/// The rows `kvcheck <flag>` prints, as [`row_text`] writes them.
+fn oracle_rows(oracle: &Path, flag: &str) -> Vec<String> {
+    run(oracle, &[Path::new(flag)])
+        .lines()
+        .map(|line| row_text(&serde_json::from_str(line).expect("JSON")))
+        .collect()
+}
+
+/// vapcheck's table of Kyverno's declarations, both variants, as [`row_text`] writes rows.
+fn table_rows() -> Vec<String> {
     let mut got: Vec<String> = Vec::new();
     for (variant, name) in [
         (kv::decls::Variant::Cluster, "cluster"),
@@ -259,10 +290,30 @@ fn declarations_equal_kyvernos() {
             ));
         }
     }
+    got
+}
+
+/// The MutatingPolicy environment (`kvcheck -decls-mpol`: mpol/compiler `newExtendedEnv`)
+/// declares exactly the ValidatingPolicy table plus `jsonpatch.escapeKey`, the one function
+/// `engines::kyverno::env::mutating_verdict_env` adds (`k8s_env::mutation::add_patch_types`,
+/// with the `Object` and `JSONPatch` types, which are types, not rows).
+#[test]
+fn mutating_declarations_equal_kyvernos() {
+    let Some(oracle) = oracle_path() else {
+        return;
+    };
+    let mut want = oracle_rows(&oracle, "-decls-mpol");
+    let mut got = table_rows();
+    for variant in ["cluster", "namespaced"] {
+        got.push(format!(
+            "{variant} overload jsonpatch.escapeKey string_jsonpatch_escapeKey_string member=false (string) -> string"
+        ));
+    }
     want.sort();
     got.sort();
     assert_eq!(got, want);
-    eprintln!("kyverno declarations: {} rows equal", want.len());
+    eprintln!("kyverno mutating declarations: {} rows equal", want.len());
+    assert_eq!(want.len(), table_rows().len() + 2);
 }
 
 fn row_text(v: &Value) -> String {
@@ -474,11 +525,16 @@ fn corpus_findings_are_the_reviewed_ones() {
         .expect("run vapcheck");
     assert_eq!(out.status.code(), Some(3));
     let v: Value = serde_json::from_slice(&out.stdout).expect("JSON");
-    let entries = v.as_array().expect("list");
+    let all = v.as_array().expect("list");
+    assert_eq!(all.len(), 206 + 98);
+    let entries: Vec<&Value> = all
+        .iter()
+        .filter(|e| kv::VALIDATING_KINDS.contains(&e["kind"].as_str().unwrap_or("")))
+        .collect();
     assert_eq!(entries.len(), 206);
     let mut counts: BTreeMap<(String, String), usize> = BTreeMap::new();
     let (mut warnings, mut policies) = (0, 0);
-    for e in entries {
+    for e in &entries {
         let ws = e["status"]["typeChecking"]["expressionWarnings"]
             .as_array()
             .cloned()
@@ -511,4 +567,199 @@ fn corpus_findings_are_the_reviewed_ones() {
         counts.values().sum::<usize>()
     );
     assert_eq!((warnings, policies), (28, 24));
+}
+
+/// Every typed finding on the corpus's mutating policies (`vapcheck check -o json
+/// ../shared/corpus/kyverno`): policy name, message, number of error blocks; each class is
+/// reviewed in docs/engines.md.
+const REVIEWED_MUTATING: [(&str, &str, usize); 32] = [
+    ("auto-bind-sa-add", "undefined field 'subjects'", 1),
+    (
+        "add-apparmor-annotations",
+        "found no matching overload for '_+_' applied to '(list(Pod.spec.containers.@idx), list(Pod.spec.initContainers.@idx))'",
+        1,
+    ),
+    (
+        "add-castai-removal-disabled",
+        "undefined field 'jobTemplate'",
+        1,
+    ),
+    (
+        "add-castai-removal-disabled",
+        "undefined field 'template'",
+        1,
+    ),
+    (
+        "add-default-labels",
+        "Syntax error: extraneous input '}' expecting <EOF>",
+        1,
+    ),
+    (
+        "add-default-labels",
+        "Syntax error: mismatched input ':' expecting {'}', ','}",
+        1,
+    ),
+    ("add-default-labels", "Syntax error: missing ':' at '-'", 1),
+    ("add-nodeselector", "undefined field 'jobTemplate'", 5),
+    ("add-nodeselector", "undefined field 'nodeSelector'", 5),
+    ("add-nodeselector", "undefined field 'template'", 2),
+    (
+        "add-tolerations",
+        "found no matching overload for '_==_' applied to '(list(Pod.spec.tolerations.@idx), null)'",
+        2,
+    ),
+    (
+        "apply-pss-restricted-profile",
+        "found no matching overload for '_?_:_' applied to '(bool, DaemonSet.spec.template.spec, map(dyn, dyn))'",
+        1,
+    ),
+    (
+        "apply-pss-restricted-profile",
+        "found no matching overload for '_?_:_' applied to '(bool, Deployment.spec.template.spec, map(dyn, dyn))'",
+        1,
+    ),
+    (
+        "apply-pss-restricted-profile",
+        "found no matching overload for '_?_:_' applied to '(bool, Job.spec.template.spec, map(dyn, dyn))'",
+        1,
+    ),
+    (
+        "apply-pss-restricted-profile",
+        "found no matching overload for '_?_:_' applied to '(bool, StatefulSet.spec.template.spec, map(dyn, dyn))'",
+        1,
+    ),
+    ("inject-coco-initdata", "undefined field 'template'", 1),
+    (
+        "log4shell-mitigation",
+        "found no matching overload for '_?_:_' applied to '(bool, DaemonSet.spec.template.spec, map(dyn, dyn))'",
+        1,
+    ),
+    (
+        "log4shell-mitigation",
+        "found no matching overload for '_?_:_' applied to '(bool, Deployment.spec.template.spec, map(dyn, dyn))'",
+        1,
+    ),
+    (
+        "log4shell-mitigation",
+        "found no matching overload for '_?_:_' applied to '(bool, Job.spec.template.spec, map(dyn, dyn))'",
+        1,
+    ),
+    (
+        "log4shell-mitigation",
+        "found no matching overload for '_?_:_' applied to '(bool, StatefulSet.spec.template.spec, map(dyn, dyn))'",
+        1,
+    ),
+    ("log4shell-mitigation", "undefined field 'jobTemplate'", 5),
+    ("log4shell-mitigation", "undefined field 'template'", 4),
+    (
+        "mpol-complex",
+        "expected type 'bool' but found 'map(string, list(string))'",
+        1,
+    ),
+    (
+        "mpol-complex",
+        "expected type 'string' but found 'list(string)'",
+        1,
+    ),
+    (
+        "mpol-complex",
+        "expected type 'string' but found 'map(string, dyn)'",
+        1,
+    ),
+    (
+        "mpol-complex",
+        "expected type 'string' but found 'map(string, map(string, string))'",
+        1,
+    ),
+    (
+        "resolve-image-to-digest",
+        "type 'Object.spec.containers' names no field of the schema: undefined field 'containers'",
+        5,
+    ),
+    (
+        "resolve-image-to-digest",
+        "type 'Object.spec.jobTemplate.spec.template.spec.containers' names no field of the schema: undefined field 'jobTemplate'",
+        5,
+    ),
+    (
+        "resolve-image-to-digest",
+        "type 'Object.spec.template.spec.containers' names no field of the schema: undefined field 'template'",
+        2,
+    ),
+    (
+        "resolve-image-to-digest",
+        "undefined field 'containers'",
+        15,
+    ),
+    (
+        "resolve-image-to-digest",
+        "undefined field 'jobTemplate'",
+        15,
+    ),
+    ("resolve-image-to-digest", "undefined field 'template'", 6),
+];
+
+#[test]
+fn corpus_mutating_findings_are_the_reviewed_ones() {
+    let out = Command::new(env!("CARGO_BIN_EXE_vapcheck"))
+        .args(["check", "-o", "json"])
+        .arg(corpus_dir())
+        .output()
+        .expect("run vapcheck");
+    assert_eq!(out.status.code(), Some(3));
+    let v: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let entries: Vec<&Value> = v
+        .as_array()
+        .expect("list")
+        .iter()
+        .filter(|e| kv::mutating::MUTATING_KINDS.contains(&e["kind"].as_str().unwrap_or("")))
+        .collect();
+    assert_eq!(entries.len(), 98);
+    let mut counts: BTreeMap<(String, String), usize> = BTreeMap::new();
+    let (mut warnings, mut policies, mut not_typed) = (0, 0, 0);
+    for e in &entries {
+        let status = &e["status"];
+        let ws = status["typeChecking"]["expressionWarnings"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        warnings += ws.len();
+        policies += usize::from(!ws.is_empty());
+        not_typed += status["conditions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|c| {
+                c["type"] == "TypeChecked"
+                    && c["message"]
+                        .as_str()
+                        .is_some_and(|m| m.contains("Not checked: spec.evaluation"))
+            })
+            .count();
+        for w in ws {
+            for block in w["warning"].as_str().expect("warning").lines() {
+                let Some(at) = block.find("ERROR: <input>:") else {
+                    continue;
+                };
+                let rest = &block[at + "ERROR: <input>:".len()..];
+                let message = rest.splitn(3, ':').nth(2).unwrap_or_default().trim();
+                *counts
+                    .entry((
+                        e["name"].as_str().expect("name").to_owned(),
+                        message.to_owned(),
+                    ))
+                    .or_default() += 1;
+            }
+        }
+    }
+    let want: BTreeMap<(String, String), usize> = REVIEWED_MUTATING
+        .iter()
+        .map(|(n, m, k)| ((n.to_string(), m.to_string()), *k))
+        .collect();
+    assert_eq!(counts, want);
+    eprintln!(
+        "kyverno corpus: {warnings} warnings on {policies} of 98 mutating policies, {} error blocks, {not_typed} not typed (evaluation mode)",
+        counts.values().sum::<usize>()
+    );
+    assert_eq!((warnings, policies, not_typed), (21, 11, 0));
 }

@@ -64,6 +64,18 @@ pub fn verdict_env(namespaced: bool) -> Result<PolicyEnv, EnvError> {
     )
 }
 
+/// The environment a MutatingPolicy's verdict compiles in
+/// (`pkg/cel/policies/mpol/compiler/compiler.go` `(*compilerImpl).newExtendedEnv`): Kyverno's
+/// environment as for a ValidatingPolicy, plus the mutation types for every expression (not
+/// only the mutations, as in Kubernetes): `cel.Types(applyConfigObjectType)`,
+/// `cel.Types(jsonPatchType)`, `mutation.DynamicTypeResolver` and `library.JSONPatch`
+/// (`jsonpatch.escapeKey`).
+pub fn mutating_verdict_env(namespaced: bool) -> Result<PolicyEnv, EnvError> {
+    let mut decls = KindDecls::untyped(Params::Absent);
+    decls.patch_types = true;
+    PolicyEnv::with_base(target()?, &base_env(namespaced)?, decls)
+}
+
 /// The checker backend of vapcheck's typed check in Kyverno's environment.
 pub fn checker(namespaced: bool) -> Result<crate::engine::KubeChecker, EnvError> {
     Ok(crate::engine::KubeChecker::with_base(

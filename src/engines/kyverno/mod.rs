@@ -2,6 +2,7 @@
 //! policy validation webhook answers when a ValidatingPolicy or NamespacedValidatingPolicy is
 //! created, and vapcheck's type checking of its CEL against the kinds its `matchConstraints`
 //! select, in Kyverno's CEL environment ([`env`]). Pure: no I/O (docs/engines.md).
+//! MutatingPolicies and NamespacedMutatingPolicies: [`mutating`].
 //!
 //! Upstream: github.com/kyverno/kyverno v1.19.1 (pinned in `e2e/kyverno-oracle/go.mod`, with
 //! github.com/kyverno/api and github.com/kyverno/sdk at the versions its go.mod requires):
@@ -24,6 +25,7 @@
 
 pub mod decls;
 pub mod env;
+pub mod mutating;
 
 use k8s_openapi::api::admissionregistration::v1::{
     AuditAnnotation, MatchCondition, MatchResources, ValidatingAdmissionPolicy,
@@ -317,12 +319,76 @@ fn uses_ident(texts: &[&str], name: &str) -> bool {
     })
 }
 
-/// What the output type of a site must be.
+/// What the output type of a site must be (`IsExactType`: `dyn` is refused).
 #[derive(Clone, Copy)]
 enum Output {
+    /// `bool` (conditions, validations: `CompileMatchCondition`, `CompileValidation`).
     Bool,
+    /// `string` (message expressions).
     String,
+    /// `string` or `null_type` (`CompileAuditAnnotation`).
     StringOrNull,
+    /// `list(JSONPatch)` (a mutation's JSON patch: `CompileMutation` with
+    /// `cel.ListType(jsonPatchType)`; the message names `TypeName()`, `list`).
+    JsonPatches,
+    /// `Object` (a mutation's apply configuration: `applyConfigObjectType`).
+    ApplyConfiguration,
+    /// `map(string, google.protobuf.Any)` (an mpol's `targetMatchConstraints.expression`,
+    /// mpol/compiler/compiler.go `Compile`).
+    TargetMap,
+}
+
+impl Output {
+    /// Whether `t` is the output type, else the message Kyverno gives.
+    fn refusal(self, t: &Type) -> Option<&'static str> {
+        let (ok, message) = match self {
+            Output::Bool => (
+                t.is_exact(&Type::bool()),
+                "output is expected to be of type bool",
+            ),
+            Output::String => (
+                t.is_exact(&Type::string()),
+                "output is expected to be of type string",
+            ),
+            Output::StringOrNull => (
+                t.is_exact(&Type::string()) || t.is_exact(&Type::null()),
+                "output is expected to be either of type string or null_type",
+            ),
+            Output::JsonPatches => (
+                t.is_exact(&Type::list(Type::object(
+                    crate::k8s_env::mutation::JSONPATCH_TYPE,
+                ))),
+                "output is expected to be of type list",
+            ),
+            Output::ApplyConfiguration => (
+                t.is_exact(&Type::object(crate::k8s_env::mutation::OBJECT_TYPE)),
+                "output is expected to be of type Object",
+            ),
+            Output::TargetMap => (
+                t.is_exact(&Type::map(Type::string(), Type::any())),
+                "output type must be a map",
+            ),
+        };
+        (!ok).then_some(message)
+    }
+}
+
+/// One site compiled as `pkg/cel/compiler/compiler.go` compiles it (`env.Compile`, then the
+/// exact output type): `None`, or the `field.Invalid` error text.
+fn compile_site(
+    env: &crate::k8s_env::PolicyEnv,
+    field: String,
+    text: &str,
+    output: Output,
+) -> Option<String> {
+    let compiled = match env.compile(text) {
+        Ok(c) => c,
+        Err(issues) => {
+            return Some(FieldError::invalid(field, text, issues.to_display_string()).to_string());
+        }
+    };
+    let message = output.refusal(compiled.result_type())?;
+    Some(FieldError::invalid(field, text, message).to_string())
 }
 
 /// The compile errors of `(*compilerImpl).Compile`: none, or the placeholder (Kubernetes
@@ -345,32 +411,7 @@ pub fn compile(policy: &ValidatingPolicy) -> Vec<String> {
             );
         }
     };
-    let one = |env: &crate::k8s_env::PolicyEnv,
-               field: String,
-               text: &str,
-               output: Output|
-     -> Option<String> {
-        let compiled = match env.compile(text) {
-            Ok(c) => c,
-            Err(issues) => {
-                return Some(
-                    FieldError::invalid(field, text, issues.to_display_string()).to_string(),
-                );
-            }
-        };
-        let t = compiled.result_type();
-        let message = match output {
-            Output::Bool if !t.is_exact(&Type::bool()) => "output is expected to be of type bool",
-            Output::String if !t.is_exact(&Type::string()) => {
-                "output is expected to be of type string"
-            }
-            Output::StringOrNull if !t.is_exact(&Type::string()) && !t.is_exact(&Type::null()) => {
-                "output is expected to be either of type string or null_type"
-            }
-            _ => return None,
-        };
-        Some(FieldError::invalid(field, text, message).to_string())
-    };
+    let one = compile_site;
     for (i, m) in policy.match_conditions.iter().enumerate() {
         let field = format!("spec.matchConditions[{i}].expression");
         if let Some(e) = one(&env, field, &m.expression, Output::Bool) {
@@ -439,10 +480,14 @@ pub fn as_admission_policy(policy: &ValidatingPolicy) -> ValidatingAdmissionPoli
 /// `Kubernetes`, so `object` is not an object of the kinds `matchConstraints` names (JSON:
 /// any JSON payload; `Envoy`, `HTTP`: kyverno-authz's requests). `None`: checked.
 pub fn not_checked_reason(policy: &ValidatingPolicy) -> Option<String> {
-    (policy.mode != MODE_KUBERNETES).then(|| {
+    mode_not_checked(&policy.mode)
+}
+
+/// [`not_checked_reason`] for an evaluation mode.
+fn mode_not_checked(mode: &str) -> Option<String> {
+    (mode != MODE_KUBERNETES).then(|| {
         format!(
-            "evaluation mode {}: `object` is not an object of the matched kinds, no schema types it",
-            policy.mode
+            "evaluation mode {mode}: `object` is not an object of the matched kinds, no schema types it"
         )
     })
 }
@@ -458,10 +503,36 @@ pub fn type_check(
     options: &crate::policy::CheckOptions,
     backends: &crate::policy::Backends<'_>,
 ) -> crate::policy::PolicyStatus {
+    let vap = as_admission_policy(policy);
+    typed_status(
+        policy.namespaced(),
+        not_checked_reason(policy).map(|r| ("spec.evaluation.mode".to_owned(), r)),
+        options,
+        backends,
+        &|f| Some(f.to_owned()),
+        |options, backends| crate::policy::check_policy(&vap, options, backends),
+    )
+}
+
+/// The typed check of a Kyverno policy by `check` (the analysis of the Kubernetes policy it
+/// resembles) with Kyverno's checker in place of `backends.checker` and no cost estimates;
+/// or, with `not_checked`, the field and the reason it is not checked. The findings' fields are
+/// moved to the policy's by `remap`.
+fn typed_status(
+    namespaced: bool,
+    not_checked: Option<(String, String)>,
+    options: &crate::policy::CheckOptions,
+    backends: &crate::policy::Backends<'_>,
+    remap: &dyn Fn(&str) -> Option<String>,
+    check: impl FnOnce(
+        &crate::policy::CheckOptions,
+        &crate::policy::Backends<'_>,
+    ) -> crate::policy::PolicyStatus,
+) -> crate::policy::PolicyStatus {
     use crate::policy::{PolicyStatus, SkipReason, SkipSubject, Skipped};
-    if let Some(reason) = not_checked_reason(policy) {
+    if let Some((field, reason)) = not_checked {
         let skipped = vec![Skipped {
-            subject: SkipSubject::Field("spec.evaluation.mode".into()),
+            subject: SkipSubject::Field(field),
             reason: SkipReason::SchemaError(reason),
         }];
         return PolicyStatus {
@@ -475,7 +546,7 @@ pub fn type_check(
             ..Default::default()
         };
     }
-    let checker = match env::checker(policy.namespaced()) {
+    let checker = match env::checker(namespaced) {
         Ok(c) => c,
         Err(e) => {
             return PolicyStatus {
@@ -495,8 +566,7 @@ pub fn type_check(
         estimate_costs: false,
         ..*options
     };
-    let vap = as_admission_policy(policy);
-    let mut checked = crate::policy::check_policy(&vap, &options, &overlay);
+    let mut checked = check(&options, &overlay);
     let mut status = PolicyStatus {
         observed_generation: None,
         checked_kinds: std::mem::take(&mut checked.checked_kinds),
@@ -505,7 +575,7 @@ pub fn type_check(
         conditions: std::mem::take(&mut checked.conditions),
         ..Default::default()
     };
-    status.take_remapped(&mut checked, &|f| Some(f.to_owned()));
+    status.take_remapped(&mut checked, remap);
     status
 }
 

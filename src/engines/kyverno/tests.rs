@@ -139,3 +139,90 @@ fn table_types_parse() {
     );
     assert!(env::table_type("map(string").is_err());
 }
+
+fn mutating_policy(spec: serde_json::Value) -> mutating::MutatingPolicy {
+    mutating::read_mutating_policy(&json!({
+        "apiVersion": "policies.kyverno.io/v1",
+        "kind": "MutatingPolicy",
+        "metadata": {"name": "m"},
+        "spec": spec,
+    }))
+    .unwrap()
+}
+
+#[test]
+fn mutating_output_types_are_exact() {
+    let ok = mutating_policy(json!({
+        "matchConstraints": rules(),
+        "mutations": [
+            {"patchType": "JSONPatch", "jsonPatch": {"expression": "[JSONPatch{op: \"remove\", path: \"/a\"}]"}},
+            {"patchType": "ApplyConfiguration", "applyConfiguration": {"expression": "Object{}"}},
+            // No JSON patch for this patch type: not compiled.
+            {"patchType": "JSONPatch", "applyConfiguration": {"expression": "("}},
+        ],
+    }));
+    assert_eq!(mutating::validate(&ok), Vec::<String>::new());
+    let dyn_patch = mutating_policy(json!({
+        "matchConstraints": rules(),
+        "mutations": [{"patchType": "JSONPatch", "jsonPatch": {"expression": "object.x"}}],
+    }));
+    assert_eq!(
+        mutating::validate(&dyn_patch),
+        vec![r#"spec.mutations[0].jsonPatch.expression: Invalid value: "object.x": output is expected to be of type list"#.to_owned()]
+    );
+}
+
+#[test]
+fn mutating_variables_are_compiled_before_match_conditions_and_all_reported() {
+    let p = mutating_policy(json!({
+        "matchConstraints": rules(),
+        "variables": [{"name": "a", "expression": "nope"}, {"name": "b", "expression": "true"}, {"name": "c", "expression": "nope2"}],
+        "matchConditions": [{"name": "m", "expression": "variables.b"}],
+    }));
+    let errors = mutating::validate(&p);
+    assert_eq!(errors.len(), 2, "{errors:?}");
+    assert!(
+        errors[0].starts_with("spec.variables[0].expression: "),
+        "{errors:?}"
+    );
+    assert!(
+        errors[1].starts_with("spec.variables[2].expression: "),
+        "{errors:?}"
+    );
+    let q = mutating_policy(json!({
+        "matchConstraints": rules(),
+        "variables": [{"name": "b", "expression": "true"}],
+        "matchConditions": [{"name": "m", "expression": "variables.b"}],
+    }));
+    assert_eq!(mutating::validate(&q), Vec::<String>::new());
+}
+
+#[test]
+fn mutating_fields_of_the_wrong_type_do_not_decode() {
+    let bad = mutating::read_mutating_policy(&json!({
+        "apiVersion": "policies.kyverno.io/v1",
+        "kind": "MutatingPolicy",
+        "metadata": {"name": "m"},
+        "spec": {"evaluation": {"admission": {"enabled": "yes"}}},
+    }));
+    assert_eq!(
+        bad.err(),
+        Some((
+            "spec.evaluation.admission.enabled".to_owned(),
+            "must be a boolean".to_owned()
+        ))
+    );
+    let bad = mutating::read_mutating_policy(&json!({
+        "apiVersion": "policies.kyverno.io/v1",
+        "kind": "MutatingPolicy",
+        "metadata": {"name": "m"},
+        "spec": {"mutations": [{"patchType": "JSONPatch", "jsonPatch": "x"}]},
+    }));
+    assert_eq!(
+        bad.err(),
+        Some((
+            "spec.mutations[0].jsonPatch".to_owned(),
+            "must be an object".to_owned()
+        ))
+    );
+}

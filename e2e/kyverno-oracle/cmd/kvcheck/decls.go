@@ -38,7 +38,10 @@ import (
 	"github.com/kyverno/sdk/extensions/cel/libs/yaml"
 	"k8s.io/apimachinery/pkg/util/version"
 	apiservercel "k8s.io/apiserver/pkg/cel"
+	"k8s.io/apiserver/pkg/cel/common"
 	"k8s.io/apiserver/pkg/cel/environment"
+	k8slibrary "k8s.io/apiserver/pkg/cel/library"
+	"k8s.io/apiserver/pkg/cel/mutation"
 )
 
 // compilerVariables are the variables the compiler declares itself (createBaseVpolEnv's
@@ -117,6 +120,67 @@ func vpolEnv(namespace string) (*cel.Env, error) {
 	return extended.Env(environment.StoredExpressions)
 }
 
+// mpolEnv builds the environment of pkg/cel/policies/mpol/compiler/compiler.go,
+// (*compilerImpl).newExtendedEnv (unexported there; its steps repeated from the same exported
+// pieces, in its order), read in environment.StoredExpressions mode as Compile reads it.
+func mpolEnv(namespace string) (*cel.Env, error) {
+	v := version.MajorMinor(2, 0)
+	libsctx := libs.GetLibsCtx()
+	baseOpts := compiler.DefaultEnvOptionsWithCompat()
+	baseOpts = append(baseOpts,
+		cel.Variable(compiler.NamespaceObjectKey, compiler.NamespaceType.CelType()),
+		cel.Variable(compiler.ObjectKey, cel.DynType),
+		cel.Variable(compiler.OldObjectKey, cel.DynType),
+		cel.Variable(compiler.RequestKey, compiler.RequestType.CelType()),
+		cel.Types(compiler.NamespaceType.CelType()),
+		cel.Types(compiler.RequestType.CelType()),
+		cel.Types(types.NewObjectType("Object")),
+		cel.Types(types.NewObjectType("JSONPatch")),
+		cel.Variable(compiler.VariablesKey, compiler.VariablesType),
+	)
+	base := environment.MustBaseEnvSet(v)
+	env, err := base.Env(environment.StoredExpressions)
+	if err != nil {
+		return nil, err
+	}
+	variablesProvider := compiler.NewVariablesProvider(env.CELTypeProvider())
+	declProvider := apiservercel.NewDeclTypeProvider(compiler.NamespaceType, compiler.RequestType)
+	declOptions, err := declProvider.EnvOptions(variablesProvider)
+	if err != nil {
+		return nil, err
+	}
+	baseOpts = append(baseOpts, declOptions...)
+	baseOpts = append(baseOpts, common.ResolverEnvOption(&mutation.DynamicTypeResolver{}))
+	libEnvOpts := []cel.EnvOption{
+		ext.NativeTypes(reflect.TypeFor[libs.Exception](), ext.ParseStructTags(true)),
+		cel.Variable(compiler.ExceptionsKey, types.NewObjectType("libs.Exception")),
+		environment.UnversionedLib(k8slibrary.JSONPatch),
+		globalcontext.Lib(globalcontext.Context{ContextInterface: compiler.ConfineGlobalContext(libsctx, namespace)}, globalcontext.Latest()),
+		resource.Lib(resource.Context{ContextInterface: libsctx}, namespace, resource.Latest()),
+		image.Lib(image.Latest()),
+		imagedata.Lib(imagedata.Context{ContextInterface: libsctx}, imagedata.Latest(), nil),
+		hash.Lib(hash.Latest()),
+		math.Lib(math.Latest()),
+		kjson.Lib(&kjson.JsonImpl{}, kjson.Latest()),
+		yaml.Lib(&yaml.YamlImpl{}, yaml.Latest()),
+		random.Lib(random.Latest()),
+		x509.Lib(x509.Latest()),
+		ktime.Lib(ktime.Latest()),
+		transform.Lib(transform.Latest()),
+		gzip.Lib(gzip.Latest()),
+		user.Lib(user.Latest()),
+		http.Lib(http.Context{ContextInterface: libs.NewMockAwareHTTPContext(compiler.NewLazyCELHTTPContext(namespace), libsctx.GetHTTPMocks())}, http.Latest()),
+	}
+	extended, err := base.Extend(
+		environment.VersionedOptions{IntroducedVersion: v, EnvOptions: baseOpts},
+		environment.VersionedOptions{IntroducedVersion: v, EnvOptions: libEnvOpts},
+	)
+	if err != nil {
+		return nil, err
+	}
+	return extended.Env(environment.StoredExpressions)
+}
+
 // typeText writes t in the syntax of vapcheck's tables (cel-go's type syntax, opaque types
 // marked `opaque:`).
 func typeText(t *types.Type) string {
@@ -158,23 +222,34 @@ func typeText(t *types.Type) string {
 }
 
 func dumpDecls() {
+	dumpRows(collectDecls(vpolEnv))
+}
+
+// dumpMpolDecls is `kvcheck -decls-mpol`: the same rows for the MutatingPolicy environment
+// (mpolEnv), which vapcheck builds as the ValidatingPolicy one plus the mutation types and
+// jsonpatch.escapeKey (src/engines/kyverno/env.rs, mutating_verdict_env).
+func dumpMpolDecls() {
+	dumpRows(collectDecls(mpolEnv))
+}
+
+func dumpRows(rows []declRow) {
 	enc := json.NewEncoder(stdout)
-	for _, r := range collectDecls() {
+	for _, r := range rows {
 		if err := enc.Encode(r); err != nil {
 			fail(err)
 		}
 	}
 }
 
-// collectDecls reads the declarations of both variants.
-func collectDecls() []declRow {
+// collectDecls reads the declarations of both variants of the environment envOf builds.
+func collectDecls(envOf func(namespace string) (*cel.Env, error)) []declRow {
 	base, err := environment.MustBaseEnvSet(version.MajorMinor(1, 0)).Env(environment.StoredExpressions)
 	if err != nil {
 		fail(err)
 	}
 	out := []declRow{}
 	for _, variant := range []struct{ name, ns string }{{"cluster", ""}, {"namespaced", "default"}} {
-		env, err := vpolEnv(variant.ns)
+		env, err := envOf(variant.ns)
 		if err != nil {
 			fail(err)
 		}
@@ -223,7 +298,7 @@ func collectDecls() []declRow {
 	}
 	// The fields of the object types the rows name (ext.NativeTypes of the libraries).
 	for _, variant := range []struct{ name, ns string }{{"cluster", ""}, {"namespaced", "default"}} {
-		env, err := vpolEnv(variant.ns)
+		env, err := envOf(variant.ns)
 		if err != nil {
 			fail(err)
 		}

@@ -56,6 +56,10 @@ func main() {
 		dumpDecls()
 		return
 	}
+	if len(os.Args) == 2 && os.Args[1] == "-decls-mpol" {
+		dumpMpolDecls()
+		return
+	}
 	if len(os.Args) == 2 && os.Args[1] == "-decls-rust" {
 		dumpRust()
 		return

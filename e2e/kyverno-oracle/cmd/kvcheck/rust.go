@@ -104,7 +104,7 @@ func declared(opts []cel.EnvOption) (map[string]bool, map[string]bool) {
 func rustString(s string) string { return fmt.Sprintf("%q", s) }
 
 func dumpRust() {
-	rows := collectDecls()
+	rows := collectDecls(vpolEnv)
 	// The library of each row, by variant: the first library whose environment alone
 	// declares it.
 	type key struct{ what, name, id string }
