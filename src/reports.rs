@@ -103,6 +103,8 @@ pub enum SubjectKind {
     MutatingPolicy,
     /// `admissionregistration.k8s.io/v1` ValidatingAdmissionPolicyBinding.
     ValidatingBinding,
+    /// `admissionregistration.k8s.io/v1` MutatingAdmissionPolicyBinding.
+    MutatingBinding,
     /// `admissionregistration.k8s.io/v1` ValidatingWebhookConfiguration.
     ValidatingWebhooks,
     /// `admissionregistration.k8s.io/v1` MutatingWebhookConfiguration.
@@ -116,6 +118,7 @@ impl SubjectKind {
             SubjectKind::ValidatingPolicy => "ValidatingAdmissionPolicy",
             SubjectKind::MutatingPolicy => "MutatingAdmissionPolicy",
             SubjectKind::ValidatingBinding => "ValidatingAdmissionPolicyBinding",
+            SubjectKind::MutatingBinding => "MutatingAdmissionPolicyBinding",
             SubjectKind::ValidatingWebhooks => "ValidatingWebhookConfiguration",
             SubjectKind::MutatingWebhooks => "MutatingWebhookConfiguration",
         }
@@ -131,6 +134,7 @@ impl SubjectKind {
             SubjectKind::ValidatingPolicy => "vap",
             SubjectKind::MutatingPolicy => "map",
             SubjectKind::ValidatingBinding => "vapb",
+            SubjectKind::MutatingBinding => "mapb",
             SubjectKind::ValidatingWebhooks => "vwc",
             SubjectKind::MutatingWebhooks => "mwc",
         }

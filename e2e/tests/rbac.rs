@@ -58,6 +58,7 @@ const PARAM_POLICY: &str = "params.rbac.e2e.vapcheck.dev";
 const BINDING: &str = "params-binding.rbac.e2e.vapcheck.dev";
 const PARAM: &str = "limits";
 const BINDINGS: &str = "validatingadmissionpolicybindings.admissionregistration.k8s.io";
+const MAP_BINDINGS: &str = "mutatingadmissionpolicybindings.admissionregistration.k8s.io";
 
 /// How long a check waits for what it expects (vapcheck's start not included).
 const CHECK: Duration = Duration::from_secs(20);
@@ -567,11 +568,14 @@ enum Check {
     RepeatedEventCounted,
     /// A MutatingAdmissionPolicy with a typo created now gets a Warning Event from this replica.
     MutatingPolicyEvent,
+    /// A MutatingAdmissionPolicyBinding that selects nothing its policy matches, created now,
+    /// gets a Warning Event `Inactive` from this replica.
+    MutatingBindingEvent,
     /// A ValidatingWebhookConfiguration whose `clientConfig.service` names a Service that does
     /// not exist gets a Warning Event `WebhookServiceNotFound` from this replica (the webhook
     /// watcher needs the lists of both configuration kinds, Services and EndpointSlices).
     WebhookReported,
-    /// For [`QUIET`]: `vapcheck_watch_forbidden` is 0 for the bindings and the param kind, and
+    /// For [`QUIET`]: `vapcheck_watch_forbidden` is 0 for both kinds of binding and the param kind, and
     /// the log has no 403 / Forbidden.
     NothingRefused,
     /// A policy with a typo created now gets an `openreports.io` ClusterReport with one
@@ -588,6 +592,7 @@ const CHECKS: &[Check] = &[
     Check::BindingsEvaluated,
     Check::RepeatedEventCounted,
     Check::MutatingPolicyEvent,
+    Check::MutatingBindingEvent,
     Check::WebhookReported,
     Check::NothingRefused,
     Check::OpenReport,
@@ -628,6 +633,14 @@ fn needed_by(grant: &Grant) -> anyhow::Result<(Check, String)> {
         (a, "mutatingadmissionpolicies", "list" | "watch") if a == adm => (
             Check::MutatingPolicyEvent,
             "no Warning Event from this replica".to_owned(),
+        ),
+        (a, "mutatingadmissionpolicybindings", "list") if a == adm => (
+            Check::MutatingBindingEvent,
+            "no Inactive Event on the MutatingAdmissionPolicyBinding from this replica".to_owned(),
+        ),
+        (a, "mutatingadmissionpolicybindings", "watch") if a == adm => (
+            Check::NothingRefused,
+            format!("vapcheck_watch_forbidden{{resource=\"{MAP_BINDINGS}\"}} = 1"),
         ),
         (a, "validatingadmissionpolicybindings", "list") if a == adm => (
             Check::BindingsEvaluated,
@@ -702,6 +715,7 @@ async fn run_check(setup: &Setup, c: &mut Controller, check: Check) -> anyhow::R
         Check::BindingsEvaluated => bindings_evaluated(setup).await.map(|_| ()),
         Check::RepeatedEventCounted => repeated_event_counted(setup, c).await,
         Check::MutatingPolicyEvent => mutating_policy_event(setup, c).await,
+        Check::MutatingBindingEvent => mutating_binding_event(setup, c).await,
         Check::WebhookReported => webhook_reported(setup, c).await,
         Check::NothingRefused => nothing_refused(c).await,
         Check::OpenReport => policy_report(setup, OPENREPORTS).await,
@@ -1152,6 +1166,71 @@ spec:
     outcome.map_err(|e| anyhow!("no Warning Event from this replica: {e:#}"))
 }
 
+async fn mutating_binding_event(setup: &Setup, c: &Controller) -> anyhow::Result<()> {
+    let policy = format!("mapb-policy-{}.rbac.e2e.vapcheck.dev", nonce());
+    let binding = format!("mapb-{}.rbac.e2e.vapcheck.dev", nonce());
+    apply_yaml(
+        &setup.admin,
+        &format!(
+            r#"
+apiVersion: admissionregistration.k8s.io/v1
+kind: MutatingAdmissionPolicy
+metadata:
+  name: {policy}
+spec:
+  reinvocationPolicy: Never
+  matchConstraints:
+    resourceRules:
+      - apiGroups: [""]
+        apiVersions: ["v1"]
+        operations: ["CREATE"]
+        resources: ["configmaps"]
+  mutations:
+    - patchType: ApplyConfiguration
+      applyConfiguration:
+        expression: "Object{{metadata: Object.metadata{{labels: {{'rbac-e2e': 'mutated'}}}}}}"
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: MutatingAdmissionPolicyBinding
+metadata:
+  name: {binding}
+spec:
+  policyName: {policy}
+  matchResources:
+    resourceRules:
+      - apiGroups: [""]
+        apiVersions: ["v1"]
+        operations: ["CREATE"]
+        resources: ["secrets"]
+"#
+        ),
+    )
+    .await?;
+    let outcome = wait_for(
+        &format!("{binding}: an Inactive Event from {}", c.name),
+        CHECK,
+        || async {
+            let events = events_on(&setup.admin, &binding, &c.name).await?;
+            Ok(events
+                .iter()
+                .any(|e| {
+                    e.reason.as_deref() == Some("Inactive") && e.type_.as_deref() == Some("Warning")
+                })
+                .then_some(()))
+        },
+    )
+    .await;
+    let bindings: Api<k8s_openapi::api::admissionregistration::v1::MutatingAdmissionPolicyBinding> =
+        Api::all(setup.admin.clone());
+    bindings.delete(&binding, &DeleteParams::default()).await?;
+    let maps: Api<k8s_openapi::api::admissionregistration::v1::MutatingAdmissionPolicy> =
+        Api::all(setup.admin.clone());
+    maps.delete(&policy, &DeleteParams::default()).await?;
+    outcome.map_err(|e| {
+        anyhow!("no Inactive Event on the MutatingAdmissionPolicyBinding from this replica: {e:#}")
+    })
+}
+
 async fn webhook_reported(setup: &Setup, c: &Controller) -> anyhow::Result<()> {
     let name = format!("wh-{}.rbac.e2e.vapcheck.dev", nonce());
     apply_yaml(
@@ -1214,12 +1293,20 @@ async fn nothing_refused(c: &Controller) -> anyhow::Result<()> {
     };
     let clean = |line: &str| line.ends_with(" = 0");
     while started.elapsed() < QUIET {
-        let metrics = [metric(BINDINGS)?, metric("configmaps")?];
+        let metrics = [
+            metric(BINDINGS)?,
+            metric(MAP_BINDINGS)?,
+            metric("configmaps")?,
+        ];
         let log = c.log_text();
         if !metrics.iter().all(|m| clean(m)) || refusal_in(&log).is_some() {
             // Both outputs, once the refusal has been handled (it logs before it counts).
             tokio::time::sleep(Duration::from_secs(1)).await;
-            let metrics = [metric(BINDINGS)?, metric("configmaps")?];
+            let metrics = [
+                metric(BINDINGS)?,
+                metric(MAP_BINDINGS)?,
+                metric("configmaps")?,
+            ];
             let log = c.log_text();
             bail!(
                 "{}; vapcheck logged: {}",
@@ -1305,6 +1392,8 @@ async fn each_rule_of_the_chart_is_needed() -> anyhow::Result<()> {
             "ClusterRole watch mutatingadmissionpolicies (admissionregistration.k8s.io)",
             "ClusterRole list validatingadmissionpolicybindings (admissionregistration.k8s.io)",
             "ClusterRole watch validatingadmissionpolicybindings (admissionregistration.k8s.io)",
+            "ClusterRole list mutatingadmissionpolicybindings (admissionregistration.k8s.io)",
+            "ClusterRole watch mutatingadmissionpolicybindings (admissionregistration.k8s.io)",
             "ClusterRole patch validatingadmissionpolicies/status (admissionregistration.k8s.io)",
             "ClusterRole create events (events.k8s.io)",
             "ClusterRole patch events (events.k8s.io)",
@@ -1373,7 +1462,7 @@ async fn each_rule_of_the_chart_is_needed() -> anyhow::Result<()> {
         );
         results.push((grant.to_string(), check));
     }
-    assert_eq!(results.len(), 28);
+    assert_eq!(results.len(), 30);
     Ok(())
 }
 

@@ -19,6 +19,7 @@ pub mod inputs;
 pub mod lease;
 pub mod memo;
 pub mod mutating;
+pub mod mutating_bindings;
 pub mod reports;
 pub mod slim;
 pub mod status;
@@ -107,6 +108,8 @@ pub struct Context {
     bindings: bindings::BindingState,
     /// The MutatingAdmissionPolicy controller's state.
     mutating: mutating::MutatingState,
+    /// The MutatingAdmissionPolicyBindings the running controller watches.
+    mutating_bindings: mutating_bindings::MutatingBindingState,
     /// The policy reports this replica wrote (`reports`).
     reports: reports::ReportState,
     /// The admission webhook watcher's state.
@@ -152,6 +155,7 @@ impl Context {
             store: Mutex::new(None),
             bindings: bindings::BindingState::default(),
             mutating: mutating::MutatingState::default(),
+            mutating_bindings: mutating_bindings::MutatingBindingState::default(),
             reports: reports::ReportState::default(),
             webhooks: webhooks::WebhookState::default(),
         })

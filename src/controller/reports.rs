@@ -265,6 +265,7 @@ pub async fn sweep(ctx: &Context) {
             SubjectKind::ValidatingPolicy => validating.clone(),
             SubjectKind::MutatingPolicy => ctx.mutating.present(),
             SubjectKind::ValidatingBinding => ctx.bindings.present(),
+            SubjectKind::MutatingBinding => ctx.mutating_bindings.present(),
             SubjectKind::ValidatingWebhooks => ctx.webhooks.present(WebhookKind::Validating),
             SubjectKind::MutatingWebhooks => ctx.webhooks.present(WebhookKind::Mutating),
         }
