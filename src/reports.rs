@@ -109,6 +109,10 @@ pub enum SubjectKind {
     ValidatingWebhooks,
     /// `admissionregistration.k8s.io/v1` MutatingWebhookConfiguration.
     MutatingWebhooks,
+    /// Kyverno's `policies.kyverno.io/v1` ValidatingPolicy.
+    KyvernoValidatingPolicy,
+    /// Gatekeeper's `templates.gatekeeper.sh/v1` ConstraintTemplate.
+    ConstraintTemplate,
 }
 
 impl SubjectKind {
@@ -121,11 +125,17 @@ impl SubjectKind {
             SubjectKind::MutatingBinding => "MutatingAdmissionPolicyBinding",
             SubjectKind::ValidatingWebhooks => "ValidatingWebhookConfiguration",
             SubjectKind::MutatingWebhooks => "MutatingWebhookConfiguration",
+            SubjectKind::KyvernoValidatingPolicy => "ValidatingPolicy",
+            SubjectKind::ConstraintTemplate => "ConstraintTemplate",
         }
     }
-    /// The object's apiVersion.
+    /// The object's apiVersion (the version the controller watches).
     pub fn api_version(self) -> &'static str {
-        "admissionregistration.k8s.io/v1"
+        match self {
+            SubjectKind::KyvernoValidatingPolicy => "policies.kyverno.io/v1",
+            SubjectKind::ConstraintTemplate => "templates.gatekeeper.sh/v1",
+            _ => "admissionregistration.k8s.io/v1",
+        }
     }
     /// The prefix of its report's name: one per kind, so objects of different kinds with the
     /// same name get different reports.
@@ -137,6 +147,8 @@ impl SubjectKind {
             SubjectKind::MutatingBinding => "mapb",
             SubjectKind::ValidatingWebhooks => "vwc",
             SubjectKind::MutatingWebhooks => "mwc",
+            SubjectKind::KyvernoValidatingPolicy => "kvpol",
+            SubjectKind::ConstraintTemplate => "ct",
         }
     }
 }

@@ -12,6 +12,7 @@
 //! See `docs/controller.md`.
 
 pub mod bindings;
+pub mod engines;
 pub mod event_queue;
 pub mod events;
 pub mod index;
@@ -114,6 +115,8 @@ pub struct Context {
     reports: reports::ReportState,
     /// The admission webhook watcher's state.
     webhooks: webhooks::WebhookState,
+    /// The policy engines' watchers (Kyverno, Gatekeeper).
+    engines: engines::EngineState,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -158,6 +161,7 @@ impl Context {
             mutating_bindings: mutating_bindings::MutatingBindingState::default(),
             reports: reports::ReportState::default(),
             webhooks: webhooks::WebhookState::default(),
+            engines: engines::EngineState::default(),
         })
     }
 
@@ -734,6 +738,7 @@ async fn run_controller(ctx: Arc<Context>, stop: impl Future<Output = ()> + Send
     let _orphans = AbortOnDrop(tokio::spawn(bindings::watch_orphans(Arc::clone(&ctx))));
     let _mutating = AbortOnDrop(tokio::spawn(mutating::run(Arc::clone(&ctx))));
     let _webhooks = AbortOnDrop(tokio::spawn(webhooks::run(Arc::clone(&ctx))));
+    let _engines = AbortOnDrop(tokio::spawn(engines::run(Arc::clone(&ctx))));
     ctx.metrics
         .set_max_concurrent_reconciles(ctx.config.concurrency);
     controller
@@ -754,6 +759,7 @@ async fn run_controller(ctx: Arc<Context>, stop: impl Future<Output = ()> + Send
         .await;
     *lock(&ctx.store) = None;
     ctx.bindings.clear();
+    ctx.engines.clear();
     status.stop();
 }
 
@@ -812,6 +818,7 @@ async fn poll_schemas(ctx: Arc<Context>, shutdown: Shutdown) {
             }
             Ok(changes) => {
                 ctx.webhooks.schemas_changed();
+                ctx.engines.schemas_changed();
                 // Validating and mutating policies: the same index rules, each kind its own
                 // names and queue.
                 let validating = enqueue_affected(&ctx.index, &changes, |name| ctx.trigger(name));

@@ -173,6 +173,13 @@ fn cluster_role_is_least_privilege() {
         format!("{adm} validatingadmissionpolicybindings watch"),
         format!("{adm} mutatingadmissionpolicybindings list"),
         format!("{adm} mutatingadmissionpolicybindings watch"),
+        // The policy engines' CEL objects, read only (docs/reports.md, "Engine policies").
+        "policies.kyverno.io validatingpolicies list".to_owned(),
+        "policies.kyverno.io validatingpolicies watch".to_owned(),
+        "policies.kyverno.io namespacedvalidatingpolicies list".to_owned(),
+        "policies.kyverno.io namespacedvalidatingpolicies watch".to_owned(),
+        "templates.gatekeeper.sh constrainttemplates list".to_owned(),
+        "templates.gatekeeper.sh constrainttemplates watch".to_owned(),
         "events.k8s.io events create".to_owned(),
         "events.k8s.io events patch".to_owned(),
         // Admission webhooks (docs/webhooks.md, "In the cluster"): read only.
