@@ -13,7 +13,10 @@
 //!    param's name;
 //! 3. a binding that selects nothing the policy matches: a Warning Event `Inactive` and a
 //!    report with one `warn` (VAP131), and a matching request is admitted unmutated;
-//! 4. deleting a binding deletes its report (this control plane runs no garbage collector:
+//! 4. a binding whose policy does not exist: a Warning Event `Inactive` within 5 s naming the
+//!    binding, the policy and the cause (kube-apiserver skips such bindings:
+//!    `e2e_map_binding_verdicts`, case `no-policy`);
+//! 5. deleting a binding deletes its report (this control plane runs no garbage collector:
 //!    the deletion is vapcheck's own).
 //!
 //! `cargo test --test e2e_map_binding_controller -- --nocapture` prints the measured delays.
@@ -38,6 +41,8 @@ const POLICY: &str = "params.mapb-ctl.e2e.vapcheck.dev";
 const DENY: &str = "deny.mapb-ctl.e2e.vapcheck.dev";
 const NARROW: &str = "narrow.mapb-ctl.e2e.vapcheck.dev";
 const NARROW_POLICY: &str = "narrow-policy.mapb-ctl.e2e.vapcheck.dev";
+const ORPHAN: &str = "orphan.mapb-ctl.e2e.vapcheck.dev";
+const MISSING_POLICY: &str = "missing.mapb-ctl.e2e.vapcheck.dev";
 const PARAM: &str = "limits";
 const LABEL: &str = "mapb-ctl-mutated";
 
@@ -374,7 +379,31 @@ spec:
     ensure!(request(&client, "narrow", "any-name").await?.is_none());
     assert_eq!(created_label(&client, "narrow", "narrow-cm").await?, None);
 
-    // 4. Deleting a binding deletes its report.
+    // 4. A binding whose policy does not exist: inactive (kube-apiserver skips it:
+    // e2e_map_binding_verdicts, case `no-policy`), as an Event.
+    apply_yaml(
+        &client,
+        &format!(
+            r#"apiVersion: admissionregistration.k8s.io/v1
+kind: MutatingAdmissionPolicyBinding
+metadata: {{name: {ORPHAN}}}
+spec:
+  policyName: {MISSING_POLICY}
+"#
+        ),
+    )
+    .await?;
+    let (orphan, took) = wait_event(&client, ORPHAN, "Inactive", "Warning", CHANGE).await?;
+    println!("map-binding-controller: orphan's Inactive Event {took:?} after it was created");
+    let note = orphan.note.unwrap_or_default();
+    ensure!(
+        note.contains(ORPHAN)
+            && note.contains(MISSING_POLICY)
+            && note.contains("no MutatingAdmissionPolicy of that name exists"),
+        "{note}"
+    );
+
+    // 5. Deleting a binding deletes its report.
     bindings.delete(DENY, &DeleteParams::default()).await?;
     let started = Instant::now();
     let api = reports(&client);
@@ -394,6 +423,7 @@ spec:
     ensure!(!log.contains("ERROR"), "vapcheck logged an error:\n{log}");
     vapcheck.stop();
     bindings.delete(NARROW, &DeleteParams::default()).await?;
+    bindings.delete(ORPHAN, &DeleteParams::default()).await?;
     let maps: Api<k8s_openapi::api::admissionregistration::v1::MutatingAdmissionPolicy> =
         Api::all(client.clone());
     for name in [POLICY, NARROW_POLICY] {

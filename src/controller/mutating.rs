@@ -171,6 +171,10 @@ pub async fn run(ctx: Arc<Context>) {
     let _bindings = super::AbortOnDrop(tokio::spawn(super::mutating_bindings::watch(Arc::clone(
         &ctx,
     ))));
+    // Bindings whose policy does not exist (no policy check reports them).
+    let _orphans = super::AbortOnDrop(tokio::spawn(super::mutating_bindings::watch_orphans(
+        Arc::clone(&ctx),
+    )));
     let api: Api<MutatingAdmissionPolicy> = Api::all(ctx.client.clone());
     let rx = ctx.mutating.triggers.subscribe();
     let triggers = futures::stream::unfold(rx, |mut rx| async move {

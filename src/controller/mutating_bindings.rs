@@ -12,8 +12,8 @@
 //!   whose verdict is new or changed (a MutatingAdmissionPolicy has no status to carry a
 //!   `BindingsEffective` condition).
 //!
-//! Not covered: a binding whose policy does not exist has no policy to reconcile, so it gets
-//! no verdict here (validating bindings have `watch_orphans` for that).
+//! - [`watch_orphans`] gives a binding whose policy does not exist (created so, or its policy
+//!   deleted) the `Inactive` verdict, as an Event (it has no policy whose check would report it).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -114,6 +114,61 @@ impl MutatingBindingState {
     }
 }
 
+/// The report of a stored binding whose MutatingAdmissionPolicy does not exist: kube-apiserver
+/// skips it (k8s.io/apiserver v0.37.1 `pkg/admission/plugin/policy/generic/policy_source.go`,
+/// `calculatePolicyData`, shared by both plugins; `e2e_map_binding_verdicts`, case
+/// `no-policy`), so it does nothing.
+fn orphan_report(binding: &MutatingAdmissionPolicyBinding, policy: &str) -> BindingReport {
+    let name = binding.name_any();
+    BindingReport {
+        reason: format!(
+            "binding {name:?} of policy {policy:?}: no MutatingAdmissionPolicy of that name exists; kube-apiserver skips bindings whose policy does not exist, so the binding does nothing"
+        ),
+        binding: name,
+        policy: policy.to_owned(),
+        policy_exists: false,
+        failure_policy: "Fail".into(),
+        validation_actions: Vec::new(),
+        params: Vec::new(),
+        overlap: None,
+        verdict: Verdict::Inactive,
+        denial_message: None,
+        notes: Vec::new(),
+    }
+}
+
+/// How often [`watch_orphans`] looks for bindings whose policy does not exist.
+const ORPHAN_SWEEP: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Once a second, while the policies and the bindings are listed, each binding whose
+/// MutatingAdmissionPolicy does not exist gets the `Inactive` verdict: an Event when that is new
+/// for it ([`publish_events`]). No report: as for validating bindings, the verdict of a binding
+/// without policy is an Event only. When the policy appears, its check reports the new verdict.
+pub async fn watch_orphans(ctx: Arc<Context>) {
+    let mut tick = tokio::time::interval(ORPHAN_SWEEP);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        // Both listed: before that, a missing policy may just not be read yet.
+        let (Some(policies), Some(_)) = (ctx.mutating.present(), ctx.mutating_bindings.present())
+        else {
+            continue;
+        };
+        let Some(store) = lock(&ctx.mutating_bindings.store).clone() else {
+            continue;
+        };
+        let reports: Vec<BindingReport> = store
+            .state()
+            .iter()
+            .filter_map(|b| {
+                let policy = policy_of(b)?;
+                (!policies.contains_key(&policy)).then(|| orphan_report(b, &policy))
+            })
+            .collect();
+        publish_events(&ctx, &reports);
+    }
+}
+
 /// The name of the policy `binding` names, if any.
 fn policy_of(binding: &MutatingAdmissionPolicyBinding) -> Option<String> {
     binding
@@ -167,17 +222,31 @@ pub async fn binding_reports(
 /// binding whose verdict is new to this replica or changed since it last reported one.
 pub async fn publish(ctx: &Arc<Context>, reports: &[BindingReport]) -> Result<(), ReconcileError> {
     for r in reports {
-        let reference = ctx.mutating_bindings.binding_ref(&r.binding);
-        let uid = reference.uid.clone().unwrap_or_default();
+        let uid = ctx
+            .mutating_bindings
+            .binding_ref(&r.binding)
+            .uid
+            .unwrap_or_default();
         let subject = Subject {
             kind: SubjectKind::MutatingBinding,
             name: r.binding.clone(),
-            uid: uid.clone(),
+            uid,
         };
         super::reports::publish(ctx, subject, &crate::reports::binding_entries(r)).await?;
-        if !ctx.fence.may_write() {
-            continue;
-        }
+    }
+    publish_events(ctx, reports);
+    Ok(())
+}
+
+/// As the leader, an Event on each binding of `reports` whose verdict is new to this replica or
+/// changed since it last reported one.
+fn publish_events(ctx: &Context, reports: &[BindingReport]) {
+    if !ctx.fence.may_write() {
+        return;
+    }
+    for r in reports {
+        let reference = ctx.mutating_bindings.binding_ref(&r.binding);
+        let uid = reference.uid.clone().unwrap_or_default();
         let new = {
             let mut verdicts = lock(&ctx.mutating_bindings.verdicts);
             let before = verdicts.insert(r.binding.clone(), (uid.clone(), r.verdict.clone()));
@@ -202,7 +271,6 @@ pub async fn publish(ctx: &Arc<Context>, reports: &[BindingReport]) -> Result<()
             reference,
         );
     }
-    Ok(())
 }
 
 /// Watches every MutatingAdmissionPolicyBinding into the state's store until aborted; each
