@@ -123,6 +123,13 @@ label_enum! {
         Validating => "ValidatingAdmissionPolicy",
         /// `admissionregistration.k8s.io/v1` MutatingAdmissionPolicy.
         Mutating => "MutatingAdmissionPolicy",
+        /// Kyverno's `policies.kyverno.io/v1` ValidatingPolicy.
+        KyvernoValidating => "ValidatingPolicy",
+        /// Kyverno's `policies.kyverno.io/v1` NamespacedValidatingPolicy (series named
+        /// `<namespace>/<name>`).
+        KyvernoNamespacedValidating => "NamespacedValidatingPolicy",
+        /// Gatekeeper's `templates.gatekeeper.sh/v1` ConstraintTemplate.
+        GatekeeperTemplate => "ConstraintTemplate",
     }
 }
 

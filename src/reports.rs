@@ -103,10 +103,16 @@ pub enum SubjectKind {
     MutatingPolicy,
     /// `admissionregistration.k8s.io/v1` ValidatingAdmissionPolicyBinding.
     ValidatingBinding,
+    /// `admissionregistration.k8s.io/v1` MutatingAdmissionPolicyBinding.
+    MutatingBinding,
     /// `admissionregistration.k8s.io/v1` ValidatingWebhookConfiguration.
     ValidatingWebhooks,
     /// `admissionregistration.k8s.io/v1` MutatingWebhookConfiguration.
     MutatingWebhooks,
+    /// Kyverno's `policies.kyverno.io/v1` ValidatingPolicy.
+    KyvernoValidatingPolicy,
+    /// Gatekeeper's `templates.gatekeeper.sh/v1` ConstraintTemplate.
+    ConstraintTemplate,
 }
 
 impl SubjectKind {
@@ -116,13 +122,20 @@ impl SubjectKind {
             SubjectKind::ValidatingPolicy => "ValidatingAdmissionPolicy",
             SubjectKind::MutatingPolicy => "MutatingAdmissionPolicy",
             SubjectKind::ValidatingBinding => "ValidatingAdmissionPolicyBinding",
+            SubjectKind::MutatingBinding => "MutatingAdmissionPolicyBinding",
             SubjectKind::ValidatingWebhooks => "ValidatingWebhookConfiguration",
             SubjectKind::MutatingWebhooks => "MutatingWebhookConfiguration",
+            SubjectKind::KyvernoValidatingPolicy => "ValidatingPolicy",
+            SubjectKind::ConstraintTemplate => "ConstraintTemplate",
         }
     }
-    /// The object's apiVersion.
+    /// The object's apiVersion (the version the controller watches).
     pub fn api_version(self) -> &'static str {
-        "admissionregistration.k8s.io/v1"
+        match self {
+            SubjectKind::KyvernoValidatingPolicy => "policies.kyverno.io/v1",
+            SubjectKind::ConstraintTemplate => "templates.gatekeeper.sh/v1",
+            _ => "admissionregistration.k8s.io/v1",
+        }
     }
     /// The prefix of its report's name: one per kind, so objects of different kinds with the
     /// same name get different reports.
@@ -131,8 +144,11 @@ impl SubjectKind {
             SubjectKind::ValidatingPolicy => "vap",
             SubjectKind::MutatingPolicy => "map",
             SubjectKind::ValidatingBinding => "vapb",
+            SubjectKind::MutatingBinding => "mapb",
             SubjectKind::ValidatingWebhooks => "vwc",
             SubjectKind::MutatingWebhooks => "mwc",
+            SubjectKind::KyvernoValidatingPolicy => "kvpol",
+            SubjectKind::ConstraintTemplate => "ct",
         }
     }
 }

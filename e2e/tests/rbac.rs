@@ -58,6 +58,7 @@ const PARAM_POLICY: &str = "params.rbac.e2e.vapcheck.dev";
 const BINDING: &str = "params-binding.rbac.e2e.vapcheck.dev";
 const PARAM: &str = "limits";
 const BINDINGS: &str = "validatingadmissionpolicybindings.admissionregistration.k8s.io";
+const MAP_BINDINGS: &str = "mutatingadmissionpolicybindings.admissionregistration.k8s.io";
 
 /// How long a check waits for what it expects (vapcheck's start not included).
 const CHECK: Duration = Duration::from_secs(20);
@@ -304,6 +305,7 @@ async fn setup() -> anyhow::Result<Setup> {
     apply_yaml(&admin, &fixtures()).await?;
     install_report_crds(&admin, "openreports").await?;
     install_report_crds(&admin, "wgpolicy").await?;
+    install_engine_crds(&admin).await?;
     let token = Api::<ServiceAccount>::namespaced(admin.clone(), NS)
         .create_token_request(
             "vapcheck",
@@ -567,11 +569,22 @@ enum Check {
     RepeatedEventCounted,
     /// A MutatingAdmissionPolicy with a typo created now gets a Warning Event from this replica.
     MutatingPolicyEvent,
+    /// A MutatingAdmissionPolicyBinding that selects nothing its policy matches, created now,
+    /// gets a Warning Event `Inactive` from this replica.
+    MutatingBindingEvent,
+    /// A Kyverno ValidatingPolicy with a field typo created now gets a Warning Event
+    /// `ExpressionWarning` from this replica (the CRDs of Kyverno v1.19.1's module installed).
+    KyvernoPolicyEvent,
+    /// The same for a NamespacedValidatingPolicy.
+    KyvernoNamespacedPolicyEvent,
+    /// A Gatekeeper ConstraintTemplate with a parameter typo created now gets a Warning Event
+    /// `ExpressionWarning` from this replica (the CRD of Gatekeeper v3.23.1's module installed).
+    TemplateEvent,
     /// A ValidatingWebhookConfiguration whose `clientConfig.service` names a Service that does
     /// not exist gets a Warning Event `WebhookServiceNotFound` from this replica (the webhook
     /// watcher needs the lists of both configuration kinds, Services and EndpointSlices).
     WebhookReported,
-    /// For [`QUIET`]: `vapcheck_watch_forbidden` is 0 for the bindings and the param kind, and
+    /// For [`QUIET`]: `vapcheck_watch_forbidden` is 0 for both kinds of binding and the param kind, and
     /// the log has no 403 / Forbidden.
     NothingRefused,
     /// A policy with a typo created now gets an `openreports.io` ClusterReport with one
@@ -588,6 +601,10 @@ const CHECKS: &[Check] = &[
     Check::BindingsEvaluated,
     Check::RepeatedEventCounted,
     Check::MutatingPolicyEvent,
+    Check::MutatingBindingEvent,
+    Check::KyvernoPolicyEvent,
+    Check::KyvernoNamespacedPolicyEvent,
+    Check::TemplateEvent,
     Check::WebhookReported,
     Check::NothingRefused,
     Check::OpenReport,
@@ -629,6 +646,31 @@ fn needed_by(grant: &Grant) -> anyhow::Result<(Check, String)> {
             Check::MutatingPolicyEvent,
             "no Warning Event from this replica".to_owned(),
         ),
+        (a, "mutatingadmissionpolicybindings", "list") if a == adm => (
+            Check::MutatingBindingEvent,
+            "no Inactive Event on the MutatingAdmissionPolicyBinding from this replica".to_owned(),
+        ),
+        (a, "mutatingadmissionpolicybindings", "watch") if a == adm => (
+            Check::NothingRefused,
+            format!("vapcheck_watch_forbidden{{resource=\"{MAP_BINDINGS}\"}} = 1"),
+        ),
+        ("policies.kyverno.io", "validatingpolicies", "list") => (
+            Check::KyvernoPolicyEvent,
+            "no ExpressionWarning Event on the ValidatingPolicy from this replica".to_owned(),
+        ),
+        ("policies.kyverno.io", "namespacedvalidatingpolicies", "list") => (
+            Check::KyvernoNamespacedPolicyEvent,
+            "no ExpressionWarning Event on the NamespacedValidatingPolicy from this replica"
+                .to_owned(),
+        ),
+        ("templates.gatekeeper.sh", "constrainttemplates", "list") => (
+            Check::TemplateEvent,
+            "no ExpressionWarning Event on the ConstraintTemplate from this replica".to_owned(),
+        ),
+        // The first refusal logged quotes kube-apiserver's Forbidden message.
+        (g @ ("policies.kyverno.io" | "templates.gatekeeper.sh"), r, "watch") => {
+            (Check::NothingRefused, format!("{r}.{g} is forbidden"))
+        }
         (a, "validatingadmissionpolicybindings", "list") if a == adm => (
             Check::BindingsEvaluated,
             format!("NotEvaluated: vapcheck may not list {BINDINGS}"),
@@ -702,6 +744,10 @@ async fn run_check(setup: &Setup, c: &mut Controller, check: Check) -> anyhow::R
         Check::BindingsEvaluated => bindings_evaluated(setup).await.map(|_| ()),
         Check::RepeatedEventCounted => repeated_event_counted(setup, c).await,
         Check::MutatingPolicyEvent => mutating_policy_event(setup, c).await,
+        Check::MutatingBindingEvent => mutating_binding_event(setup, c).await,
+        Check::KyvernoPolicyEvent => engine_event(setup, c, ENGINE_VPOL).await,
+        Check::KyvernoNamespacedPolicyEvent => engine_event(setup, c, ENGINE_NVPOL).await,
+        Check::TemplateEvent => engine_event(setup, c, ENGINE_TEMPLATE).await,
         Check::WebhookReported => webhook_reported(setup, c).await,
         Check::NothingRefused => nothing_refused(c).await,
         Check::OpenReport => policy_report(setup, OPENREPORTS).await,
@@ -1152,6 +1198,249 @@ spec:
     outcome.map_err(|e| anyhow!("no Warning Event from this replica: {e:#}"))
 }
 
+async fn mutating_binding_event(setup: &Setup, c: &Controller) -> anyhow::Result<()> {
+    let policy = format!("mapb-policy-{}.rbac.e2e.vapcheck.dev", nonce());
+    let binding = format!("mapb-{}.rbac.e2e.vapcheck.dev", nonce());
+    apply_yaml(
+        &setup.admin,
+        &format!(
+            r#"
+apiVersion: admissionregistration.k8s.io/v1
+kind: MutatingAdmissionPolicy
+metadata:
+  name: {policy}
+spec:
+  reinvocationPolicy: Never
+  matchConstraints:
+    resourceRules:
+      - apiGroups: [""]
+        apiVersions: ["v1"]
+        operations: ["CREATE"]
+        resources: ["configmaps"]
+  mutations:
+    - patchType: ApplyConfiguration
+      applyConfiguration:
+        expression: "Object{{metadata: Object.metadata{{labels: {{'rbac-e2e': 'mutated'}}}}}}"
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: MutatingAdmissionPolicyBinding
+metadata:
+  name: {binding}
+spec:
+  policyName: {policy}
+  matchResources:
+    resourceRules:
+      - apiGroups: [""]
+        apiVersions: ["v1"]
+        operations: ["CREATE"]
+        resources: ["secrets"]
+"#
+        ),
+    )
+    .await?;
+    let outcome = wait_for(
+        &format!("{binding}: an Inactive Event from {}", c.name),
+        CHECK,
+        || async {
+            let events = events_on(&setup.admin, &binding, &c.name).await?;
+            Ok(events
+                .iter()
+                .any(|e| {
+                    e.reason.as_deref() == Some("Inactive") && e.type_.as_deref() == Some("Warning")
+                })
+                .then_some(()))
+        },
+    )
+    .await;
+    let bindings: Api<k8s_openapi::api::admissionregistration::v1::MutatingAdmissionPolicyBinding> =
+        Api::all(setup.admin.clone());
+    bindings.delete(&binding, &DeleteParams::default()).await?;
+    let maps: Api<k8s_openapi::api::admissionregistration::v1::MutatingAdmissionPolicy> =
+        Api::all(setup.admin.clone());
+    maps.delete(&policy, &DeleteParams::default()).await?;
+    outcome.map_err(|e| {
+        anyhow!("no Inactive Event on the MutatingAdmissionPolicyBinding from this replica: {e:#}")
+    })
+}
+
+/// An engine object for [`engine_event`]: its kind, plural, group, whether it is namespaced,
+/// and its YAML with `NAME` for its name.
+type EngineObject = (&'static str, &'static str, &'static str, bool, &'static str);
+
+const ENGINE_VPOL: EngineObject = (
+    "ValidatingPolicy",
+    "validatingpolicies",
+    "policies.kyverno.io",
+    false,
+    r#"
+apiVersion: policies.kyverno.io/v1
+kind: ValidatingPolicy
+metadata:
+  name: NAME
+spec:
+  matchConstraints:
+    resourceRules:
+      - apiGroups: ["apps"]
+        apiVersions: ["v1"]
+        operations: ["CREATE"]
+        resources: ["deployments"]
+  validations:
+    - expression: "object.spec.replica >= 2"
+"#,
+);
+
+const ENGINE_NVPOL: EngineObject = (
+    "NamespacedValidatingPolicy",
+    "namespacedvalidatingpolicies",
+    "policies.kyverno.io",
+    true,
+    r#"
+apiVersion: policies.kyverno.io/v1
+kind: NamespacedValidatingPolicy
+metadata:
+  name: NAME
+  namespace: rbac-params
+spec:
+  matchConstraints:
+    resourceRules:
+      - apiGroups: ["apps"]
+        apiVersions: ["v1"]
+        operations: ["CREATE"]
+        resources: ["deployments"]
+  validations:
+    - expression: "object.spec.replica >= 2"
+"#,
+);
+
+const ENGINE_TEMPLATE: EngineObject = (
+    "ConstraintTemplate",
+    "constrainttemplates",
+    "templates.gatekeeper.sh",
+    false,
+    r#"
+apiVersion: templates.gatekeeper.sh/v1
+kind: ConstraintTemplate
+metadata:
+  name: NAME
+spec:
+  crd:
+    spec:
+      names: {kind: KIND}
+      validation:
+        openAPIV3Schema:
+          type: object
+          properties:
+            max: {type: integer}
+  targets:
+    - target: admission.k8s.gatekeeper.sh
+      code:
+        - engine: K8sNativeValidation
+          source:
+            validations:
+              - expression: "variables.params.maximum >= 1"
+"#,
+);
+
+/// The CRDs of Kyverno's ValidatingPolicies and NamespacedValidatingPolicies and of
+/// Gatekeeper's ConstraintTemplates, from the modules pinned in e2e/kyverno-oracle/go.mod and
+/// e2e/gatekeeper-oracle/go.mod (`go list -m`: a missing `go` fails the test).
+async fn install_engine_crds(admin: &Client) -> anyhow::Result<()> {
+    let module = |dir: &str, module: &str| -> anyhow::Result<std::path::PathBuf> {
+        let out = Command::new("go")
+            .args(["list", "-m", "-f", "{{.Dir}}", module])
+            .current_dir(support::repo_root().join(dir))
+            .output()
+            .with_context(|| format!("go list -m {module} in {dir}"))?;
+        ensure!(
+            out.status.success(),
+            "go list -m {module}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Ok(String::from_utf8(out.stdout)?.trim().into())
+    };
+    let kyverno = module("e2e/kyverno-oracle", "github.com/kyverno/kyverno")?
+        .join("config/crds/policies.kyverno.io");
+    let gatekeeper = module(
+        "e2e/gatekeeper-oracle",
+        "github.com/open-policy-agent/gatekeeper/v3",
+    )?
+    .join("config/crd/bases");
+    let files = [
+        kyverno.join("policies.kyverno.io_validatingpolicies.yaml"),
+        kyverno.join("policies.kyverno.io_namespacedvalidatingpolicies.yaml"),
+        gatekeeper.join("constrainttemplate-customresourcedefinition.yaml"),
+    ];
+    let crds: Api<CustomResourceDefinition> = Api::all(admin.clone());
+    for f in &files {
+        let text = std::fs::read_to_string(f).with_context(|| f.display().to_string())?;
+        for o in apply_yaml(admin, &text).await? {
+            let name = o.metadata.name.unwrap_or_default();
+            wait_for(&format!("CRD {name} established"), START, || async {
+                let crd = crds.get(&name).await?;
+                Ok(crd
+                    .status
+                    .and_then(|s| s.conditions)
+                    .unwrap_or_default()
+                    .iter()
+                    .any(|c| c.type_ == "Established" && c.status == "True")
+                    .then_some(()))
+            })
+            .await?;
+        }
+    }
+    Ok(())
+}
+
+/// An engine object with a typo, created now, gets a Warning Event `ExpressionWarning` from
+/// this replica; deleted afterwards.
+async fn engine_event(
+    setup: &Setup,
+    c: &Controller,
+    (kind, plural, group, namespaced, yaml): EngineObject,
+) -> anyhow::Result<()> {
+    let n = nonce();
+    // A template's name is its Constraint kind in lower case (Gatekeeper requires it).
+    let constraint_kind = format!("RbacE2e{}", n.replace('-', "x"));
+    let name = if kind == "ConstraintTemplate" {
+        constraint_kind.to_lowercase()
+    } else {
+        format!("engine-{n}")
+    };
+    let yaml = yaml
+        .replace("NAME", &name)
+        .replace("KIND", &constraint_kind);
+    // Discovery may lag behind a CRD just established: retried.
+    wait_for(&format!("{kind} {name} applied"), START, || async {
+        Ok(apply_yaml(&setup.admin, &yaml).await.ok().map(|_| ()))
+    })
+    .await?;
+    let outcome = wait_for(
+        &format!("{kind} {name}: an ExpressionWarning Event from {}", c.name),
+        CHECK,
+        || async {
+            let events = events_on(&setup.admin, &name, &c.name).await?;
+            Ok(events
+                .iter()
+                .any(|e| {
+                    e.reason.as_deref() == Some("ExpressionWarning")
+                        && e.regarding.as_ref().and_then(|r| r.kind.as_deref()) == Some(kind)
+                })
+                .then_some(()))
+        },
+    )
+    .await;
+    let gvk = GroupVersionKind::gvk(group, "v1", kind);
+    let resource = ApiResource::from_gvk_with_plural(&gvk, plural);
+    let api: Api<DynamicObject> = if namespaced {
+        Api::namespaced_with(setup.admin.clone(), PARAMS_NS, &resource)
+    } else {
+        Api::all_with(setup.admin.clone(), &resource)
+    };
+    api.delete(&name, &DeleteParams::default()).await?;
+    outcome
+        .map_err(|e| anyhow!("no ExpressionWarning Event on the {kind} from this replica: {e:#}"))
+}
+
 async fn webhook_reported(setup: &Setup, c: &Controller) -> anyhow::Result<()> {
     let name = format!("wh-{}.rbac.e2e.vapcheck.dev", nonce());
     apply_yaml(
@@ -1214,12 +1503,20 @@ async fn nothing_refused(c: &Controller) -> anyhow::Result<()> {
     };
     let clean = |line: &str| line.ends_with(" = 0");
     while started.elapsed() < QUIET {
-        let metrics = [metric(BINDINGS)?, metric("configmaps")?];
+        let metrics = [
+            metric(BINDINGS)?,
+            metric(MAP_BINDINGS)?,
+            metric("configmaps")?,
+        ];
         let log = c.log_text();
         if !metrics.iter().all(|m| clean(m)) || refusal_in(&log).is_some() {
             // Both outputs, once the refusal has been handled (it logs before it counts).
             tokio::time::sleep(Duration::from_secs(1)).await;
-            let metrics = [metric(BINDINGS)?, metric("configmaps")?];
+            let metrics = [
+                metric(BINDINGS)?,
+                metric(MAP_BINDINGS)?,
+                metric("configmaps")?,
+            ];
             let log = c.log_text();
             bail!(
                 "{}; vapcheck logged: {}",
@@ -1305,6 +1602,8 @@ async fn each_rule_of_the_chart_is_needed() -> anyhow::Result<()> {
             "ClusterRole watch mutatingadmissionpolicies (admissionregistration.k8s.io)",
             "ClusterRole list validatingadmissionpolicybindings (admissionregistration.k8s.io)",
             "ClusterRole watch validatingadmissionpolicybindings (admissionregistration.k8s.io)",
+            "ClusterRole list mutatingadmissionpolicybindings (admissionregistration.k8s.io)",
+            "ClusterRole watch mutatingadmissionpolicybindings (admissionregistration.k8s.io)",
             "ClusterRole patch validatingadmissionpolicies/status (admissionregistration.k8s.io)",
             "ClusterRole create events (events.k8s.io)",
             "ClusterRole patch events (events.k8s.io)",
@@ -1314,6 +1613,12 @@ async fn each_rule_of_the_chart_is_needed() -> anyhow::Result<()> {
             "ClusterRole create clusterpolicyreports (wgpolicyk8s.io)",
             "ClusterRole patch clusterpolicyreports (wgpolicyk8s.io)",
             "ClusterRole delete clusterpolicyreports (wgpolicyk8s.io)",
+            "ClusterRole list validatingpolicies (policies.kyverno.io)",
+            "ClusterRole watch validatingpolicies (policies.kyverno.io)",
+            "ClusterRole list namespacedvalidatingpolicies (policies.kyverno.io)",
+            "ClusterRole watch namespacedvalidatingpolicies (policies.kyverno.io)",
+            "ClusterRole list constrainttemplates (templates.gatekeeper.sh)",
+            "ClusterRole watch constrainttemplates (templates.gatekeeper.sh)",
             "ClusterRole list validatingwebhookconfigurations (admissionregistration.k8s.io)",
             "ClusterRole watch validatingwebhookconfigurations (admissionregistration.k8s.io)",
             "ClusterRole list mutatingwebhookconfigurations (admissionregistration.k8s.io)",
@@ -1373,7 +1678,7 @@ async fn each_rule_of_the_chart_is_needed() -> anyhow::Result<()> {
         );
         results.push((grant.to_string(), check));
     }
-    assert_eq!(results.len(), 28);
+    assert_eq!(results.len(), 36);
     Ok(())
 }
 

@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use k8s_openapi::api::admissionregistration::v1::{
-    ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
+    ParamKind, ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
 };
 use kube::api::DynamicObject;
 use kube::core::PartialObjectMeta;
@@ -107,22 +107,18 @@ impl BindingState {
             .collect())
     }
 
-    /// The objects of `policy`'s param kind, starting its watch on first need.
+    /// The objects of a policy's param kind `param_kind`, starting its watch on first need;
+    /// `any_ref`: whether some binding of the policy has a `paramRef` (else none are needed).
+    /// For both policy kinds: the field has the same type and rules in both.
     pub async fn param_access(
         &self,
         ctx: &Arc<Context>,
-        policy: &ValidatingAdmissionPolicy,
-        bindings: &[Arc<ValidatingAdmissionPolicyBinding>],
+        param_kind: Option<&ParamKind>,
+        any_ref: bool,
     ) -> Result<ParamAccess, String> {
-        let Some(gvk) = policy
-            .spec
-            .as_ref()
-            .and_then(|s| s.param_kind.as_ref())
-            .and_then(param_kind_gvk)
-        else {
+        let Some(gvk) = param_kind.and_then(param_kind_gvk) else {
             return Ok(ParamAccess::NotNeeded);
         };
-        let any_ref = bindings.iter().any(|b| b.spec.param_ref.is_some());
         if !any_ref {
             return Ok(ParamAccess::NotNeeded);
         }
@@ -273,7 +269,9 @@ pub async fn binding_reports(
 ) -> Result<(Vec<BindingReport>, Option<String>), String> {
     let name = policy.name_any();
     let bindings = ctx.bindings.bindings_of(&name).await?;
-    let access = ctx.bindings.param_access(ctx, policy, &bindings).await?;
+    let param_kind = policy.spec.as_ref().and_then(|s| s.param_kind.as_ref());
+    let any_ref = bindings.iter().any(|b| b.spec.param_ref.is_some());
+    let access = ctx.bindings.param_access(ctx, param_kind, any_ref).await?;
     let (params, scope, unavailable) = match access {
         ParamAccess::NotNeeded => (Vec::new(), ParamScope::Unknown, None),
         ParamAccess::NotServed => (Vec::new(), ParamScope::NoSuchKind, None),
@@ -571,8 +569,10 @@ fn trigger_param_kind(ctx: &Arc<Context>, gvk: &Gvk) {
 }
 
 /// Re-checks the stored policies whose paramKind has `gvk`'s group and kind and whose name
-/// `wanted` accepts.
+/// `wanted` accepts, and every MutatingAdmissionPolicy of that param kind (their bindings'
+/// verdicts depend on the params too: `mutating_bindings`).
 fn trigger_policies_of_kind(ctx: &Arc<Context>, gvk: &Gvk, wanted: impl Fn(&str) -> bool) {
+    ctx.mutating.trigger_param_kind(&ctx.metrics, gvk);
     let Some(store) = lock(&ctx.store).clone() else {
         return;
     };

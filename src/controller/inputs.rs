@@ -181,7 +181,7 @@ impl LiveInputs {
     }
 
     /// Runs `f` with the backends of the current snapshot.
-    fn with_backends<R>(
+    pub(super) fn with_backends<R>(
         &self,
         f: impl FnOnce(&CheckOptions, &Backends<'_>) -> R,
     ) -> Result<R, String> {

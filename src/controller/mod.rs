@@ -12,6 +12,7 @@
 //! See `docs/controller.md`.
 
 pub mod bindings;
+pub mod engines;
 pub mod event_queue;
 pub mod events;
 pub mod index;
@@ -19,6 +20,7 @@ pub mod inputs;
 pub mod lease;
 pub mod memo;
 pub mod mutating;
+pub mod mutating_bindings;
 pub mod reports;
 pub mod slim;
 pub mod status;
@@ -107,10 +109,14 @@ pub struct Context {
     bindings: bindings::BindingState,
     /// The MutatingAdmissionPolicy controller's state.
     mutating: mutating::MutatingState,
+    /// The MutatingAdmissionPolicyBindings the running controller watches.
+    mutating_bindings: mutating_bindings::MutatingBindingState,
     /// The policy reports this replica wrote (`reports`).
     reports: reports::ReportState,
     /// The admission webhook watcher's state.
     webhooks: webhooks::WebhookState,
+    /// The policy engines' watchers (Kyverno, Gatekeeper).
+    engines: engines::EngineState,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -152,8 +158,10 @@ impl Context {
             store: Mutex::new(None),
             bindings: bindings::BindingState::default(),
             mutating: mutating::MutatingState::default(),
+            mutating_bindings: mutating_bindings::MutatingBindingState::default(),
             reports: reports::ReportState::default(),
             webhooks: webhooks::WebhookState::default(),
+            engines: engines::EngineState::default(),
         })
     }
 
@@ -730,6 +738,7 @@ async fn run_controller(ctx: Arc<Context>, stop: impl Future<Output = ()> + Send
     let _orphans = AbortOnDrop(tokio::spawn(bindings::watch_orphans(Arc::clone(&ctx))));
     let _mutating = AbortOnDrop(tokio::spawn(mutating::run(Arc::clone(&ctx))));
     let _webhooks = AbortOnDrop(tokio::spawn(webhooks::run(Arc::clone(&ctx))));
+    let _engines = AbortOnDrop(tokio::spawn(engines::run(Arc::clone(&ctx))));
     ctx.metrics
         .set_max_concurrent_reconciles(ctx.config.concurrency);
     controller
@@ -750,6 +759,7 @@ async fn run_controller(ctx: Arc<Context>, stop: impl Future<Output = ()> + Send
         .await;
     *lock(&ctx.store) = None;
     ctx.bindings.clear();
+    ctx.engines.clear();
     status.stop();
 }
 
@@ -808,6 +818,7 @@ async fn poll_schemas(ctx: Arc<Context>, shutdown: Shutdown) {
             }
             Ok(changes) => {
                 ctx.webhooks.schemas_changed();
+                ctx.engines.schemas_changed();
                 // Validating and mutating policies: the same index rules, each kind its own
                 // names and queue.
                 let validating = enqueue_affected(&ctx.index, &changes, |name| ctx.trigger(name));

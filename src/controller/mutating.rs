@@ -90,6 +90,32 @@ impl MutatingState {
         super::reports::present_in(lock(&self.store).clone())
     }
 
+    /// Re-checks every stored MutatingAdmissionPolicy whose paramKind has `gvk`'s group and
+    /// kind (an object of that kind changed: what their bindings do may have changed).
+    pub(super) fn trigger_param_kind(&self, metrics: &Metrics, gvk: &crate::policy::Gvk) {
+        let Some(store) = lock(&self.store).clone() else {
+            return;
+        };
+        for p in store.state() {
+            let same = p
+                .spec
+                .as_ref()
+                .and_then(|s| s.param_kind.as_ref())
+                .and_then(crate::bindings::param_kind_gvk)
+                .is_some_and(|g| g.group == gvk.group && g.kind == gvk.kind);
+            if same {
+                self.trigger(metrics, p.name_any());
+            }
+        }
+    }
+
+    /// Asks the running controller (if any) to check the policy `name` again.
+    pub(super) fn trigger(&self, metrics: &Metrics, name: String) {
+        metrics.workqueue_add();
+        // No receiver (standby) is fine: the new leader checks everything.
+        let _ = self.triggers.send(name);
+    }
+
     /// Forgets the policies no longer in the running controller's store (records, index and
     /// metric series).
     pub(super) fn forget_deleted(&self, metrics: &Metrics) {
@@ -140,6 +166,15 @@ pub async fn run(ctx: Arc<Context>) {
         tokio::time::sleep(ctx.config.schema_poll_interval.get()).await;
     }
     info!("watching MutatingAdmissionPolicies");
+    // Their bindings are served with them (the same group and version): watched as long as
+    // the policies are.
+    let _bindings = super::AbortOnDrop(tokio::spawn(super::mutating_bindings::watch(Arc::clone(
+        &ctx,
+    ))));
+    // Bindings whose policy does not exist (no policy check reports them).
+    let _orphans = super::AbortOnDrop(tokio::spawn(super::mutating_bindings::watch_orphans(
+        Arc::clone(&ctx),
+    )));
     let api: Api<MutatingAdmissionPolicy> = Api::all(ctx.client.clone());
     let rx = ctx.mutating.triggers.subscribe();
     let triggers = futures::stream::unfold(rx, |mut rx| async move {
@@ -307,6 +342,16 @@ async fn reconcile_inner(
         .flatten();
     let entries = crate::reports::policy_entries(&computed, suppression.as_ref());
     super::reports::publish(ctx, subject, &entries).await?;
+    // What each of its bindings will do (`mutating_bindings`): an Event on each binding whose
+    // verdict changed, and a report per binding.
+    match super::mutating_bindings::binding_reports(ctx, policy, &computed).await {
+        Ok(reports) => {
+            super::mutating_bindings::publish(ctx, &reports).await?;
+        }
+        Err(why) => {
+            debug!(error = %why, "the policy's MutatingAdmissionPolicyBindings not evaluated");
+        }
+    }
     if !ctx.fence.may_write() {
         return Ok(0);
     }

@@ -33,6 +33,7 @@ use crate::bindings::BindingReport;
 use crate::policy::PolicyStatus;
 use crate::reports::{Entry, ReportApi, Subject, SubjectKind};
 
+use super::engines::EngineKind;
 use super::status::FIELD_MANAGER;
 use super::{Context, ReconcileError, WRITE_TIMEOUT, lock, no_answer_in_time};
 
@@ -88,8 +89,8 @@ fn current_api(ctx: &Context) -> Option<ReportApi> {
     known.unwrap_or_else(|| detect(ctx).0)
 }
 
-/// Re-checks every policy (both kinds) of the running controllers: a report API appeared or
-/// changed, and the policies checked before have no report in it.
+/// Re-checks every policy (both kinds, and the engines' objects) of the running controllers: a
+/// report API appeared or changed, and the policies checked before have no report in it.
 fn recheck_all(ctx: &Context) {
     if let Some(store) = lock(&ctx.store).clone() {
         for p in store.state() {
@@ -101,6 +102,7 @@ fn recheck_all(ctx: &Context) {
         // No receiver (standby) is fine: the new leader checks everything.
         let _ = ctx.mutating.triggers.send(name);
     }
+    ctx.engines.schemas_changed();
 }
 
 fn api_of(ctx: &Context, api: ReportApi) -> Api<DynamicObject> {
@@ -241,6 +243,18 @@ where
     )
 }
 
+/// [`present_in`] for a store of dynamic objects (the engines' kinds).
+pub(super) fn present_in_dynamic(store: &Store<DynamicObject>) -> Option<HashMap<String, String>> {
+    store.wait_until_ready().now_or_never()?.ok()?;
+    Some(
+        store
+            .state()
+            .iter()
+            .map(|o| (o.name_any(), o.metadata.uid.clone().unwrap_or_default()))
+            .collect(),
+    )
+}
+
 /// Deletes the reports this replica wrote whose object is gone (or is another object of the
 /// same name now) from the stores of the running controllers. Kinds whose controller does not
 /// run (standby, MAPs not served) are left alone.
@@ -265,8 +279,13 @@ pub async fn sweep(ctx: &Context) {
             SubjectKind::ValidatingPolicy => validating.clone(),
             SubjectKind::MutatingPolicy => ctx.mutating.present(),
             SubjectKind::ValidatingBinding => ctx.bindings.present(),
+            SubjectKind::MutatingBinding => ctx.mutating_bindings.present(),
             SubjectKind::ValidatingWebhooks => ctx.webhooks.present(WebhookKind::Validating),
             SubjectKind::MutatingWebhooks => ctx.webhooks.present(WebhookKind::Mutating),
+            SubjectKind::KyvernoValidatingPolicy => {
+                ctx.engines.present(EngineKind::KyvernoValidating)
+            }
+            SubjectKind::ConstraintTemplate => ctx.engines.present(EngineKind::GatekeeperTemplate),
         }
     };
     let mut by_kind: HashMap<SubjectKind, Option<HashMap<String, String>>> = HashMap::new();

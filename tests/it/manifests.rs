@@ -171,6 +171,15 @@ fn cluster_role_is_least_privilege() {
         format!("{adm} mutatingadmissionpolicies watch"),
         format!("{adm} validatingadmissionpolicybindings list"),
         format!("{adm} validatingadmissionpolicybindings watch"),
+        format!("{adm} mutatingadmissionpolicybindings list"),
+        format!("{adm} mutatingadmissionpolicybindings watch"),
+        // The policy engines' CEL objects, read only (docs/reports.md, "Engine policies").
+        "policies.kyverno.io validatingpolicies list".to_owned(),
+        "policies.kyverno.io validatingpolicies watch".to_owned(),
+        "policies.kyverno.io namespacedvalidatingpolicies list".to_owned(),
+        "policies.kyverno.io namespacedvalidatingpolicies watch".to_owned(),
+        "templates.gatekeeper.sh constrainttemplates list".to_owned(),
+        "templates.gatekeeper.sh constrainttemplates watch".to_owned(),
         "events.k8s.io events create".to_owned(),
         "events.k8s.io events patch".to_owned(),
         // Admission webhooks (docs/webhooks.md, "In the cluster"): read only.
@@ -258,7 +267,7 @@ fn manifests_grant_every_permission_the_preflight_checks() {
 #[test]
 fn mutating_policies_are_read_only() {
     // Issue 12: the controller lists and watches MutatingAdmissionPolicies and writes nothing
-    // on them (no status; findings are Events).
+    // on them (no status; findings are Events and reports).
     let cluster = object("ClusterRole", "vapcheck")["rules"].clone();
     let group = "admissionregistration.k8s.io";
     for verb in ["list", "watch"] {
@@ -293,13 +302,33 @@ fn mutating_policies_are_read_only() {
             ""
         ));
     }
-    assert!(!grants(
-        &cluster,
-        "list",
-        group,
-        "mutatingadmissionpolicybindings",
-        ""
-    ));
+    // Their bindings are listed and watched (what each will do: Events and reports, issue 34),
+    // and never written.
+    for verb in ["list", "watch"] {
+        assert!(grants(
+            &cluster,
+            verb,
+            group,
+            "mutatingadmissionpolicybindings",
+            ""
+        ));
+    }
+    for verb in [
+        "get",
+        "create",
+        "update",
+        "patch",
+        "delete",
+        "deletecollection",
+    ] {
+        assert!(!grants(
+            &cluster,
+            verb,
+            group,
+            "mutatingadmissionpolicybindings",
+            ""
+        ));
+    }
 }
 
 #[test]
