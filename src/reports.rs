@@ -762,9 +762,12 @@ mod tests {
             error: "no such key: x".into(),
             consequence: "kube-apiserver denies the request".into(),
             fallback_message: None,
+            binding: None,
+            param: None,
             witness: Witness {
                 operation: "CREATE",
                 object: serde_json::json!({}),
+                params: None,
             },
             fix: None,
             fixed_expression: None,

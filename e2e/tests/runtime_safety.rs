@@ -6,7 +6,10 @@
 //!   recorded `admitted` form after blanking generated values. `VAPCHECK_BLESS=1` records them
 //!   again (refused under CI by `.ci/run`).
 //! * `findings_reproduce_on_the_api_server`: `vapcheck check -o json` on the class cases
-//!   (`e2e/fixtures/runtime-safety-cases.yaml`) and on the policy and binding corpora; every
+//!   (`e2e/fixtures/runtime-safety-cases.yaml`), on the params cases
+//!   (`e2e/fixtures/runtime-safety-params.yaml`: a finding on `params` is replayed with a
+//!   binding without `paramRef`, or with one to its param object) and on the policy and
+//!   binding corpora; every
 //!   runtime finding is replayed: its policy (only the expression of the finding and the
 //!   policy's matchConditions and variables), bound to a namespace of its own, must deny the
 //!   finding's witness request with failurePolicy Fail and the finding's error text, admit it
@@ -30,12 +33,14 @@ use kube::Client;
 use serde_json::{Value, json};
 
 /// Findings on the class cases, the policy corpus and the binding-set corpus (one run per
-/// set; policies with `paramKind` are not analysed yet).
+/// set; a policy with a `paramKind` is analysed only on `params`, per binding).
 const EXPECTED_CASES: usize = 17;
 const EXPECTED_POLICIES: usize = 9;
 const EXPECTED_BINDINGS: usize = 4;
 /// Of those, on policies kube-apiserver rejects (not replayed).
 const EXPECTED_REJECTED: usize = 8;
+/// Findings on `params` on the params cases (`e2e/fixtures/runtime-safety-params.yaml`).
+const EXPECTED_PARAMS_CASES: usize = 3;
 /// MutatingAdmissionPolicy findings on the MAP cases and the mutating corpus, and of those,
 /// on policies kube-apiserver rejects.
 const EXPECTED_MAP_CASES: usize = 5;
@@ -474,6 +479,9 @@ struct Target {
     /// The resource as kube-apiserver's Forbidden errors name it (`pods`,
     /// `deployments.apps`).
     qualified_resource: String,
+    /// For a finding on `params` with a param object: the name it is created with in
+    /// `namespace` (the replay binding's `paramRef`).
+    param: Option<String>,
 }
 
 async fn prepare(client: &Client, i: usize, c: &Case) -> anyhow::Result<Target> {
@@ -518,7 +526,32 @@ async fn prepare(client: &Client, i: usize, c: &Case) -> anyhow::Result<Target> 
         Some((group, _)) => format!("{resource}.{group}"),
         None => resource.clone(),
     };
+    // A finding on a param object: that object, created in the case's namespace before any
+    // replay policy exists (the replay binding's paramRef names it).
+    let param = match c.finding["witness"].get("params") {
+        Some(p) => {
+            let mut p = p.clone();
+            let (pv, pk) = (
+                p["apiVersion"].as_str().unwrap_or_default().to_owned(),
+                p["kind"].as_str().unwrap_or_default().to_owned(),
+            );
+            let Some((presource, true)) = resource_of(&pv, &pk) else {
+                bail!("no namespaced resource for the param object {pv} {pk}");
+            };
+            let pname = format!("rs-{i}-params");
+            p["metadata"] = json!({"name": pname, "namespace": namespace});
+            let uri = self::collection(&pv, &presource, Some(&namespace));
+            let (code, body) =
+                send(client, http::Method::POST, &uri, "application/json", &p).await?;
+            if !(200..300).contains(&code) && code != 409 {
+                bail!("creating the param object of case {i}: HTTP {code}: {body}");
+            }
+            Some(pname)
+        }
+        None => None,
+    };
     Ok(Target {
+        param,
         namespace,
         collection,
         name,
@@ -744,7 +777,14 @@ async fn replay(
             };
             objects.push(replay_policy(&name, c, failure, fix));
             let witness = t.cluster_scoped.then_some(t.name.as_str());
-            objects.push(binding(&name, &t.namespace, witness));
+            let mut b = binding(&name, &t.namespace, witness);
+            // A finding on `params` names the binding it holds for: without paramRef (params
+            // null), or with one to the param object created for the case.
+            if let Some(param) = &t.param {
+                b["spec"]["paramRef"] = json!({"name": param, "namespace": t.namespace,
+                    "parameterNotFoundAction": "Deny"});
+            }
+            objects.push(b);
         }
         load_round(client, &objects, &format!("{label}-{round}")).await?;
         for (i, t) in targets.iter().enumerate() {
@@ -1003,6 +1043,8 @@ async fn findings_reproduce_on_the_api_server() -> anyhow::Result<()> {
     let shared = support::shared_dir();
     let cases =
         findings_of(&[support::repo_root().join("e2e/fixtures/runtime-safety-cases.yaml")])?;
+    let params_cases =
+        findings_of(&[support::repo_root().join("e2e/fixtures/runtime-safety-params.yaml")])?;
     let policies = findings_of(&files(&shared.join("corpus/policies")))?;
     let mut bindings = Vec::new();
     let mut sets: Vec<PathBuf> = std::fs::read_dir(shared.join("corpus/bindings"))?
@@ -1031,13 +1073,15 @@ async fn findings_reproduce_on_the_api_server() -> anyhow::Result<()> {
         }
     }
     eprintln!(
-        "runtime-safety: {} findings on the cases, {} on the policy corpus, {} on the binding sets",
+        "runtime-safety: {} findings on the cases, {} on the params cases, {} on the policy corpus, {} on the binding sets",
         cases.len(),
+        params_cases.len(),
         policies.len(),
         bindings.len(),
     );
     let rejected: Vec<&Case> = cases
         .iter()
+        .chain(&params_cases)
         .chain(&policies)
         .chain(&bindings)
         .filter(|c| !c.accepted)
@@ -1053,28 +1097,46 @@ async fn findings_reproduce_on_the_api_server() -> anyhow::Result<()> {
     let n_rejected = rejected.len();
     let accepted = |v: Vec<Case>| -> Vec<Case> { v.into_iter().filter(|c| c.accepted).collect() };
     let (n_cases, n_policies, n_bindings) = (cases.len(), policies.len(), bindings.len());
+    let n_params_cases = params_cases.len();
     let (cases, policies, bindings) = (accepted(cases), accepted(policies), accepted(bindings));
+    let params_cases = accepted(params_cases);
     let mut failures = Vec::new();
     failures.extend(replay(&client, "cases", &cases, 0).await?);
+    failures.extend(replay(&client, "params-cases", &params_cases, 500).await?);
     failures.extend(replay(&client, "policies", &policies, 100).await?);
     failures.extend(replay(&client, "bindings", &bindings, 200).await?);
-    let total = cases.len() + policies.len() + bindings.len();
-    let _ = (&cases, &policies, &bindings);
+    let total = cases.len() + params_cases.len() + policies.len() + bindings.len();
     eprintln!(
         "runtime-safety: {total} findings replayed, {} reproduced with their witness, admitted with Ignore and fixed",
         total - failures.len()
     );
     // The guarded forms get no finding.
     assert!(
-        !cases.iter().any(|c| c.policy["metadata"]["name"]
-            .as_str()
-            .is_some_and(|n| n.starts_with("rs-guarded"))),
+        !cases
+            .iter()
+            .chain(&params_cases)
+            .any(|c| c.policy["metadata"]["name"]
+                .as_str()
+                .is_some_and(|n| n.starts_with("rs-guarded"))),
         "a finding on a guarded form"
     );
     if !failures.is_empty() {
         bail!("{}", failures.join("\n"));
     }
     assert_eq!(n_cases, EXPECTED_CASES, "findings on the cases");
+    assert_eq!(
+        n_params_cases, EXPECTED_PARAMS_CASES,
+        "findings on the params cases"
+    );
+    // Each finding on params names its binding, and each class is there.
+    for class in ["nullParams", "absentParamField"] {
+        assert!(
+            params_cases
+                .iter()
+                .any(|c| c.finding["class"] == class && c.finding["binding"].is_string()),
+            "no {class} finding with its binding on the params cases"
+        );
+    }
     assert_eq!(
         n_policies, EXPECTED_POLICIES,
         "findings on the policy corpus"

@@ -26,10 +26,12 @@ use clap::{Args, ValueEnum};
 pub use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 
 use crate::bindings::{BindingInput, ParamScope, PolicyInput, analyse, group_of, param_kind_gvk};
+use crate::policy::check::check_policy_with_params;
+use crate::policy::runtime_check::ParamBinding;
 use crate::policy::status::TYPE_CHECKED;
 use crate::policy::{
     Backends, CheckOptions, DEFAULT_EXTENDED_KIND_LIMIT, Discovery, DiscoveryRestMapper,
-    ExpressionChecker, Gvk, Mode, RestMapper, SchemaSource, check_policy,
+    ExpressionChecker, Gvk, Mode, RestMapper, SchemaSource,
 };
 
 use self::input::{InputError, InputObject, InputOther, InputPolicy, read_all};
@@ -843,8 +845,9 @@ pub fn analyse_input(
             undecoded: None,
         });
     }
-    checked.extend(objects.iter().map(|(o, static_verdict)| {
-        let api_server = match static_verdict {
+    let verdicts: Vec<ApiServerVerdict> = objects
+        .iter()
+        .map(|(o, static_verdict)| match static_verdict {
             Some(v) => v.clone(),
             None => {
                 let stored = previous
@@ -852,7 +855,20 @@ pub fn analyse_input(
                     .find(|p| p.kind() == o.kind() && p.name() == o.name());
                 api_server_verdict(o, stored, server)
             }
-        };
+        })
+        .collect();
+    // The params each binding of the files evaluates its policy with (runtime safety on
+    // `params`, extended mode only).
+    let params_by_policy = if check_options.mode == Mode::Extended {
+        let n = objects.iter().take_while(|(_, v)| v.is_none()).count();
+        let inputs: Vec<&InputObject> = objects.iter().take(n).map(|(o, _)| o).collect();
+        let accepted: Vec<bool> = verdicts.iter().take(n).map(|v| v.accepted()).collect();
+        let live = options.openapi.is_none() && options.crds.is_empty();
+        param_bindings(&inputs, &accepted, &others, loaded.as_ref(), live)
+    } else {
+        BTreeMap::new()
+    };
+    checked.extend(objects.iter().zip(verdicts).map(|((o, _), api_server)| {
         let status = match (o, &loaded) {
             (InputObject::Policy(p), Some(loaded)) => {
                 let backends = Backends {
@@ -861,7 +877,14 @@ pub fn analyse_input(
                     schemas: loaded.schemas.as_ref(),
                     checker: loaded.checker.as_ref(),
                 };
-                Some(check_policy(&p.policy, &check_options, &backends))
+                let pbs = params_by_policy.get(o.name()).cloned().unwrap_or_default();
+                Some(check_policy_with_params(
+                    &p.policy,
+                    &check_options,
+                    &backends,
+                    &mut Default::default(),
+                    pbs,
+                ))
             }
             _ => None,
         };
@@ -1031,6 +1054,108 @@ fn param_scope(g: &Gvk, loaded: Option<&LoadedBackends>, live: bool) -> ParamSco
     } else {
         ParamScope::Unknown
     }
+}
+
+/// What `params` each binding of `inputs` evaluates its policy with, by policy name: for a
+/// stored policy with a `paramKind` and a stored binding of it that evaluates it and denies
+/// (`validationActions` has `Deny`; a Warn or Audit binding does not deny on an error), null
+/// when the binding has no `paramRef`, else each param object its `paramRef` resolves to
+/// ([`crate::bindings::analyse`]'s `params`), as the input gives it. Malformed param objects
+/// give nothing here ([`add_binding_effects`] reports them).
+fn param_bindings(
+    inputs: &[&InputObject],
+    accepted: &[bool],
+    others: &[InputOther],
+    loaded: Option<&LoadedBackends>,
+    live: bool,
+) -> BTreeMap<String, Vec<ParamBinding>> {
+    let mut out: BTreeMap<String, Vec<ParamBinding>> = BTreeMap::new();
+    let kind_of = |p: &InputPolicy| {
+        p.policy
+            .spec
+            .as_ref()
+            .and_then(|s| s.param_kind.as_ref())
+            .and_then(param_kind_gvk)
+    };
+    let param_kinds: Vec<Gvk> = inputs
+        .iter()
+        .filter_map(|o| match o {
+            InputObject::Policy(p) => kind_of(p),
+            InputObject::Binding(_) => None,
+        })
+        .collect();
+    if param_kinds.is_empty() {
+        return out;
+    }
+    let Ok(params) = param_objects(&param_kinds, others) else {
+        return out;
+    };
+    let mut policies = Vec::new();
+    let mut bindings = Vec::new();
+    for (o, &stored) in inputs.iter().zip(accepted) {
+        match o {
+            InputObject::Policy(p) => policies.push(PolicyInput {
+                policy: &p.policy,
+                stored,
+                warning_kinds: Vec::new(),
+                param_scope: kind_of(p)
+                    .map_or(ParamScope::Unknown, |g| param_scope(&g, loaded, live)),
+            }),
+            InputObject::Binding(b) => bindings.push(BindingInput {
+                binding: &b.binding,
+                stored,
+            }),
+        }
+    }
+    let reports = analyse(&policies, &bindings, &params);
+    for (b, r) in bindings.iter().zip(&reports) {
+        let evaluates = matches!(
+            r.verdict,
+            crate::bindings::Verdict::Evaluates
+                | crate::bindings::Verdict::EvaluatesWithWarnings(_)
+        );
+        if !evaluates || !r.validation_actions.iter().any(|a| a == "Deny") {
+            continue;
+        }
+        let Some(g) = policies
+            .iter()
+            .find(|p| p.stored && p.policy.metadata.name.as_deref() == Some(r.policy.as_str()))
+            .and_then(|p| p.policy.spec.as_ref())
+            .and_then(|s| s.param_kind.as_ref())
+            .and_then(param_kind_gvk)
+        else {
+            continue;
+        };
+        let entry = out.entry(r.policy.clone()).or_default();
+        if b.binding.spec.param_ref.is_none() {
+            entry.push(ParamBinding {
+                binding: r.binding.clone(),
+                param: None,
+            });
+            continue;
+        }
+        for id in &r.params {
+            // The object of that kind and id; the last one given wins, as in `analyse`.
+            let object = others.iter().rev().find(|o| {
+                group_of(o.api_version()) == Some(g.group.as_str())
+                    && o.kind() == g.kind
+                    && input::param_object(o).is_ok_and(|p| {
+                        let pid = match &p.namespace {
+                            Some(ns) => format!("{ns}/{}", p.name),
+                            None => p.name.clone(),
+                        };
+                        pid == *id
+                    })
+            });
+            if let Some(o) = object {
+                entry.push(ParamBinding {
+                    binding: r.binding.clone(),
+                    param: Some((id.clone(), o.value.clone())),
+                });
+            }
+        }
+    }
+    out
 }
 
 /// Computes what every binding will do ([`crate::bindings::analyse`]) and attaches it to the

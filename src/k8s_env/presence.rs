@@ -58,9 +58,15 @@ impl Known {
     }
 
     fn covers(&self, root: Root, path: &[Seg]) -> bool {
-        self.present
-            .iter()
-            .any(|(r, p)| *r == root && p.len() >= path.len() && p[..path.len()] == *path)
+        // `m.k` and `m['k']` look up the same key of a map (`'k' in params.data` guards
+        // `params.data.k`).
+        let same = |a: &Seg, b: &Seg| match (a, b) {
+            (Seg::Field(x) | Seg::Key(x), Seg::Field(y) | Seg::Key(y)) => x == y,
+            _ => a == b,
+        };
+        self.present.iter().any(|(r, p)| {
+            *r == root && p.len() >= path.len() && p.iter().zip(path).all(|(a, b)| same(a, b))
+        })
     }
 }
 
@@ -210,6 +216,7 @@ impl<'a> Walker<'a> {
             Expr::Ident(n) if n == "object" => Some((Root::Object, Vec::new())),
             Expr::Ident(n) if n == "oldObject" => Some((Root::OldObject, Vec::new())),
             Expr::Ident(n) if n == "namespaceObject" => Some((Root::NamespaceObject, Vec::new())),
+            Expr::Ident(n) if n == "params" => Some((Root::Params, Vec::new())),
             Expr::Ident(n) => scope.iter().rev().find(|(v, _)| v == n)?.1.elem.clone(),
             Expr::Select(s) if !s.test => {
                 if is_ident(&s.operand, "variables") {
@@ -1046,6 +1053,70 @@ mod tests {
             chain.conds,
             vec![Cond::Not(Box::new(Cond::Eq(
                 Term::Path(Root::NamespaceObject, vec![]),
+                Term::Lit(serde_json::Value::Null)
+            )))]
+        );
+    }
+
+    #[test]
+    fn params_chains_and_their_guards() {
+        // Unguarded: every step (null params fails at the first, a param object without the
+        // key at the last; which one is decided per binding in runtime_check).
+        assert_eq!(
+            unguarded("params.data.maxReplicas == '3'", &[], &[]),
+            u(&["params.data.maxReplicas|*", "params.data|*"])
+        );
+        // has() of the key guards it (its own operand chain is still an access).
+        assert_eq!(
+            unguarded(
+                "has(params.data.maxReplicas) && params.data.maxReplicas == '3'",
+                &[],
+                &[]
+            ),
+            u(&["params.data|*"])
+        );
+        // `in` on the map.
+        assert_eq!(
+            unguarded(
+                "!('maxReplicas' in params.data) || params.data.maxReplicas == '3'",
+                &[],
+                &[]
+            ),
+            u(&["params.data|*"])
+        );
+        // Optional selections never fail.
+        assert_eq!(
+            unguarded("params.data.?maxReplicas.orValue('') == '3'", &[], &[]),
+            u(&["params.data|*"])
+        );
+        assert_eq!(
+            unguarded("params.?data.?maxReplicas.orValue('') == '3'", &[], &[]),
+            u(&[])
+        );
+        assert_eq!(
+            unguarded("params.?data.maxReplicas.orValue('') == '3'", &[], &[]),
+            u(&[])
+        );
+        // A matchCondition guards.
+        assert_eq!(
+            unguarded(
+                "params.data.maxReplicas == '3'",
+                &["has(params.data.maxReplicas)"],
+                &[]
+            ),
+            u(&[])
+        );
+        // `params == null ||`: the chain is evaluated only where params is not null.
+        let p = parse("params == null || params.data.x == 'a'");
+        let chains = access_chains(&p, &[], &[]);
+        let chain = chains
+            .iter()
+            .find(|c| c.root == Root::Params)
+            .expect("a params chain");
+        assert_eq!(
+            chain.conds,
+            vec![Cond::Not(Box::new(Cond::Eq(
+                Term::Path(Root::Params, vec![]),
                 Term::Lit(serde_json::Value::Null)
             )))]
         );

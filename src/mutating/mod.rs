@@ -154,6 +154,7 @@ pub fn check_mutating_policy_parsed<'p>(
         mutating: true,
         failure_policy: spec.and_then(|s| s.failure_policy.as_deref()),
         messages: Vec::new(),
+        param_bindings: Vec::new(),
     };
     let checker = backends.checker;
     let extra =

@@ -25,7 +25,7 @@ use super::narrowing::{
 };
 use super::render::{KindOutcome, KindResult, render_warning};
 use super::restmapper::{Discovery, RestMapper};
-use super::runtime_check::{KindView, PolicyView, findings as runtime_findings};
+use super::runtime_check::{KindView, ParamBinding, PolicyView, findings as runtime_findings};
 use super::status::{
     ExpressionResults, PolicyStatus, expressions_valid_condition,
     expressions_valid_condition_classified, type_checked_condition,
@@ -137,6 +137,9 @@ pub struct PolicyInput<'p> {
     /// `spec.validations[i].message`, by validation index (empty for a
     /// MutatingAdmissionPolicy).
     pub messages: Vec<Option<&'p str>>,
+    /// For a policy with a `paramKind`: the `params` each of its bindings evaluates it with
+    /// (runtime safety on `params`, step 5c; empty: not analysed).
+    pub param_bindings: Vec<ParamBinding>,
 }
 
 /// `spec.variables` as `(name, expression)` pairs, in order (both policy kinds use the same
@@ -191,6 +194,20 @@ pub fn check_policy_parsed<'p>(
     backends: &Backends<'_>,
     parsed: &mut ParsedTexts<'p>,
 ) -> PolicyStatus {
+    check_policy_with_params(policy, options, backends, parsed, Vec::new())
+}
+
+/// [`check_policy_parsed`] knowing what `params` each binding of the policy evaluates it with
+/// (`vapcheck check`, where the bindings and param objects are in the input): in extended
+/// mode a policy with a `paramKind` then gets the runtime findings of its `params` chains,
+/// per binding.
+pub fn check_policy_with_params<'p>(
+    policy: &'p ValidatingAdmissionPolicy,
+    options: &CheckOptions,
+    backends: &Backends<'_>,
+    parsed: &mut ParsedTexts<'p>,
+    param_bindings: Vec<ParamBinding>,
+) -> PolicyStatus {
     let spec = policy.spec.as_ref();
     let input = PolicyInput {
         generation: policy.metadata.generation,
@@ -206,6 +223,7 @@ pub fn check_policy_parsed<'p>(
             .iter()
             .map(|v| v.message.as_deref())
             .collect(),
+        param_bindings,
     };
     check_input_parsed(&input, options, backends, None, parsed)
 }
@@ -368,9 +386,13 @@ pub fn check_input_parsed<'p>(
         }
     };
     // 5c. extended mode: runtime safety (issue 31), for validating and mutating policies
-    // without params (a policy with params is evaluated only with a params object, which the
-    // witnesses do not include yet).
-    let runtime = if mode == Mode::Extended && input.param_kind.is_none() {
+    // without params, and for a policy with a paramKind whose bindings are known: its
+    // `params` chains, with the params each binding evaluates it with (null without a
+    // paramRef, k8s.io/apiserver v0.37.1 pkg/admission/plugin/policy/generic/
+    // policy_dispatcher.go `CollectParams`; otherwise the param objects).
+    let runtime = if mode == Mode::Extended
+        && (input.param_kind.is_none() || !input.param_bindings.is_empty())
+    {
         let kinds: Vec<KindView<'_>> = resolved
             .iter()
             .map(|k| KindView {
@@ -388,6 +410,8 @@ pub fn check_input_parsed<'p>(
             sites,
             variables,
             messages: &input.messages,
+            has_param_kind: input.param_kind.is_some(),
+            param_bindings: &input.param_bindings,
         };
         runtime_findings(&view, &kinds, backends.checker, parsed, &guards, &presence)
     } else {

@@ -41,6 +41,10 @@ pub enum Root {
     /// `namespaceObject` (null for cluster-scoped kinds and Namespaces).
     #[serde(rename = "namespaceObject")]
     NamespaceObject,
+    /// `params` (null for a binding without `paramRef`; otherwise the param object the
+    /// binding's `paramRef` resolves to).
+    #[serde(rename = "params")]
+    Params,
 }
 
 impl Root {
@@ -50,6 +54,7 @@ impl Root {
             Root::Object => "object",
             Root::OldObject => "oldObject",
             Root::NamespaceObject => "namespaceObject",
+            Root::Params => "params",
         }
     }
 }
@@ -200,6 +205,9 @@ pub struct Request<'a> {
     /// `namespaceObject` is null (a cluster-scoped kind or a Namespace); otherwise it is a
     /// Namespace the witness does not describe (conditions on it are not decided).
     pub namespace_object_null: bool,
+    /// `params`: `None` when not known (no binding is looked at), `Some(None)` when null (a
+    /// binding without `paramRef`), `Some(Some(p))` the param object of one binding.
+    pub params: Option<Option<&'a Value>>,
 }
 
 impl Request<'_> {
@@ -208,6 +216,7 @@ impl Request<'_> {
             Root::Object => self.object,
             Root::OldObject => self.old_object,
             Root::NamespaceObject => None,
+            Root::Params => self.params.flatten(),
         }
     }
 
@@ -217,6 +226,7 @@ impl Request<'_> {
             Root::Object => Some(self.object.is_none()),
             Root::OldObject => Some(self.old_object.is_none()),
             Root::NamespaceObject => self.namespace_object_null.then_some(true),
+            Root::Params => self.params.map(|p| p.is_none()),
         }
     }
 
@@ -410,6 +420,11 @@ pub enum RuntimeClass {
     /// A label or the annotations of the request's namespace (`namespaceObject` of a
     /// namespaced kind), which namespaces may omit.
     AbsentNamespaceField,
+    /// `params` in a request a binding without `paramRef` matches: null (k8s.io/apiserver
+    /// v0.37.1 `admission/plugin/policy/generic/policy_dispatcher.go`, `CollectParams`).
+    NullParams,
+    /// A key or field the param object a binding's `paramRef` resolves to does not have.
+    AbsentParamField,
 }
 
 impl fmt::Display for RuntimeClass {
@@ -421,6 +436,8 @@ impl fmt::Display for RuntimeClass {
             RuntimeClass::Unbound => "never bound for webhooks",
             RuntimeClass::NullNamespaceObject => "namespaceObject is null",
             RuntimeClass::AbsentNamespaceField => "absent from the namespace",
+            RuntimeClass::NullParams => "params is null: the binding has no paramRef",
+            RuntimeClass::AbsentParamField => "absent from that param object",
         })
     }
 }
@@ -433,6 +450,10 @@ pub struct Witness {
     pub operation: &'static str,
     /// The object to create (before defaulting).
     pub object: Value,
+    /// For a finding on `params` with a param object: that object, as the input gives it
+    /// (create it, and bind the policy with a `paramRef` to it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub params: Option<Value>,
 }
 
 /// A text edit of the expression: replace bytes `start..end` with `replacement`.
@@ -471,6 +492,13 @@ pub struct RuntimeFinding {
     /// validation's `message`, or `failed expression: <expression>`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fallback_message: Option<String>,
+    /// For a finding on `params`: the binding it holds for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub binding: Option<String>,
+    /// For [`RuntimeClass::AbsentParamField`]: the param object (`namespace/name` or
+    /// `name`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub param: Option<String>,
     /// The object and request on which it fails (the first kind's).
     pub witness: Witness,
     /// A rewrite of the expression that does not fail there.
@@ -497,6 +525,17 @@ impl RuntimeFinding {
             RuntimeClass::AbsentNamespaceField => {
                 format!("in {} requests whose namespace omits it", kinds.join(", "))
             }
+            RuntimeClass::NullParams => format!(
+                "in {} requests binding '{}' matches",
+                kinds.join(", "),
+                self.binding.as_deref().unwrap_or_default()
+            ),
+            RuntimeClass::AbsentParamField => format!(
+                "in {} requests binding '{}' matches, with its param '{}'",
+                kinds.join(", "),
+                self.binding.as_deref().unwrap_or_default(),
+                self.param.as_deref().unwrap_or_default()
+            ),
             _ => format!("on valid {} objects that omit it", kinds.join(", ")),
         };
         format!(
@@ -793,6 +832,7 @@ mod tests {
             namespace: "",
             name: "p",
             namespace_object_null,
+            params: None,
         };
         let null = |r| Cond::Eq(Term::Path(r, vec![]), Term::Lit(Value::Null));
         let r = request(Some(&pod), true);
@@ -807,6 +847,20 @@ mod tests {
         // object is null on DELETE.
         let r = request(None, false);
         assert_eq!(r.eval(&null(Root::Object)), Some(true));
+        // params: not known without a binding, null without paramRef, else the object.
+        assert_eq!(r.eval(&null(Root::Params)), None);
+        let cm = json!({"data": {"a": "1"}});
+        let key = |k: &str| Cond::Has(Root::Params, vec![f("data"), Seg::Key(k.into())]);
+        let with = |params| Request {
+            params,
+            ..request(Some(&pod), false)
+        };
+        assert_eq!(with(Some(None)).eval(&null(Root::Params)), Some(true));
+        assert_eq!(with(Some(Some(&cm))).eval(&null(Root::Params)), Some(false));
+        assert_eq!(with(Some(Some(&cm))).eval(&key("a")), Some(true));
+        assert_eq!(with(Some(Some(&cm))).eval(&key("b")), Some(false));
+        // has() on null params errors: not decided.
+        assert_eq!(with(Some(None)).eval(&key("a")), None);
     }
 
     #[test]

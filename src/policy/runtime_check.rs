@@ -41,6 +41,51 @@ pub struct PolicyView<'a, 'p> {
     /// `spec.validations[i].message`, by validation index (what an erroring
     /// messageExpression falls back to).
     pub messages: &'a [Option<&'p str>],
+    /// The policy has a `paramKind`: only chains on `params` are analysed, once per binding
+    /// of [`PolicyView::param_bindings`].
+    pub has_param_kind: bool,
+    /// The `params` each binding of the policy evaluates it with.
+    pub param_bindings: &'a [ParamBinding],
+}
+
+/// What one binding of a policy with a `paramKind` evaluates the policy with (k8s.io/apiserver
+/// v0.37.1 pkg/admission/plugin/policy/generic/policy_dispatcher.go, `CollectParams`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ParamBinding {
+    /// The binding's name.
+    pub binding: String,
+    /// `None`: the binding has no `paramRef`, so `params` is null. Otherwise one param object
+    /// its `paramRef` resolves to: its id (`namespace/name` or `name`) and the object as
+    /// the input gives it.
+    pub param: Option<(String, serde_json::Value)>,
+}
+
+/// Whether the param object's `path` is one whose absence the analysis trusts: a key of a v1
+/// ConfigMap's `data` or `binaryData` (or the map itself). The API server defaults nothing
+/// there and stores the maps as given (an empty map is dropped, see [`stored_param`]);
+/// other fields (server-set metadata, a custom resource's schema defaults) are not
+/// reported.
+fn trusted_param_path(param: &serde_json::Value, path: &[Seg]) -> bool {
+    param["apiVersion"] == "v1"
+        && param["kind"] == "ConfigMap"
+        && matches!(path, [Seg::Field(f), ..] if f == "data" || f == "binaryData")
+        && path.len() <= 2
+}
+
+/// A ConfigMap param as the API server stores it: `data` and `binaryData` are Go maps with
+/// `omitempty`, so an empty one is not there.
+fn stored_param(param: &serde_json::Value) -> serde_json::Value {
+    let mut p = param.clone();
+    if let Some(m) = p.as_object_mut() {
+        for f in ["data", "binaryData"] {
+            if m.get(f)
+                .is_some_and(|v| v.is_null() || v.as_object().is_some_and(|o| o.is_empty()))
+            {
+                m.remove(f);
+            }
+        }
+    }
+    p
 }
 
 /// The operations the policy's rules match for `resource` of `gvk`'s group.
@@ -241,6 +286,18 @@ fn null_root_fix(entry: &ExpressionField, root: Root, text: &str) -> Option<Edit
     let op = match root {
         Root::Object => "DELETE",
         Root::OldObject => "CREATE",
+        Root::Params => {
+            let replacement = match entry {
+                ExpressionField::ValidationExpression(_) => format!("params == null || ({text})"),
+                ExpressionField::MatchCondition(_) => format!("params != null && ({text})"),
+                _ => return None,
+            };
+            return Some(Edit {
+                start: 0,
+                end: text.len(),
+                replacement,
+            });
+        }
         Root::NamespaceObject => {
             let replacement = match entry {
                 ExpressionField::ValidationExpression(_) => {
@@ -381,6 +438,8 @@ pub fn findings(
                 _ => None,
             };
             let mut null_done: HashSet<(Origin, Root)> = HashSet::new();
+            // Null params: the first chain evaluated fails, once per expression and binding.
+            let mut params_done: HashSet<(Origin, &str)> = HashSet::new();
             for chain in chains {
                 let (field, text) = match chain.origin {
                     Origin::Site => (*entry, sites[*si].expression),
@@ -410,41 +469,53 @@ pub fn findings(
                 };
                 let effective = ops.and(chain.ops);
                 // Whether the chain is evaluated, and its error decides, on a witness request.
-                let evaluated = |admitted: &serde_json::Value, op: &str| {
-                    let meta = &admitted["metadata"];
-                    let (object, old_object) = match op {
-                        "CREATE" => (Some(admitted), None),
-                        "DELETE" => (None, Some(admitted)),
-                        _ => (Some(admitted), Some(admitted)),
+                let evaluated_with =
+                    |admitted: &serde_json::Value,
+                     op: &str,
+                     params: Option<Option<&serde_json::Value>>| {
+                        let meta = &admitted["metadata"];
+                        let (object, old_object) = match op {
+                            "CREATE" => (Some(admitted), None),
+                            "DELETE" => (None, Some(admitted)),
+                            _ => (Some(admitted), Some(admitted)),
+                        };
+                        let request = Request {
+                            object,
+                            old_object,
+                            operation: op,
+                            kind: (&kind.gvk.group, &kind.gvk.version, &kind.gvk.kind),
+                            namespace: meta["namespace"].as_str().unwrap_or_default(),
+                            name: meta["name"].as_str().unwrap_or_default(),
+                            namespace_object_null,
+                            params,
+                        };
+                        chain.conds.iter().all(|c| request.eval(c) == Some(true))
                     };
-                    let request = Request {
-                        object,
-                        old_object,
-                        operation: op,
-                        kind: (&kind.gvk.group, &kind.gvk.version, &kind.gvk.kind),
-                        namespace: meta["namespace"].as_str().unwrap_or_default(),
-                        name: meta["name"].as_str().unwrap_or_default(),
-                        namespace_object_null,
-                    };
-                    chain.conds.iter().all(|c| request.eval(c) == Some(true))
-                };
+                let evaluated =
+                    |admitted: &serde_json::Value, op: &str| evaluated_with(admitted, op, None);
                 let push = |out: &mut Vec<RuntimeFinding>,
                             class,
                             i: usize,
                             error: String,
                             operation,
                             object: serde_json::Value,
-                            fix: Option<Edit>| {
+                            fix: Option<Edit>,
+                            pb: Option<&ParamBinding>| {
                     let step = &chain.steps[i];
                     let access = text
                         .get(chain.start..step.end)
                         .unwrap_or_default()
                         .to_owned();
                     let field_ref = field.to_string();
-                    if let Some(f) = out
-                        .iter_mut()
-                        .find(|f| f.field_ref == field_ref && f.pos == step.pos && f.class == class)
-                    {
+                    let binding = pb.map(|b| b.binding.clone());
+                    let param = pb.and_then(|b| b.param.as_ref()).map(|(id, _)| id.clone());
+                    if let Some(f) = out.iter_mut().find(|f| {
+                        f.field_ref == field_ref
+                            && f.pos == step.pos
+                            && f.class == class
+                            && f.binding == binding
+                            && f.param == param
+                    }) {
                         if !f.kinds.contains(&kind_name) {
                             f.kinds.push(kind_name.clone());
                         }
@@ -459,11 +530,103 @@ pub fn findings(
                         error,
                         consequence: consequence(entry, fail, fallback.as_deref()),
                         fallback_message: fallback.clone(),
-                        witness: Witness { operation, object },
+                        binding,
+                        param,
+                        witness: Witness {
+                            operation,
+                            object,
+                            params: pb.and_then(|b| b.param.as_ref()).map(|(_, p)| p.clone()),
+                        },
                         fix,
                         fixed_expression: None,
                     });
                 };
+                // `params`: per binding, null without a paramRef, else each param object.
+                if chain.root == Root::Params {
+                    let Some(op) = effective.first_witnessed() else {
+                        continue;
+                    };
+                    for pb in policy.param_bindings {
+                        let stored = pb.param.as_ref().map(|(_, p)| stored_param(p));
+                        let value = Some(stored.as_ref());
+                        let Some(request) = w
+                            .objects
+                            .iter()
+                            .find(|o| evaluated_with(&o.admitted, op, value))
+                        else {
+                            continue;
+                        };
+                        let Some(param) = stored.as_ref() else {
+                            // Null: the first selection fails (`no such key: <field>`).
+                            let Some(first) = chain.steps.first() else {
+                                continue;
+                            };
+                            if !chain.direct()
+                                || first.optional
+                                || first.guarded
+                                || !reachable(first.pos)
+                            {
+                                continue;
+                            }
+                            let Some(name) = seg_name(&first.seg) else {
+                                continue;
+                            };
+                            if !params_done.insert((chain.origin, pb.binding.as_str())) {
+                                continue;
+                            }
+                            let fix = match chain.origin {
+                                Origin::Site => null_root_fix(entry, chain.root, text),
+                                Origin::Variable(_) => None,
+                            };
+                            push(
+                                &mut out,
+                                RuntimeClass::NullParams,
+                                0,
+                                format!("no such key: {name}"),
+                                op,
+                                request.input.clone(),
+                                fix,
+                                Some(pb),
+                            );
+                            continue;
+                        };
+                        for (i, step) in chain.steps.iter().enumerate() {
+                            if step.optional || step.guarded || !reachable(step.pos) {
+                                continue;
+                            }
+                            let path = chain.path_to(i);
+                            if !trusted_param_path(param, &path) || !fails_at(param, &path) {
+                                continue;
+                            }
+                            let Some(name) = seg_name(&step.seg) else {
+                                continue;
+                            };
+                            // A ConfigMap's data and binaryData are maps of strings.
+                            let end = chain.path_to(chain.steps.len() - 1);
+                            let zero = match end.len() {
+                                1 if trusted_param_path(param, &end) => Some("{}"),
+                                2 if trusted_param_path(param, &end) => Some("''"),
+                                _ => None,
+                            };
+                            let fix = zero.and_then(|z| optional_rewrite(text, chain, i, z));
+                            push(
+                                &mut out,
+                                RuntimeClass::AbsentParamField,
+                                i,
+                                format!("no such key: {name}"),
+                                op,
+                                request.input.clone(),
+                                fix,
+                                Some(pb),
+                            );
+                        }
+                    }
+                    continue;
+                }
+                // A policy with a paramKind: only its `params` chains are analysed.
+                if policy.has_param_kind {
+                    continue;
+                }
                 // `namespaceObject` of a namespaced kind: the request's namespace, of which
                 // only its labels and annotations are known to vary (every namespace has a
                 // name, uid, `kubernetes.io/metadata.name` label, spec and status).
@@ -519,6 +682,7 @@ pub fn findings(
                             op,
                             request.input.clone(),
                             fix,
+                            None,
                         );
                     }
                     continue;
@@ -550,6 +714,7 @@ pub fn findings(
                             op,
                             witness.input.clone(),
                             fix,
+                            None,
                         );
                     }
                     continue;
@@ -590,6 +755,7 @@ pub fn findings(
                             op,
                             witness.input.clone(),
                             fix,
+                            None,
                         );
                     }
                 }
@@ -597,7 +763,7 @@ pub fn findings(
                 let present = match chain.root {
                     Root::Object => effective.and(Ops::CREATE.or(Ops::UPDATE)),
                     Root::OldObject => effective.and(Ops::UPDATE.or(Ops::DELETE)),
-                    Root::NamespaceObject => continue,
+                    Root::NamespaceObject | Root::Params => continue,
                 };
                 let op = match chain.root {
                     Root::Object if present.has(Ops::CREATE) => "CREATE",
@@ -642,6 +808,7 @@ pub fn findings(
                         op,
                         object,
                         fix,
+                        None,
                     );
                 }
             }

@@ -107,9 +107,12 @@ pub fn unbound_variable_findings(
                 "the webhook is never called (a matchCondition error, failurePolicy Ignore)".into()
             },
             fallback_message: None,
+            binding: None,
+            param: None,
             witness: Witness {
                 operation,
                 object: serde_json::Value::Null,
+                params: None,
             },
             fix: None,
             fixed_expression: None,
@@ -250,9 +253,12 @@ mod tests {
             error: "no such key: metadata".into(),
             consequence: "kube-apiserver denies the request (a matchCondition error, failurePolicy Fail); the policy is skipped".into(),
             fallback_message: None,
+            binding: None,
+            param: None,
             witness: Witness {
                 operation: "CREATE",
                 object: serde_json::Value::Null,
+                params: None,
             },
             fix: None,
             fixed_expression: None,

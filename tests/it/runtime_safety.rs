@@ -37,6 +37,71 @@ fn runtime(file: &std::path::Path, mode: &str) -> Vec<(String, String, String)> 
     out
 }
 
+/// `(policy, fieldRef, access, class, binding, param)` of every runtime finding of `file`.
+fn runtime_with_bindings(file: &std::path::Path, mode: &str) -> Vec<[String; 6]> {
+    let o = binary()
+        .args(["check", "-o", "json", "--mode", mode])
+        .arg(file)
+        .output()
+        .expect("runs");
+    let v: Vec<Value> = serde_json::from_slice(&o.stdout).expect("JSON");
+    let s = |v: &Value| v.as_str().unwrap_or_default().to_owned();
+    let mut out = Vec::new();
+    for e in &v {
+        for f in e["status"]["runtime"].as_array().into_iter().flatten() {
+            out.push([
+                s(&e["name"]),
+                s(&f["fieldRef"]),
+                s(&f["access"]),
+                s(&f["class"]),
+                s(&f["binding"]),
+                s(&f["param"]),
+            ]);
+        }
+    }
+    out
+}
+
+/// `e2e/fixtures/runtime-safety-params.yaml`: null params (a binding without paramRef) and a
+/// param ConfigMap without the key or without `data` get exactly their findings, each naming
+/// its binding (and param); `rs-guarded-params` (has(), `in`, `.?` with `orValue`, `?:`, a
+/// matchCondition `params != null`, and an `&&` whose other side cannot be decided) gets
+/// none; strict mode none at all.
+#[test]
+fn the_params_cases_get_exactly_their_findings() {
+    let file =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("e2e/fixtures/runtime-safety-params.yaml");
+    let got = runtime_with_bindings(&file, "extended");
+    let row = |p: &str, a: &str, c: &str, b: &str, param: &str| {
+        [p, "spec.validations[0].expression", a, c, b, param].map(str::to_owned)
+    };
+    let want = vec![
+        row(
+            "rs-params-null",
+            "params.data",
+            "nullParams",
+            "rs-params-null-binding",
+            "",
+        ),
+        row(
+            "rs-params-absent",
+            "params.data.forbiddenName",
+            "absentParamField",
+            "rs-params-absent-key",
+            "rs-params/rs-limits",
+        ),
+        row(
+            "rs-params-absent",
+            "params.data",
+            "absentParamField",
+            "rs-params-absent-data",
+            "rs-params/rs-empty",
+        ),
+    ];
+    assert_eq!(got, want);
+    assert!(runtime_with_bindings(&file, "strict").is_empty());
+}
+
 #[test]
 fn the_class_cases_get_exactly_their_findings() {
     let got = runtime(&cases(), "extended");
