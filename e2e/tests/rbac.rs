@@ -1803,14 +1803,27 @@ async fn degrade_and_recover(
             .count()
     };
     // Once per refusal and resource, not once per retry: the bindings and the param kind.
+    // A replica that loses its lease (the test's 2 s renew deadline, on a loaded machine)
+    // stops its watches and starts them again when it leads again, and a new watch reports
+    // a refusal that still holds once more: exactly 2 in one term, at most 2 a term else.
     let before = c.log_text();
-    assert_eq!(count(&before, "list"), 2, "{before}");
-    assert_eq!(count(&before, "watch"), 0, "{before}");
-    assert_eq!(
+    let terms = before
+        .matches("acquired the lease; starting the controller")
+        .count();
+    let (refused, again) = (
+        count(&before, "list"),
         before.matches("vapcheck may list again").count(),
-        2,
-        "{before}"
     );
+    if terms == 1 {
+        assert_eq!(refused, 2, "{before}");
+        assert_eq!(again, 2, "{before}");
+    } else {
+        eprintln!("e2e: the controller led {terms} times: {refused} refusals, {again} recoveries");
+        ensure!(terms > 1, "the controller never led:\n{before}");
+        ensure!((2..=2 * terms).contains(&refused), "{before}");
+        ensure!((2..=2 * terms).contains(&again), "{before}");
+    }
+    assert_eq!(count(&before, "watch"), 0, "{before}");
 
     // 4. Revoked while it runs. kube-apiserver authorizes a watch when it starts
     // (k8s.io/apiserver v0.37.1 pkg/endpoints/filters/authorization.go, withAuthorization) and

@@ -246,12 +246,22 @@ pub fn validate(policy: &ValidatingPolicy) -> Vec<String> {
             .to_string(),
         );
     }
-    if policy.namespaced() {
-        let texts = namespaced_check_texts(policy);
-        // pkg/cel/compiler/http.go `ExpressionsUseGlobalContext`, `ExpressionsUseHTTP`: an
-        // identifier of that name anywhere in a parsed expression; `http` is refused unless
-        // Kyverno runs with --allowHTTPInNamespacedPolicies (off by default,
-        // pkg/toggle/toggle.go `AllowHTTPInNamespacedPolicies`).
+    namespaced_rules(
+        &mut errors,
+        policy.namespaced().then(|| namespaced_check_texts(policy)),
+    );
+    errors
+}
+
+/// The end of every Kyverno policy validation: for a namespaced policy (`texts`: its
+/// expressions as the compiler lists them, `vpolExpressions` / `mpolExpressions`),
+/// pkg/cel/compiler/http.go `ExpressionsUseGlobalContext` and `ExpressionsUseHTTP`: an
+/// identifier of that name anywhere in a parsed expression; `http` is refused unless Kyverno
+/// runs with --allowHTTPInNamespacedPolicies (off by default, pkg/toggle/toggle.go
+/// `AllowHTTPInNamespacedPolicies`). Then `ErrorList.ToAggregate`, which drops repeated
+/// messages.
+pub(super) fn namespaced_rules(errors: &mut Vec<String>, texts: Option<Vec<&str>>) {
+    if let Some(texts) = texts {
         if uses_ident(&texts, "globalContext") {
             errors.push(
                 FieldError::forbidden(
@@ -271,10 +281,8 @@ pub fn validate(policy: &ValidatingPolicy) -> Vec<String> {
             );
         }
     }
-    // `ErrorList.ToAggregate` drops repeated messages.
     let mut seen = std::collections::HashSet::new();
     errors.retain(|e| seen.insert(e.clone()));
-    errors
 }
 
 /// `vpolExpressions`: the texts the namespaced checks read.

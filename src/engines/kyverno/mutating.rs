@@ -34,7 +34,7 @@ use crate::apiserver::field::FieldError;
 
 use super::{
     DEFAULT_NAMESPACE, GROUP, MODE_KUBERNETES, Output, VERSIONS, compile_site, entries, entry_text,
-    env, mode_not_checked, text, typed_status, uses_ident,
+    env, mode_not_checked, namespaced_rules, text, typed_status, uses_ident,
 };
 
 /// The mutating kinds `vapcheck check` reads.
@@ -252,31 +252,11 @@ pub fn validate(policy: &MutatingPolicy) -> Vec<String> {
             .to_string(),
         );
     }
-    if policy.namespaced() {
-        let texts = check_texts(policy);
-        // As for validating policies (pkg/cel/compiler/http.go `ExpressionsUseGlobalContext`,
-        // `ExpressionsUseHTTP`), over `mpolExpressions`.
-        if uses_ident(&texts, "globalContext") {
-            errors.push(
-                FieldError::forbidden(
-                    "spec",
-                    "globalContext.* is not allowed in namespaced policies",
-                )
-                .to_string(),
-            );
-        }
-        if uses_ident(&texts, "http") {
-            errors.push(
-                FieldError::forbidden(
-                    "spec",
-                    "http.* is not allowed in namespaced policies; set --allowHTTPInNamespacedPolicies to enable",
-                )
-                .to_string(),
-            );
-        }
-    }
-    let mut seen = std::collections::HashSet::new();
-    errors.retain(|e| seen.insert(e.clone()));
+    // As for validating policies, over `mpolExpressions`.
+    namespaced_rules(
+        &mut errors,
+        policy.namespaced().then(|| check_texts(policy)),
+    );
     errors
 }
 
