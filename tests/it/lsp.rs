@@ -1521,64 +1521,47 @@ fn completion_and_hover_of_functions_with_signatures() {
     assert_eq!((code, stderr.as_str()), (0, ""));
 }
 
-/// A policy with a ConfigMap as its param and its binding to one in another file.
-const LIMITS_POLICY: &str = r#"apiVersion: admissionregistration.k8s.io/v1
-kind: ValidatingAdmissionPolicy
-metadata:
-  name: limits
-spec:
-  paramKind:
-    apiVersion: v1
-    kind: ConfigMap
-  matchConstraints:
-    resourceRules:
-    - apiGroups: ["apps"]
-      apiVersions: ["v1"]
-      operations: ["CREATE"]
-      resources: ["deployments"]
-  validations:
-  - expression: "object.spec.replicas <= int(params.data.max)"
----
-apiVersion: admissionregistration.k8s.io/v1
-kind: ValidatingAdmissionPolicyBinding
-metadata:
-  name: limits
-spec:
-  policyName: limits
-  validationActions: [Deny]
-  paramRef:
-    name: limits
-    namespace: default
-    parameterNotFoundAction: Deny
-"#;
+/// `text` with `from` replaced by `to`, which it must contain.
+fn edited(text: &str, from: &str, to: &str) -> String {
+    assert!(text.contains(from), "{from}");
+    text.replacen(from, to, 1)
+}
 
-const LIMITS_PARAM: &str = r#"apiVersion: v1
-kind: ConfigMap
-metadata:
-  name: limits
-  namespace: default
-data:
-  max: "5"
-"#;
+/// The Deployment policy made one with a ConfigMap as its param (its typo fixed), and its
+/// binding to one in another file.
+fn limits_policy() -> String {
+    let policy = edited(
+        DEPLOYMENT_POLICY,
+        "  name: replicas\nspec:\n",
+        "  name: limits\nspec:\n  paramKind:\n    apiVersion: v1\n    kind: ConfigMap\n",
+    );
+    let policy = edited(
+        &policy,
+        "object.spec.replicsa <= 5",
+        "object.spec.replicas <= int(params.data.max)",
+    );
+    policy
+        + "---\napiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingAdmissionPolicyBinding\n"
+        + "metadata:\n  name: limits\nspec:\n  policyName: limits\n  validationActions: [Deny]\n"
+        + "  paramRef:\n    name: limits\n    namespace: default\n    parameterNotFoundAction: Deny\n"
+}
 
-/// A MutatingAdmissionPolicy with a typo.
-const LABELS_MAP: &str = r#"apiVersion: admissionregistration.k8s.io/v1
-kind: MutatingAdmissionPolicy
-metadata:
-  name: labels
-spec:
-  reinvocationPolicy: Never
-  matchConstraints:
-    resourceRules:
-    - apiGroups: ["apps"]
-      apiVersions: ["v1"]
-      operations: ["CREATE"]
-      resources: ["deployments"]
-  mutations:
-  - patchType: ApplyConfiguration
-    applyConfiguration:
-      expression: "Object{spec: Object.spec{replicas: object.spec.replicsa}}"
-"#;
+const LIMITS_PARAM: &str = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: limits\n  namespace: default\ndata:\n  max: \"5\"\n";
+
+/// The Deployment policy made a MutatingAdmissionPolicy with the same typo.
+fn labels_map() -> String {
+    let map = edited(
+        DEPLOYMENT_POLICY,
+        "kind: ValidatingAdmissionPolicy\nmetadata:\n  name: replicas\nspec:\n",
+        "kind: MutatingAdmissionPolicy\nmetadata:\n  name: labels\nspec:\n  reinvocationPolicy: Never\n",
+    );
+    edited(
+        &map,
+        "  validations:\n  - expression: \"object.spec.replicsa <= 5\"\n",
+        "  mutations:\n  - patchType: ApplyConfiguration\n    applyConfiguration:\n      \
+         expression: \"Object{spec: Object.spec{replicas: object.spec.replicsa}}\"\n",
+    )
+}
 
 /// The answer of `vapcheck/sync`: how many policies the last check checked and how many
 /// statuses it reused.
@@ -1602,10 +1585,11 @@ fn held(server: &Server) -> BTreeMap<String, Vec<Value>> {
 fn an_edit_rechecks_only_the_policies_it_changed() {
     let ws = workspace();
     let root = ws.path().canonicalize().expect("canonical");
+    let (limits, map) = (limits_policy(), labels_map());
     for (name, text) in [
-        ("limits.yaml", LIMITS_POLICY),
+        ("limits.yaml", limits.as_str()),
         ("param.yaml", LIMITS_PARAM),
-        ("map.yaml", LABELS_MAP),
+        ("map.yaml", map.as_str()),
     ] {
         std::fs::write(root.join(name), text).expect("write");
     }
@@ -1620,7 +1604,7 @@ fn an_edit_rechecks_only_the_policies_it_changed() {
     // `vapcheck check -o sarif` on it finds.
     let widgets =
         WIDGET_POLICIES.replace("validationActions: [Deny]", "validationActions: [Denied]");
-    let without_policy = LIMITS_POLICY
+    let without_policy = limits
         .split_once("---\n")
         .map(|(_, binding)| binding.to_owned())
         .expect("two documents");
@@ -1650,7 +1634,7 @@ fn an_edit_rechecks_only_the_policies_it_changed() {
         // The MutatingAdmissionPolicy's typo fixed: only it.
         (
             "map.yaml",
-            LABELS_MAP.replace("replicsa", "replicas"),
+            map.replace("replicsa", "replicas"),
             false,
             (1, 4),
         ),
