@@ -14,6 +14,7 @@ pub mod live;
 pub mod mutating;
 pub mod output;
 pub mod positions;
+pub mod reuse;
 pub mod suppressed;
 pub mod webhooks;
 
@@ -692,6 +693,19 @@ pub fn analyse_input(
     kubeconfig_env: Option<OsString>,
     in_cluster: bool,
 ) -> Result<Analysis, String> {
+    analyse_input_reusing(args, input, provider, kubeconfig_env, in_cluster, None)
+}
+
+/// [`analyse_input`], taking the backends and the unchanged policies' statuses from `reuse`
+/// when given (and leaving this check's there for the next; [`reuse::Reuse`]).
+pub fn analyse_input_reusing(
+    args: &CheckArgs,
+    input: documents::Input,
+    provider: &dyn BackendProvider,
+    kubeconfig_env: Option<OsString>,
+    in_cluster: bool,
+    reuse: Option<&mut reuse::Reuse>,
+) -> Result<Analysis, String> {
     let documents::Input {
         objects: inputs,
         others,
@@ -804,19 +818,26 @@ pub fn analyse_input(
         kubernetes_version: args.kubernetes_version,
     };
     // Bindings alone need no schemas: only the API server's verdict is computed for them.
-    let loaded = if has_policies {
+    let mut fresh = None;
+    let mut pass = None;
+    if has_policies {
         // No --openapi and no cluster: the built-in kinds of the target version, compiled in
         // (--crd adds to them); each document is read when a kind of it is needed.
         if options.openapi.is_none() && options.kubeconfig.is_none() && !options.in_cluster {
             options.built_in = Some(format!("1.{}", server.minor));
         }
-        match provider.load(&options) {
-            Ok(b) => Some(b),
-            Err(e) => return Err(e),
+        match reuse {
+            Some(reuse) => pass = Some(reuse.begin(&options, provider)?),
+            None => fresh = Some(provider.load(&options)?),
         }
-    } else {
-        None
-    };
+    }
+    let loaded: Option<&LoadedBackends> = pass.as_ref().map(|p| p.backends).or(fresh.as_ref());
+    let backends = loaded.map(|loaded| Backends {
+        rest_mapper: loaded.rest_mapper.as_ref(),
+        discovery: loaded.discovery.as_deref(),
+        schemas: loaded.schemas.as_ref(),
+        checker: loaded.checker.as_ref(),
+    });
     let check_options = CheckOptions {
         mode: args.mode().into(),
         kind_limit: args.kind_limit,
@@ -864,27 +885,31 @@ pub fn analyse_input(
         let inputs: Vec<&InputObject> = objects.iter().take(n).map(|(o, _)| o).collect();
         let accepted: Vec<bool> = verdicts.iter().take(n).map(|v| v.accepted()).collect();
         let live = options.openapi.is_none() && options.crds.is_empty();
-        param_bindings(&inputs, &accepted, &others, loaded.as_ref(), live)
+        param_bindings(&inputs, &accepted, &others, loaded, live)
     } else {
         BTreeMap::new()
     };
     checked.extend(objects.iter().zip(verdicts).map(|((o, _), api_server)| {
-        let status = match (o, &loaded) {
-            (InputObject::Policy(p), Some(loaded)) => {
-                let backends = Backends {
-                    rest_mapper: loaded.rest_mapper.as_ref(),
-                    discovery: loaded.discovery.as_deref(),
-                    schemas: loaded.schemas.as_ref(),
-                    checker: loaded.checker.as_ref(),
-                };
+        let status = match (o, &backends) {
+            (InputObject::Policy(p), Some(b)) => {
                 let pbs = params_by_policy.get(o.name()).cloned().unwrap_or_default();
-                Some(check_policy_with_params(
-                    &p.policy,
-                    &check_options,
-                    &backends,
-                    &mut Default::default(),
-                    pbs,
-                ))
+                let check = |pbs| {
+                    check_policy_with_params(
+                        &p.policy,
+                        &check_options,
+                        b,
+                        &mut Default::default(),
+                        pbs,
+                    )
+                };
+                Some(match pass.as_mut() {
+                    // The params the policy's bindings evaluate it with are part of what its
+                    // result depends on (runtime safety on `params`): part of the key.
+                    Some(pass) => {
+                        pass.status(&(&p.policy, &pbs), &check_options, || check(pbs.clone()))
+                    }
+                    None => check(pbs),
+                })
             }
             _ => None,
         };
@@ -915,25 +940,25 @@ pub fn analyse_input(
         let live = options.openapi.is_none() && options.crds.is_empty();
         let offset = usize::from(static_load.is_some());
         let entries = &mut checked[offset..offset + file_objects.len()];
-        if let Err(e) = add_binding_effects(&file_objects, &others, entries, loaded.as_ref(), live)
-        {
+        if let Err(e) = add_binding_effects(&file_objects, &others, entries, loaded, live) {
             return Err(e.to_string());
         }
     }
     let files = documents::source_names(&args.files);
     let keep_first = usize::from(static_load.is_some());
-    let backends = loaded.as_ref().map(|loaded| Backends {
-        rest_mapper: loaded.rest_mapper.as_ref(),
-        discovery: loaded.discovery.as_deref(),
-        schemas: loaded.schemas.as_ref(),
-        checker: loaded.checker.as_ref(),
-    });
     if !mutating_objects.is_empty() {
         let mut entries: Vec<CheckedPolicy> = mutating_objects
             .iter()
             .map(|o| {
                 let mut entry = mutating::verdict(o, &previous_mutating, server);
-                entry.status = mutating::type_check(o, &check_options, backends.as_ref());
+                entry.status = match (o, &backends, pass.as_mut()) {
+                    (mutating::MutatingObject::Policy(_, p), Some(b), Some(pass)) => {
+                        Some(pass.status(p, &check_options, || {
+                            crate::mutating::check_mutating_policy(p, &check_options, b)
+                        }))
+                    }
+                    _ => mutating::type_check(o, &check_options, backends.as_ref()),
+                };
                 entry
             })
             .collect();
@@ -943,13 +968,9 @@ pub fn analyse_input(
             .any(|o| matches!(o, mutating::MutatingObject::Binding(..)))
         {
             let live = options.openapi.is_none() && options.crds.is_empty();
-            if let Err(e) = add_mutating_binding_effects(
-                &mutating_objects,
-                &others,
-                &mut entries,
-                loaded.as_ref(),
-                live,
-            ) {
+            if let Err(e) =
+                add_mutating_binding_effects(&mutating_objects, &others, &mut entries, loaded, live)
+            {
                 return Err(e.to_string());
             }
         }
@@ -1015,11 +1036,13 @@ pub fn analyse_input(
 /// the SARIF and GitHub formats render. `args` are the settings (`.vapcheck.yaml` applied by
 /// the caller); its `files` are replaced by the sources' names. Used by the editor server
 /// (`crate::lsp`), which gives the unsaved text of open buffers. No live cluster unless
-/// `args.kubeconfig` names one.
+/// `args.kubeconfig` names one. The backends and the statuses of the policies not changed
+/// since the last check come from `reuse` ([`reuse::Reuse`]).
 pub fn check_sources(
     sources: Vec<documents::Source>,
     args: &CheckArgs,
     provider: &dyn BackendProvider,
+    reuse: &mut reuse::Reuse,
 ) -> Result<(Analysis, Vec<ci::Finding>), String> {
     let paths: Vec<PathBuf> = sources.iter().map(|s| PathBuf::from(&s.name)).collect();
     let input = documents::from_sources(paths.clone(), Vec::new(), sources);
@@ -1027,7 +1050,9 @@ pub fn check_sources(
         files: paths,
         ..args.clone()
     };
-    let analysis = analyse_input(&args, input, provider, None, false)?;
+    reuse.checked = 0;
+    reuse.reused = 0;
+    let analysis = analyse_input_reusing(&args, input, provider, None, false, Some(reuse))?;
     let findings = ci::findings(&analysis.checked, &analysis.sources);
     Ok((analysis, findings))
 }

@@ -29,7 +29,8 @@ use lsp_types::{
 
 use self::text::Encoding;
 use crate::cli::documents::{self, Source};
-use crate::cli::{BackendProvider, CheckArgs, LoadedBackends, SchemaOptions, ci, config_file};
+use crate::cli::reuse::Reuse;
+use crate::cli::{BackendProvider, CheckArgs, SchemaOptions, ci, config_file};
 
 /// Runs the server on standard input and output until the client's `exit`. `Err` is why it
 /// stopped otherwise (the connection broke, the client sent something that is not JSON-RPC).
@@ -78,7 +79,7 @@ pub fn serve(connection: &Connection, provider: &dyn BackendProvider) -> Result<
         root,
         open: BTreeMap::new(),
         published: BTreeSet::new(),
-        backends: None,
+        reuse: Reuse::default(),
         last: None,
     };
     server.check_and_publish();
@@ -136,9 +137,10 @@ struct Server<'a> {
     open: BTreeMap<PathBuf, String>,
     /// The files whose last published diagnostics were not empty.
     published: BTreeSet<PathBuf>,
-    /// The backends of hover, kept while the settings stay the same and no file is saved (a
-    /// CRD the settings name may have changed).
-    backends: Option<(SchemaOptions, LoadedBackends)>,
+    /// The backends of the checks, hover and completion, and the statuses of the policies
+    /// checked, kept while the schema options stay the same and no file is saved (a CRD the
+    /// settings name may have changed): an edit re-checks only the policies it changed.
+    reuse: Reuse,
     /// The last check: its analysis and the findings published (those not suppressed), for
     /// code actions.
     last: Option<(crate::cli::Analysis, Vec<ci::Finding>)>,
@@ -232,6 +234,15 @@ impl Server<'_> {
                     ),
                 }
             }
+            // Answered once the edits before it are checked: how many policies that check
+            // checked and how many statuses it took from the check before (`cli::reuse`).
+            "vapcheck/sync" => Response::new_ok(
+                req.id,
+                serde_json::json!({
+                    "checked": self.reuse.checked,
+                    "reused": self.reuse.reused,
+                }),
+            ),
             _ => Response::new_err(
                 req.id,
                 ErrorCode::MethodNotFound as i32,
@@ -267,18 +278,18 @@ impl Server<'_> {
         let found = hover::expression_at(&path.display().to_string(), &content, cursor)?;
         let args = self.settings().ok()?;
         let options = schema_options(&args);
-        if self.backends.as_ref().is_none_or(|(o, _)| *o != options) {
-            let provider = self.provider;
-            let loaded =
-                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| provider.load(&options)));
-            match loaded {
-                Ok(Ok(b)) => self.backends = Some((options, b)),
-                Ok(Err(e)) => {
-                    self.log(&e);
-                    return None;
-                }
-                Err(_) => return None,
+        let provider = self.provider;
+        let reuse = &mut self.reuse;
+        let loaded = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            reuse.backends(&options, provider).map(|_| ())
+        }));
+        match loaded {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                self.log(&e);
+                return None;
             }
+            Err(_) => return None,
         }
         Some((found, args))
     }
@@ -289,7 +300,7 @@ impl Server<'_> {
         args: &CheckArgs,
         f: impl FnOnce(&crate::policy::CheckOptions, &crate::policy::Backends<'_>) -> T,
     ) -> Option<T> {
-        let (_, loaded) = self.backends.as_ref()?;
+        let loaded = self.reuse.loaded()?;
         let backends = crate::policy::Backends {
             rest_mapper: loaded.rest_mapper.as_ref(),
             discovery: loaded.discovery.as_deref(),
@@ -520,7 +531,7 @@ impl Server<'_> {
             // The file on disk changed: saved, or changed by another program (a CRD the
             // settings name, maybe: the backends are loaded again).
             DidSaveTextDocument::METHOD | DidChangeWatchedFiles::METHOD => {
-                self.backends = None;
+                self.reuse.forget();
                 true
             }
             _ => false,
@@ -602,7 +613,8 @@ impl Server<'_> {
             let provider = self.provider;
             // A bug in the analysis must not take the editor's server down with it.
             std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                let (analysis, findings) = crate::cli::check_sources(sources, &args, provider)?;
+                let (analysis, findings) =
+                    crate::cli::check_sources(sources, &args, provider, &mut self.reuse)?;
                 let (findings, malformed) = unsuppressed(&analysis, findings, &args);
                 Ok::<_, String>((analysis, findings, malformed))
             }))

@@ -50,7 +50,7 @@ pub struct PolicyView<'a, 'p> {
 
 /// What one binding of a policy with a `paramKind` evaluates the policy with (k8s.io/apiserver
 /// v0.37.1 pkg/admission/plugin/policy/generic/policy_dispatcher.go, `CollectParams`).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct ParamBinding {
     /// The binding's name.
     pub binding: String,

@@ -1520,3 +1520,190 @@ fn completion_and_hover_of_functions_with_signatures() {
     let (code, stderr) = server.shutdown();
     assert_eq!((code, stderr.as_str()), (0, ""));
 }
+
+/// `text` with `from` replaced by `to`, which it must contain.
+fn edited(text: &str, from: &str, to: &str) -> String {
+    assert!(text.contains(from), "{from}");
+    text.replacen(from, to, 1)
+}
+
+/// The Deployment policy made one with a ConfigMap as its param (its typo fixed), and its
+/// binding to one in another file.
+fn limits_policy() -> String {
+    let policy = edited(
+        DEPLOYMENT_POLICY,
+        "  name: replicas\nspec:\n",
+        "  name: limits\nspec:\n  paramKind:\n    apiVersion: v1\n    kind: ConfigMap\n",
+    );
+    let policy = edited(
+        &policy,
+        "object.spec.replicsa <= 5",
+        "object.spec.replicas <= int(params.data.max)",
+    );
+    policy
+        + "---\napiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingAdmissionPolicyBinding\n"
+        + "metadata:\n  name: limits\nspec:\n  policyName: limits\n  validationActions: [Deny]\n"
+        + "  paramRef:\n    name: limits\n    namespace: default\n    parameterNotFoundAction: Deny\n"
+}
+
+const LIMITS_PARAM: &str = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: limits\n  namespace: default\ndata:\n  max: \"5\"\n";
+
+/// The Deployment policy made a MutatingAdmissionPolicy with the same typo.
+fn labels_map() -> String {
+    let map = edited(
+        DEPLOYMENT_POLICY,
+        "kind: ValidatingAdmissionPolicy\nmetadata:\n  name: replicas\nspec:\n",
+        "kind: MutatingAdmissionPolicy\nmetadata:\n  name: labels\nspec:\n  reinvocationPolicy: Never\n",
+    );
+    edited(
+        &map,
+        "  validations:\n  - expression: \"object.spec.replicsa <= 5\"\n",
+        "  mutations:\n  - patchType: ApplyConfiguration\n    applyConfiguration:\n      \
+         expression: \"Object{spec: Object.spec{replicas: object.spec.replicsa}}\"\n",
+    )
+}
+
+/// The answer of `vapcheck/sync`: how many policies the last check checked and how many
+/// statuses it reused.
+fn check_counts(server: &mut Server) -> (u64, u64) {
+    let r = server.request("vapcheck/sync", json!({}));
+    let n = |k: &str| r["result"][k].as_u64().unwrap_or_else(|| panic!("{r}"));
+    (n("checked"), n("reused"))
+}
+
+/// The non-empty diagnostics a server holds, by URI.
+fn held(server: &Server) -> BTreeMap<String, Vec<Value>> {
+    server
+        .diagnostics
+        .iter()
+        .filter(|(_, l)| !l.is_empty())
+        .map(|(u, l)| (u.clone(), l.clone()))
+        .collect()
+}
+
+#[test]
+fn an_edit_rechecks_only_the_policies_it_changed() {
+    let ws = workspace();
+    let root = ws.path().canonicalize().expect("canonical");
+    let (limits, map) = (limits_policy(), labels_map());
+    for (name, text) in [
+        ("limits.yaml", limits.as_str()),
+        ("param.yaml", LIMITS_PARAM),
+        ("map.yaml", map.as_str()),
+    ] {
+        std::fs::write(root.join(name), text).expect("write");
+    }
+    let mut server = Server::start(&root);
+    server.initialize(&root);
+    // Four ValidatingAdmissionPolicies and one MutatingAdmissionPolicy, all checked.
+    assert_eq!(check_counts(&mut server), (5, 0));
+
+    // Each step edits one buffer (also written to disk, as if saved, but without `didSave`
+    // unless the step says so) and gives the policies checked and reused; after it, what the
+    // server holds is exactly what a server started on the folder as it now is publishes, and
+    // `vapcheck check -o sarif` on it finds.
+    let widgets =
+        WIDGET_POLICIES.replace("validationActions: [Deny]", "validationActions: [Denied]");
+    let without_policy = limits
+        .split_once("---\n")
+        .map(|(_, binding)| binding.to_owned())
+        .expect("two documents");
+    let crd = WIDGET_CRD.replace(
+        "              size: {type: integer}\n",
+        "              size: {type: integer}\n              sise: {type: integer}\n",
+    );
+    let steps: [(&str, String, bool, (u64, u64)); 8] = [
+        // Opened as it is on disk: nothing is checked again.
+        ("policy.yaml", DEPLOYMENT_POLICY.to_owned(), false, (0, 5)),
+        // Its typo fixed: only its policy.
+        (
+            "policy.yaml",
+            DEPLOYMENT_POLICY.replace("replicsa", "replicas"),
+            false,
+            (1, 4),
+        ),
+        // A binding edited (an invalid action: kube-apiserver rejects it): no policy (its
+        // policy's bindings evaluate it with no param object of the folder, before and after).
+        ("widgets.yaml", widgets, false, (0, 5)),
+        // The param object renamed: the policy whose binding named it, because what its
+        // bindings evaluate it with is part of a policy's result (runtime safety on
+        // `params`): its binding now finds no param object.
+        (
+            "param.yaml",
+            LIMITS_PARAM.replace("name: limits", "name: limitz"),
+            false,
+            (1, 4),
+        ),
+        // The MutatingAdmissionPolicy's typo fixed: only it.
+        (
+            "map.yaml",
+            map.replace("replicsa", "replicas"),
+            false,
+            (1, 4),
+        ),
+        // The CRD the settings name, saved with the typo's field: every policy again.
+        ("crds/widget.yaml", crd, true, (5, 0)),
+        // A policy removed from its file (its binding stays): nothing checked.
+        ("limits.yaml", without_policy, false, (0, 4)),
+        // The Deployment policy's typo back: only it.
+        ("policy.yaml", DEPLOYMENT_POLICY.to_owned(), false, (1, 3)),
+    ];
+    let mut version = 1;
+    let mut opened = std::collections::BTreeSet::new();
+    for (file, text, save, counts) in steps {
+        let u = uri(&root.join(file));
+        std::fs::write(root.join(file), &text).expect("write");
+        version += 1;
+        if opened.insert(file) {
+            server.notify(
+                "textDocument/didOpen",
+                json!({"textDocument": {"uri": u, "languageId": "yaml", "version": version,
+                                        "text": text}}),
+            );
+        } else {
+            server.notify(
+                "textDocument/didChange",
+                json!({"textDocument": {"uri": u, "version": version},
+                       "contentChanges": [{"text": text}]}),
+            );
+        }
+        if save {
+            server.notify("textDocument/didSave", json!({"textDocument": {"uri": u}}));
+        }
+        assert_eq!(check_counts(&mut server), counts, "{file}");
+        let mut fresh = Server::start(&root);
+        fresh.initialize(&root);
+        fresh.sync();
+        let whole = held(&fresh);
+        assert_eq!(held(&server), whole, "{file}");
+        let (code, stderr) = fresh.shutdown();
+        assert_eq!((code, stderr.as_str()), (0, ""));
+        let sarif: BTreeMap<String, Vec<Expected>> = whole
+            .iter()
+            .map(|(u, l)| (u.clone(), published(l)))
+            .collect();
+        assert_eq!(sarif, sarif_diagnostics(&root), "{file}");
+    }
+    // What the steps left: the Deployment policy's typo, the document that is not YAML and
+    // the binding's rejection; the CRD's new field cleared the widget typo, the
+    // MutatingAdmissionPolicy's fix its warning.
+    let codes: Vec<(String, Vec<String>)> = held(&server)
+        .iter()
+        .map(|(u, l)| {
+            let file = u.rsplit('/').next().unwrap_or_default().to_owned();
+            (file, published(l).into_iter().map(|d| d.2).collect())
+        })
+        .collect();
+    assert_eq!(
+        codes,
+        [
+            ("policy.yaml".to_owned(), vec!["VAP100".to_owned()]),
+            (
+                "widgets.yaml".to_owned(),
+                vec!["VAP003".to_owned(), "VAP001".to_owned()]
+            ),
+        ]
+    );
+    let (code, stderr) = server.shutdown();
+    assert_eq!((code, stderr.as_str()), (0, ""));
+}
