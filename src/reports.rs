@@ -89,8 +89,10 @@ impl ReportApi {
             ReportApi::WgPolicy => "clusterpolicyreports",
         }
     }
-    /// The namespaced kind (the report of a namespaced object: a cluster-scoped report cannot
-    /// be owned by one).
+    /// The namespaced kind (the report of a namespaced object, in its namespace: an owner is
+    /// in its dependent's namespace or cluster-scoped, k8s.io/apimachinery v0.37.1
+    /// `pkg/apis/meta/v1/types.go`, `OwnerReference`, so a cluster-scoped report cannot be
+    /// owned by a namespaced object).
     pub fn namespaced_kind(self) -> &'static str {
         match self {
             ReportApi::OpenReports => "Report",
