@@ -1086,16 +1086,17 @@ async fn policy_reports(setup: &Setup, r: ReportApi, nr: ReportApi) -> anyhow::R
     cluster.and(namespaced)
 }
 
-/// Waits until `report` in `reports` has one `fail`, deletes its object with `delete` (also
-/// when the report did not come), then waits until the report is gone.
-async fn report_comes_and_goes<F>(
+/// Waits until `report` in `reports` has one `fail`, deletes its object `name` of `objects`
+/// (also when the report did not come), then waits until the report is gone.
+async fn report_comes_and_goes<K>(
     reports: Api<DynamicObject>,
     kind: &str,
     report: &str,
-    delete: F,
+    objects: Api<K>,
+    name: &str,
 ) -> anyhow::Result<()>
 where
-    F: std::future::Future<Output = Result<(), kube::Error>>,
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
 {
     let written = wait_for(
         &format!("no {kind} {report} with one fail"),
@@ -1109,7 +1110,7 @@ where
         },
     )
     .await;
-    delete.await?;
+    objects.delete(name, &DeleteParams::default()).await?;
     written?;
     wait_for(&format!("{kind} not deleted: {report}"), CHECK, || async {
         Ok(reports.get_opt(report).await?.is_none().then_some(()))
@@ -1128,17 +1129,12 @@ async fn namespaced_policy_report(setup: &Setup, r: ReportApi) -> anyhow::Result
         PARAMS_NS,
         &ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, "v1", kind), plural),
     );
-    let delete = async {
-        policies
-            .delete(&name, &DeleteParams::default())
-            .await
-            .map(|_| ())
-    };
     report_comes_and_goes(
         report_api(&setup.admin, r, Some(PARAMS_NS)),
         r.2,
         &format!("vapcheck-knvpol-{name}"),
-        delete,
+        policies,
+        &name,
     )
     .await
 }
@@ -1167,18 +1163,12 @@ spec:
         ),
     )
     .await?;
-    let policies: Api<ValidatingAdmissionPolicy> = Api::all(setup.admin.clone());
-    let delete = async {
-        policies
-            .delete(&name, &DeleteParams::default())
-            .await
-            .map(|_| ())
-    };
     report_comes_and_goes(
         report_api(&setup.admin, r, None),
         r.2,
         &format!("vapcheck-vap-{name}"),
-        delete,
+        Api::<ValidatingAdmissionPolicy>::all(setup.admin.clone()),
+        &name,
     )
     .await
 }
