@@ -1,6 +1,7 @@
 //! Policy reports (issue 34, item 1): what vapcheck found on one object, as the body of one
-//! cluster-scoped report in the API the cluster serves, `openreports.io/v1alpha1`
-//! `ClusterReport` or the former `wgpolicyk8s.io/v1alpha2` `ClusterPolicyReport`.
+//! report in the API the cluster serves, `openreports.io/v1alpha1` `ClusterReport` or the
+//! former `wgpolicyk8s.io/v1alpha2` `ClusterPolicyReport` (for a namespaced object, the
+//! namespaced `Report` or `PolicyReport` in its namespace).
 //!
 //! Pure: the controller (`controller::reports`) detects the API, applies the body with
 //! server-side apply and deletes it. The shapes follow the CRDs of the pinned modules
@@ -88,6 +89,32 @@ impl ReportApi {
             ReportApi::WgPolicy => "clusterpolicyreports",
         }
     }
+    /// The namespaced kind (the report of a namespaced object, in its namespace: an owner is
+    /// in its dependent's namespace or cluster-scoped, k8s.io/apimachinery v0.37.1
+    /// `pkg/apis/meta/v1/types.go`, `OwnerReference`, so a cluster-scoped report cannot be
+    /// owned by a namespaced object).
+    pub fn namespaced_kind(self) -> &'static str {
+        match self {
+            ReportApi::OpenReports => "Report",
+            ReportApi::WgPolicy => "PolicyReport",
+        }
+    }
+    /// The namespaced kind's resource (plural).
+    pub fn namespaced_resource(self) -> &'static str {
+        match self {
+            ReportApi::OpenReports => "reports",
+            ReportApi::WgPolicy => "policyreports",
+        }
+    }
+    /// The kind and resource of the report on an object of `subject`: namespaced for a
+    /// namespaced object.
+    pub fn kind_for(self, subject: SubjectKind) -> (&'static str, &'static str) {
+        if subject.namespaced() {
+            (self.namespaced_kind(), self.namespaced_resource())
+        } else {
+            (self.kind(), self.resource())
+        }
+    }
     /// `group/version`.
     pub fn api_version(self) -> String {
         format!("{}/{}", self.group(), self.version())
@@ -113,6 +140,8 @@ pub enum SubjectKind {
     KyvernoValidatingPolicy,
     /// Gatekeeper's `templates.gatekeeper.sh/v1` ConstraintTemplate.
     ConstraintTemplate,
+    /// Kyverno's `policies.kyverno.io/v1` NamespacedValidatingPolicy (namespaced).
+    KyvernoNamespacedValidatingPolicy,
 }
 
 impl SubjectKind {
@@ -127,12 +156,18 @@ impl SubjectKind {
             SubjectKind::MutatingWebhooks => "MutatingWebhookConfiguration",
             SubjectKind::KyvernoValidatingPolicy => "ValidatingPolicy",
             SubjectKind::ConstraintTemplate => "ConstraintTemplate",
+            SubjectKind::KyvernoNamespacedValidatingPolicy => "NamespacedValidatingPolicy",
         }
+    }
+    /// Whether its objects are namespaced (their reports are then in their namespace).
+    pub fn namespaced(self) -> bool {
+        self == SubjectKind::KyvernoNamespacedValidatingPolicy
     }
     /// The object's apiVersion (the version the controller watches).
     pub fn api_version(self) -> &'static str {
         match self {
-            SubjectKind::KyvernoValidatingPolicy => "policies.kyverno.io/v1",
+            SubjectKind::KyvernoValidatingPolicy
+            | SubjectKind::KyvernoNamespacedValidatingPolicy => "policies.kyverno.io/v1",
             SubjectKind::ConstraintTemplate => "templates.gatekeeper.sh/v1",
             _ => "admissionregistration.k8s.io/v1",
         }
@@ -149,6 +184,7 @@ impl SubjectKind {
             SubjectKind::MutatingWebhooks => "mwc",
             SubjectKind::KyvernoValidatingPolicy => "kvpol",
             SubjectKind::ConstraintTemplate => "ct",
+            SubjectKind::KyvernoNamespacedValidatingPolicy => "knvpol",
         }
     }
 }
@@ -158,7 +194,8 @@ impl SubjectKind {
 pub struct Subject {
     /// Its kind.
     pub kind: SubjectKind,
-    /// `metadata.name`.
+    /// `metadata.name`; for a namespaced kind `<namespace>/<name>` (a name has no `/`, so the
+    /// two parts are unambiguous).
     pub name: String,
     /// `metadata.uid` (the owner reference needs it).
     pub uid: String,
@@ -169,15 +206,42 @@ pub struct Subject {
 const MAX_NAME: usize = 253;
 
 impl Subject {
+    /// The object's namespace (a namespaced kind only).
+    pub fn namespace(&self) -> Option<&str> {
+        self.split().0
+    }
+
+    /// The object's `metadata.name`.
+    pub fn object_name(&self) -> &str {
+        self.split().1
+    }
+
+    fn split(&self) -> (Option<&str>, &str) {
+        match self.name.split_once('/') {
+            Some((ns, name)) if self.kind.namespaced() => (Some(ns), name),
+            _ => (None, &self.name),
+        }
+    }
+
+    /// What identifies the report among all vapcheck writes: its name, or `<namespace>/<name>`
+    /// for a namespaced report (cluster-scoped names have no `/`).
+    pub fn report_key(&self) -> String {
+        match self.namespace() {
+            Some(ns) => format!("{ns}/{}", self.report_name()),
+            None => self.report_name(),
+        }
+    }
+
     /// The report's name: `vapcheck-<kind prefix>-<name>`; when that is longer than a name may
     /// be, the object's name is cut and a hash of the whole name appended (object names are
     /// DNS subdomains, so the result is one too).
     pub fn report_name(&self) -> String {
-        let full = format!("vapcheck-{}-{}", self.kind.prefix(), self.name);
+        let name = self.object_name();
+        let full = format!("vapcheck-{}-{name}", self.kind.prefix());
         if full.len() <= MAX_NAME {
             return full;
         }
-        let hash = format!("-{:016x}", fnv1a(self.name.as_bytes()));
+        let hash = format!("-{:016x}", fnv1a(name.as_bytes()));
         let mut cut = full[..MAX_NAME - hash.len()].to_owned();
         // The cut must end with an alphanumeric character.
         while cut.ends_with(['-', '.']) {
@@ -501,6 +565,8 @@ pub fn webhook_entries(webhooks: &[WebhookResult<'_>]) -> Vec<Entry> {
 pub struct ObjectRef {
     api_version: String,
     kind: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    namespace: Option<String>,
     name: String,
     uid: String,
 }
@@ -521,6 +587,8 @@ pub struct OwnerRef {
 #[serde(rename_all = "camelCase")]
 pub struct Meta {
     name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    namespace: Option<String>,
     labels: BTreeMap<String, String>,
     owner_references: Vec<OwnerRef>,
 }
@@ -564,9 +632,10 @@ pub struct Report {
     results: Vec<ResultBody>,
 }
 
-/// The report on `subject` with `entries`, in `api`'s shape. Each result's `policy` is the
-/// object's name (the report-level `scope` names the object too); `properties` hold the rule,
-/// severity, field and matched kind.
+/// The report on `subject` with `entries`, in `api`'s shape (namespaced, in the object's
+/// namespace, for a namespaced object). Each result's `policy` is the object's name (the
+/// report-level `scope` names the object too); `properties` hold the rule, severity, field and
+/// matched kind.
 pub fn report(api: ReportApi, subject: &Subject, entries: &[Entry]) -> Report {
     let mut summary = Summary::default();
     let results = entries
@@ -606,7 +675,7 @@ pub fn report(api: ReportApi, subject: &Subject, entries: &[Entry]) -> Report {
             }
             ResultBody {
                 source: SOURCE,
-                policy: subject.name.clone(),
+                policy: subject.object_name().to_owned(),
                 rule: e.rule,
                 result: e.outcome,
                 severity: e.severity,
@@ -615,11 +684,14 @@ pub fn report(api: ReportApi, subject: &Subject, entries: &[Entry]) -> Report {
             }
         })
         .collect();
+    let namespace = subject.namespace().map(str::to_owned);
+    let name = subject.object_name().to_owned();
     Report {
         api_version: api.api_version(),
-        kind: api.kind(),
+        kind: api.kind_for(subject.kind).0,
         metadata: Meta {
             name: subject.report_name(),
+            namespace: namespace.clone(),
             labels: BTreeMap::from([(
                 "app.kubernetes.io/managed-by".to_owned(),
                 MANAGED_BY.to_owned(),
@@ -627,7 +699,7 @@ pub fn report(api: ReportApi, subject: &Subject, entries: &[Entry]) -> Report {
             owner_references: vec![OwnerRef {
                 api_version: subject.kind.api_version().to_owned(),
                 kind: subject.kind.kind().to_owned(),
-                name: subject.name.clone(),
+                name: name.clone(),
                 uid: subject.uid.clone(),
                 controller: true,
             }],
@@ -636,7 +708,8 @@ pub fn report(api: ReportApi, subject: &Subject, entries: &[Entry]) -> Report {
         scope: ObjectRef {
             api_version: subject.kind.api_version().to_owned(),
             kind: subject.kind.kind().to_owned(),
-            name: subject.name.clone(),
+            namespace,
+            name,
             uid: subject.uid.clone(),
         },
         summary,
@@ -928,6 +1001,54 @@ mod tests {
                 (rule::REJECTED, Outcome::Fail),
                 (rule::KIND_NOT_CHECKED, Outcome::Error)
             ]
+        );
+    }
+
+    #[test]
+    fn a_namespaced_policy_gets_a_namespaced_report_in_its_namespace() {
+        let namespaced = Subject {
+            kind: SubjectKind::KyvernoNamespacedValidatingPolicy,
+            name: "team-a/p".into(),
+            uid: "u-2".into(),
+        };
+        assert_eq!(namespaced.namespace(), Some("team-a"));
+        assert_eq!(namespaced.object_name(), "p");
+        assert_eq!(namespaced.report_name(), "vapcheck-knvpol-p");
+        assert_eq!(namespaced.report_key(), "team-a/vapcheck-knvpol-p");
+        let entries = policy_entries(&warning_status(None), None);
+        for (api, kind) in [
+            (ReportApi::OpenReports, "Report"),
+            (ReportApi::WgPolicy, "PolicyReport"),
+        ] {
+            let r = serde_json::to_value(report(api, &namespaced, &entries)).expect("serialises");
+            assert_eq!(r["kind"], kind);
+            assert_eq!(r["metadata"]["name"], "vapcheck-knvpol-p");
+            assert_eq!(r["metadata"]["namespace"], "team-a");
+            let owner = &r["metadata"]["ownerReferences"][0];
+            assert_eq!(owner["kind"], "NamespacedValidatingPolicy");
+            assert_eq!(owner["apiVersion"], "policies.kyverno.io/v1");
+            assert_eq!(owner["name"], "p");
+            assert_eq!(owner["uid"], "u-2");
+            assert_eq!(r["scope"]["namespace"], "team-a");
+            assert_eq!(r["scope"]["name"], "p");
+            assert_eq!(r["results"].as_array().map(Vec::len), Some(1));
+            assert_eq!(r["results"][0]["policy"], "p");
+            assert_eq!(r["results"][0]["result"], "fail");
+            assert_eq!(r["results"][0]["source"], "vapcheck");
+        }
+        // A cluster-scoped kind has neither, and a `/` in its name is not split.
+        let r = serde_json::to_value(report(ReportApi::OpenReports, &subject(), &entries))
+            .expect("serialises");
+        assert_eq!(r["kind"], "ClusterReport");
+        assert!(r["metadata"].get("namespace").is_none());
+        assert!(r["scope"].get("namespace").is_none());
+        assert_eq!(
+            ReportApi::WgPolicy.kind_for(SubjectKind::ValidatingPolicy),
+            ("ClusterPolicyReport", "clusterpolicyreports")
+        );
+        assert_eq!(
+            ReportApi::OpenReports.kind_for(SubjectKind::KyvernoNamespacedValidatingPolicy),
+            ("Report", "reports")
         );
     }
 

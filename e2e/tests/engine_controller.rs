@@ -14,13 +14,16 @@
 //!    `ExpressionWarning` on the object, with the expression in `regarding.fieldPath` and the
 //!    CEL error in the note, and `vapcheck_policy_expression_warnings{kind=<the object's kind>}`
 //!    1; the two cluster-scoped ones a ClusterReport with exactly one `fail` (VAP100) owned by
-//!    the object;
+//!    the object, the NamespacedValidatingPolicy a namespaced Report in its namespace with
+//!    exactly one `fail` (VAP100) owned by it, its scope naming it and its namespace;
 //! 4. the ValidatingPolicy fixed: a Normal Event `ExpressionWarningsCleared`, the metric 0,
-//!    and the report one `pass`, within 5 s;
+//!    and the report one `pass`, within 5 s; the NamespacedValidatingPolicy fixed: its Report
+//!    one `pass` within 5 s;
 //! 5. a ValidatingPolicy Kyverno refuses (no `matchConstraints.resourceRules`), stored here
 //!    because Kyverno's webhook does not run: a Warning Event `RejectedOnCreate` quoting
 //!    Kyverno's cause (`spec.matchConstraints: Required value: ...`), and `vapcheck_policy_rejected_on_create{kind="ValidatingPolicy"}` 1;
-//! 6. deleting the ConstraintTemplate deletes its report and its metric series.
+//! 6. deleting the ConstraintTemplate deletes its report and its metric series; deleting the
+//!    NamespacedValidatingPolicy deletes its Report.
 //!
 //! `cargo test --test e2e_engine_controller -- --nocapture` prints the measured delays.
 
@@ -126,6 +129,15 @@ spec:
     )
 }
 
+/// The NamespacedValidatingPolicy `NVPOL` in `NS` made of the ValidatingPolicy `yaml`.
+fn namespaced(yaml: &str) -> String {
+    yaml.replace("kind: ValidatingPolicy", "kind: NamespacedValidatingPolicy")
+        .replace(
+            &format!("metadata: {{name: {NVPOL}}}"),
+            &format!("metadata: {{name: {NVPOL}, namespace: {NS}}}"),
+        )
+}
+
 fn template(expression: &str) -> String {
     format!(
         r#"apiVersion: templates.gatekeeper.sh/v1
@@ -207,24 +219,33 @@ async fn wait_metric(
     .await
 }
 
-fn reports(client: &Client) -> Api<DynamicObject> {
-    let gvk = GroupVersionKind::gvk("openreports.io", "v1alpha1", "ClusterReport");
-    Api::all_with(
-        client.clone(),
-        &ApiResource::from_gvk_with_plural(&gvk, "clusterreports"),
-    )
+/// The ClusterReports, or (`namespace` given) the namespaced Reports of `namespace`.
+fn reports(client: &Client, namespace: Option<&str>) -> Api<DynamicObject> {
+    let (kind, plural) = if namespace.is_some() {
+        ("Report", "reports")
+    } else {
+        ("ClusterReport", "clusterreports")
+    };
+    let gvk = GroupVersionKind::gvk("openreports.io", "v1alpha1", kind);
+    let resource = ApiResource::from_gvk_with_plural(&gvk, plural);
+    match namespace {
+        Some(ns) => Api::namespaced_with(client.clone(), ns, &resource),
+        None => Api::all_with(client.clone(), &resource),
+    }
 }
 
-/// Waits for the report `name` whose summary is `[pass, fail, warn, error, skip]`.
+/// Waits for the report `name` (a ClusterReport, or a Report in `namespace`) whose summary is
+/// `[pass, fail, warn, error, skip]`.
 async fn wait_report(
     client: &Client,
+    namespace: Option<&str>,
     name: &str,
     summary: [u64; 5],
     timeout: Duration,
 ) -> anyhow::Result<Value> {
-    let api = reports(client);
+    let api = reports(client, namespace);
     wait_for(
-        &format!("ClusterReport {name} with summary {summary:?}"),
+        &format!("report {namespace:?} {name} with summary {summary:?}"),
         timeout,
         || async {
             let Some(o) = api.get_opt(name).await? else {
@@ -328,12 +349,7 @@ async fn engine_policies_with_typos_get_events_metrics_and_reports() -> anyhow::
     apply_when_served(&client, &vpol(VPOL, "object.spec.replica >= 2")).await?;
     apply_when_served(
         &client,
-        &vpol(NVPOL, "object.spec.replica >= 2")
-            .replace("kind: ValidatingPolicy", "kind: NamespacedValidatingPolicy")
-            .replace(
-                &format!("metadata: {{name: {NVPOL}}}"),
-                &format!("metadata: {{name: {NVPOL}, namespace: {NS}}}"),
-            ),
+        &namespaced(&vpol(NVPOL, "object.spec.replica >= 2")),
     )
     .await?;
     apply_when_served(&client, &template("variables.params.maximum >= 1")).await?;
@@ -392,6 +408,7 @@ async fn engine_policies_with_typos_get_events_metrics_and_reports() -> anyhow::
     }
     let report = wait_report(
         &client,
+        None,
         &format!("vapcheck-kvpol-{VPOL}"),
         [0, 1, 0, 0, 0],
         CHANGE,
@@ -403,6 +420,7 @@ async fn engine_policies_with_typos_get_events_metrics_and_reports() -> anyhow::
     );
     let report = wait_report(
         &client,
+        None,
         &format!("vapcheck-ct-{TEMPLATE}"),
         [0, 1, 0, 0, 0],
         CHANGE,
@@ -412,6 +430,35 @@ async fn engine_policies_with_typos_get_events_metrics_and_reports() -> anyhow::
         one_result_owned_by(&report, "ConstraintTemplate", TEMPLATE)?,
         "VAP100"
     );
+    // The namespaced policy's report: a Report in its namespace, owned by it.
+    let nvpol_report = format!("vapcheck-knvpol-{NVPOL}");
+    let report = wait_report(&client, Some(NS), &nvpol_report, [0, 1, 0, 0, 0], CHANGE).await?;
+    assert_eq!(
+        one_result_owned_by(&report, "NamespacedValidatingPolicy", NVPOL)?,
+        "VAP100"
+    );
+    let nvpols: Api<DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        NS,
+        &ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk("policies.kyverno.io", "v1", "NamespacedValidatingPolicy"),
+            "namespacedvalidatingpolicies",
+        ),
+    );
+    let uid = nvpols.get(NVPOL).await?.metadata.uid.unwrap_or_default();
+    ensure!(!uid.is_empty(), "{NVPOL} has no uid");
+    assert_eq!(report["kind"], "Report");
+    assert_eq!(report["source"], "vapcheck");
+    assert_eq!(
+        report["metadata"]["ownerReferences"][0]["uid"],
+        uid.as_str()
+    );
+    assert_eq!(report["scope"]["namespace"], NS);
+    assert_eq!(report["scope"]["name"], NVPOL);
+    assert_eq!(report["scope"]["kind"], "NamespacedValidatingPolicy");
+    assert_eq!(report["results"][0]["result"], "fail");
+    assert_eq!(report["results"][0]["policy"], NVPOL);
+    assert_eq!(report["results"][0]["source"], "vapcheck");
 
     // 4. The ValidatingPolicy fixed.
     apply_yaml(&client, &vpol(VPOL, "object.spec.replicas >= 2")).await?;
@@ -436,6 +483,7 @@ async fn engine_policies_with_typos_get_events_metrics_and_reports() -> anyhow::
     .await?;
     wait_report(
         &client,
+        None,
         &format!("vapcheck-kvpol-{VPOL}"),
         [1, 0, 0, 0, 0],
         CHANGE,
@@ -443,6 +491,17 @@ async fn engine_policies_with_typos_get_events_metrics_and_reports() -> anyhow::
     .await?;
     println!(
         "engine-controller: the fixed ValidatingPolicy's Event, metric and pass {:?} after the fix",
+        started.elapsed()
+    );
+    apply_yaml(
+        &client,
+        &namespaced(&vpol(NVPOL, "object.spec.replicas >= 2")),
+    )
+    .await?;
+    let started = Instant::now();
+    wait_report(&client, Some(NS), &nvpol_report, [1, 0, 0, 0, 0], CHANGE).await?;
+    println!(
+        "engine-controller: the fixed NamespacedValidatingPolicy's pass {:?} after the fix",
         started.elapsed()
     );
 
@@ -489,7 +548,7 @@ async fn engine_policies_with_typos_get_events_metrics_and_reports() -> anyhow::
     );
     templates.delete(TEMPLATE, &DeleteParams::default()).await?;
     let started = Instant::now();
-    let api = reports(&client);
+    let api = reports(&client, None);
     let name = format!("vapcheck-ct-{TEMPLATE}");
     wait_for(&format!("ClusterReport {name} deleted"), GONE, || async {
         Ok(api.get_opt(&name).await?.is_none().then_some(()))
@@ -506,6 +565,19 @@ async fn engine_policies_with_typos_get_events_metrics_and_reports() -> anyhow::
     .await?;
     println!(
         "engine-controller: the template's report and series gone {:?} after its deletion",
+        started.elapsed()
+    );
+    nvpols.delete(NVPOL, &DeleteParams::default()).await?;
+    let started = Instant::now();
+    let api = reports(&client, Some(NS));
+    wait_for(
+        &format!("Report {NS}/{nvpol_report} deleted"),
+        GONE,
+        || async { Ok(api.get_opt(&nvpol_report).await?.is_none().then_some(())) },
+    )
+    .await?;
+    println!(
+        "engine-controller: the NamespacedValidatingPolicy's report gone {:?} after its deletion",
         started.elapsed()
     );
 

@@ -588,10 +588,12 @@ enum Check {
     /// the log has no 403 / Forbidden.
     NothingRefused,
     /// A policy with a typo created now gets an `openreports.io` ClusterReport with one
-    /// `fail`; deleted, its report is deleted (docs/reports.md).
+    /// `fail`, and a NamespacedValidatingPolicy with a typo created at the same time a Report
+    /// in its namespace with one `fail`; deleted, their reports are deleted (docs/reports.md).
     OpenReport,
     /// With the OpenReports CRDs removed (only `wgpolicyk8s.io` served), the same with a
-    /// ClusterPolicyReport; the OpenReports CRDs are installed again afterwards.
+    /// ClusterPolicyReport and a PolicyReport; the OpenReports CRDs are installed again
+    /// afterwards.
     WgPolicyReport,
 }
 
@@ -731,6 +733,21 @@ fn needed_by(grant: &Grant) -> anyhow::Result<(Check, String)> {
             Check::WgPolicyReport,
             "ClusterPolicyReport not deleted".to_owned(),
         ),
+        ("openreports.io", "reports", "create" | "patch") => {
+            (Check::OpenReport, "no Report vapcheck-knvpol-".to_owned())
+        }
+        ("openreports.io", "reports", "delete") => (
+            Check::OpenReport,
+            "Report not deleted: vapcheck-knvpol-".to_owned(),
+        ),
+        ("wgpolicyk8s.io", "policyreports", "create" | "patch") => (
+            Check::WgPolicyReport,
+            "no PolicyReport vapcheck-knvpol-".to_owned(),
+        ),
+        ("wgpolicyk8s.io", "policyreports", "delete") => (
+            Check::WgPolicyReport,
+            "PolicyReport not deleted: vapcheck-knvpol-".to_owned(),
+        ),
         _ => bail!("no check is known to need {grant}: remove it from the chart or name its check"),
     })
 }
@@ -750,7 +767,7 @@ async fn run_check(setup: &Setup, c: &mut Controller, check: Check) -> anyhow::R
         Check::TemplateEvent => engine_event(setup, c, ENGINE_TEMPLATE).await,
         Check::WebhookReported => webhook_reported(setup, c).await,
         Check::NothingRefused => nothing_refused(c).await,
-        Check::OpenReport => policy_report(setup, OPENREPORTS).await,
+        Check::OpenReport => policy_reports(setup, OPENREPORTS, NS_OPENREPORTS).await,
         Check::WgPolicyReport => wgpolicy_report(setup).await,
     };
     c.assert_alive()?;
@@ -1014,6 +1031,14 @@ const WGPOLICY: ReportApi = (
     "ClusterPolicyReport",
     "clusterpolicyreports",
 );
+/// The namespaced report of each API (a NamespacedValidatingPolicy's).
+const NS_OPENREPORTS: ReportApi = ("openreports.io", "v1alpha1", "Report", "reports");
+const NS_WGPOLICY: ReportApi = (
+    "wgpolicyk8s.io",
+    "v1alpha2",
+    "PolicyReport",
+    "policyreports",
+);
 
 /// Installs the report CRDs of `which` (`openreports` or `wgpolicy`, folders of
 /// scripts/report-crds) and waits until they are served.
@@ -1043,9 +1068,75 @@ async fn install_report_crds(admin: &Client, which: &str) -> anyhow::Result<()> 
     Ok(())
 }
 
-fn report_api(admin: &Client, r: ReportApi) -> Api<DynamicObject> {
+/// The reports `r` of the cluster, or of `namespace`.
+fn report_api(admin: &Client, r: ReportApi, namespace: Option<&str>) -> Api<DynamicObject> {
     let gvk = GroupVersionKind::gvk(r.0, r.1, r.2);
-    Api::all_with(admin.clone(), &ApiResource::from_gvk_with_plural(&gvk, r.3))
+    let resource = ApiResource::from_gvk_with_plural(&gvk, r.3);
+    match namespace {
+        Some(ns) => Api::namespaced_with(admin.clone(), ns, &resource),
+        None => Api::all_with(admin.clone(), &resource),
+    }
+}
+
+/// [`policy_report`] in `r` and [`namespaced_policy_report`] in `nr`, at the same time (a
+/// failing one waits no longer than either alone); the first failure is returned.
+async fn policy_reports(setup: &Setup, r: ReportApi, nr: ReportApi) -> anyhow::Result<()> {
+    let (cluster, namespaced) =
+        futures::join!(policy_report(setup, r), namespaced_policy_report(setup, nr));
+    cluster.and(namespaced)
+}
+
+/// Waits until `report` in `reports` has one `fail`, deletes its object `name` of `objects`
+/// (also when the report did not come), then waits until the report is gone.
+async fn report_comes_and_goes<K>(
+    reports: Api<DynamicObject>,
+    kind: &str,
+    report: &str,
+    objects: Api<K>,
+    name: &str,
+) -> anyhow::Result<()>
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let written = wait_for(
+        &format!("no {kind} {report} with one fail"),
+        CHECK,
+        || async {
+            Ok(reports
+                .get_opt(report)
+                .await?
+                .filter(|o| o.data["summary"]["fail"] == 1)
+                .map(|_| ()))
+        },
+    )
+    .await;
+    objects.delete(name, &DeleteParams::default()).await?;
+    written?;
+    wait_for(&format!("{kind} not deleted: {report}"), CHECK, || async {
+        Ok(reports.get_opt(report).await?.is_none().then_some(()))
+    })
+    .await
+}
+
+/// A NamespacedValidatingPolicy with a typo gets its namespaced report in `r` (in its
+/// namespace) with one `fail`; deleted, the report goes.
+async fn namespaced_policy_report(setup: &Setup, r: ReportApi) -> anyhow::Result<()> {
+    let (kind, plural, group, _, yaml) = ENGINE_NVPOL;
+    let name = format!("nreport-{}", nonce());
+    apply_yaml(&setup.admin, &yaml.replace("NAME", &name)).await?;
+    let policies: Api<DynamicObject> = Api::namespaced_with(
+        setup.admin.clone(),
+        PARAMS_NS,
+        &ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, "v1", kind), plural),
+    );
+    report_comes_and_goes(
+        report_api(&setup.admin, r, Some(PARAMS_NS)),
+        r.2,
+        &format!("vapcheck-knvpol-{name}"),
+        policies,
+        &name,
+    )
+    .await
 }
 
 /// A policy with a typo gets its report in `r` with one `fail`; deleted, the report goes.
@@ -1072,26 +1163,13 @@ spec:
         ),
     )
     .await?;
-    let reports = report_api(&setup.admin, r);
-    let report = format!("vapcheck-vap-{name}");
-    let written = wait_for(
-        &format!("no {} {report} with one fail", r.2),
-        CHECK,
-        || async {
-            Ok(reports
-                .get_opt(&report)
-                .await?
-                .filter(|o| o.data["summary"]["fail"] == 1)
-                .map(|_| ()))
-        },
+    report_comes_and_goes(
+        report_api(&setup.admin, r, None),
+        r.2,
+        &format!("vapcheck-vap-{name}"),
+        Api::<ValidatingAdmissionPolicy>::all(setup.admin.clone()),
+        &name,
     )
-    .await;
-    let policies: Api<ValidatingAdmissionPolicy> = Api::all(setup.admin.clone());
-    policies.delete(&name, &DeleteParams::default()).await?;
-    written?;
-    wait_for(&format!("{} not deleted: {report}", r.2), CHECK, || async {
-        Ok(reports.get_opt(&report).await?.is_none().then_some(()))
-    })
     .await
 }
 
@@ -1136,7 +1214,7 @@ async fn wgpolicy_report(setup: &Setup) -> anyhow::Result<()> {
         .then_some(()))
     })
     .await?;
-    let outcome = policy_report(setup, WGPOLICY).await;
+    let outcome = policy_reports(setup, WGPOLICY, NS_WGPOLICY).await;
     install_report_crds(&setup.admin, "openreports").await?;
     outcome
 }
@@ -1613,6 +1691,12 @@ async fn each_rule_of_the_chart_is_needed() -> anyhow::Result<()> {
             "ClusterRole create clusterpolicyreports (wgpolicyk8s.io)",
             "ClusterRole patch clusterpolicyreports (wgpolicyk8s.io)",
             "ClusterRole delete clusterpolicyreports (wgpolicyk8s.io)",
+            "ClusterRole create reports (openreports.io)",
+            "ClusterRole patch reports (openreports.io)",
+            "ClusterRole delete reports (openreports.io)",
+            "ClusterRole create policyreports (wgpolicyk8s.io)",
+            "ClusterRole patch policyreports (wgpolicyk8s.io)",
+            "ClusterRole delete policyreports (wgpolicyk8s.io)",
             "ClusterRole list validatingpolicies (policies.kyverno.io)",
             "ClusterRole watch validatingpolicies (policies.kyverno.io)",
             "ClusterRole list namespacedvalidatingpolicies (policies.kyverno.io)",
@@ -1678,7 +1762,7 @@ async fn each_rule_of_the_chart_is_needed() -> anyhow::Result<()> {
         );
         results.push((grant.to_string(), check));
     }
-    assert_eq!(results.len(), 36);
+    assert_eq!(results.len(), 42);
     Ok(())
 }
 

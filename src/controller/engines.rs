@@ -16,9 +16,9 @@
 //!   with the expression in `regarding.fieldPath`), a Warning Event `RejectedOnCreate` when
 //!   the engine would refuse the object if it were created now (Kyverno's policy webhook,
 //!   Gatekeeper's driver), the per-object metrics with the object's kind as `kind` label, and
-//!   a report per cluster-scoped object (`vapcheck-kvpol-<name>`, `vapcheck-ct-<name>`;
-//!   a cluster-scoped report cannot be owned by a namespaced object, so NamespacedValidating-
-//!   Policies get no report);
+//!   a report per object (`vapcheck-kvpol-<name>`, `vapcheck-ct-<name>`; a
+//!   NamespacedValidatingPolicy's is the namespaced `vapcheck-knvpol-<name>` in its namespace,
+//!   since a cluster-scoped report cannot be owned by a namespaced object);
 //! - every object is checked again when the schemas change.
 //!
 //! Gatekeeper's `object` is typed by its documented fallback (no Constraint is read from the
@@ -120,13 +120,14 @@ impl EngineKind {
         }
     }
 
-    /// The kind of its report (`None`: namespaced, no cluster-scoped report can be owned by
-    /// it).
-    pub fn subject_kind(self) -> Option<SubjectKind> {
+    /// The kind of its report's subject.
+    pub fn subject_kind(self) -> SubjectKind {
         match self {
-            EngineKind::KyvernoValidating => Some(SubjectKind::KyvernoValidatingPolicy),
-            EngineKind::KyvernoNamespacedValidating => None,
-            EngineKind::GatekeeperTemplate => Some(SubjectKind::ConstraintTemplate),
+            EngineKind::KyvernoValidating => SubjectKind::KyvernoValidatingPolicy,
+            EngineKind::KyvernoNamespacedValidating => {
+                SubjectKind::KyvernoNamespacedValidatingPolicy
+            }
+            EngineKind::GatekeeperTemplate => SubjectKind::ConstraintTemplate,
         }
     }
 
@@ -191,7 +192,7 @@ impl EngineState {
 }
 
 /// The key of an object: `name`, or `namespace/name` for a namespaced kind.
-fn key_of(object: &DynamicObject) -> String {
+pub(super) fn key_of(object: &DynamicObject) -> String {
     match object.metadata.namespace.as_deref() {
         Some(ns) if !ns.is_empty() => format!("{ns}/{}", object.name_any()),
         _ => object.name_any(),
@@ -460,10 +461,11 @@ async fn check_object(
         .set_policy_warnings(metric_kind, &key, counted.expression_warnings.len());
     ctx.metrics
         .set_policy_rejected_on_create(metric_kind, &key, !causes.is_empty());
-    if let Some(subject_kind) = kind.subject_kind() {
+    {
+        // A namespaced object's report is in its namespace ([`Subject::name`] is the key).
         let subject = Subject {
-            kind: subject_kind,
-            name: object.name_any(),
+            kind: kind.subject_kind(),
+            name: key.clone(),
             uid: object.metadata.uid.clone().unwrap_or_default(),
         };
         let suppression = super::suppression::directive(&object.metadata)
@@ -557,7 +559,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn kinds_name_their_resources_and_only_cluster_scoped_ones_have_reports() {
+    fn kinds_name_their_resources_and_their_reports() {
         let resources: Vec<String> = EngineKind::ALL.iter().map(|k| k.resource()).collect();
         assert_eq!(
             resources,
@@ -567,23 +569,25 @@ mod tests {
                 "constrainttemplates.templates.gatekeeper.sh",
             ]
         );
-        let reported: Vec<Option<SubjectKind>> =
-            EngineKind::ALL.iter().map(|k| k.subject_kind()).collect();
+        let reported: Vec<SubjectKind> = EngineKind::ALL.iter().map(|k| k.subject_kind()).collect();
         assert_eq!(
             reported,
             [
-                Some(SubjectKind::KyvernoValidatingPolicy),
-                None,
-                Some(SubjectKind::ConstraintTemplate),
+                SubjectKind::KyvernoValidatingPolicy,
+                SubjectKind::KyvernoNamespacedValidatingPolicy,
+                SubjectKind::ConstraintTemplate,
             ]
         );
-        // The report's owner reference names the version watched.
-        for k in [
-            EngineKind::KyvernoValidating,
-            EngineKind::GatekeeperTemplate,
-        ] {
-            let subject = k.subject_kind().map(SubjectKind::api_version);
-            assert_eq!(subject, Some(format!("{}/{VERSION}", k.group()).as_str()));
+        // The report's owner reference names the kind and the version watched, and only the
+        // namespaced kind's report is namespaced.
+        for k in EngineKind::ALL {
+            let subject = k.subject_kind();
+            assert_eq!(subject.api_version(), format!("{}/{VERSION}", k.group()));
+            assert_eq!(subject.kind(), k.kind());
+            assert_eq!(
+                subject.namespaced(),
+                k == EngineKind::KyvernoNamespacedValidating
+            );
         }
     }
 

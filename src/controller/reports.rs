@@ -3,7 +3,9 @@
 //! - [`publish`] writes the report of one object (a policy or a binding) after each of its
 //!   checks, with server-side apply (field manager [`FIELD_MANAGER`]) in the report API the
 //!   cluster serves ([`detect`]: `openreports.io/v1alpha1` ClusterReport, else
-//!   `wgpolicyk8s.io/v1alpha2` ClusterPolicyReport, else nothing, said once at info level),
+//!   `wgpolicyk8s.io/v1alpha2` ClusterPolicyReport, else nothing, said once at info level;
+//!   a namespaced object's report is that API's namespaced `Report` or `PolicyReport`, in the
+//!   object's namespace),
 //!   only when its content changed since this replica last wrote it, or when that write is
 //!   older than half the re-check period (so a report deleted by hand comes back);
 //! - [`sweep`], after every schema poll, looks at the served APIs again (re-checking every
@@ -41,7 +43,8 @@ use super::{Context, ReconcileError, WRITE_TIMEOUT, lock, no_answer_in_time};
 /// deleted.
 const CRD_TERMINATING: &str = "create not allowed while custom resource definition is terminating";
 
-/// What this replica wrote, per report name.
+/// What this replica wrote, per report ([`Subject::report_key`]: the name, with the namespace of
+/// a namespaced one).
 #[derive(Default)]
 pub struct ReportState {
     written: Mutex<HashMap<String, Written>>,
@@ -105,10 +108,16 @@ fn recheck_all(ctx: &Context) {
     ctx.engines.schemas_changed();
 }
 
-fn api_of(ctx: &Context, api: ReportApi) -> Api<DynamicObject> {
-    let gvk = GroupVersionKind::gvk(api.group(), api.version(), api.kind());
-    let resource = ApiResource::from_gvk_with_plural(&gvk, api.resource());
-    Api::all_with(ctx.client.clone(), &resource)
+/// The report resource of `subject` in `api`: cluster-scoped, or namespaced in the object's
+/// namespace.
+fn api_of(ctx: &Context, api: ReportApi, subject: &Subject) -> Api<DynamicObject> {
+    let (kind, plural) = api.kind_for(subject.kind);
+    let gvk = GroupVersionKind::gvk(api.group(), api.version(), kind);
+    let resource = ApiResource::from_gvk_with_plural(&gvk, plural);
+    match subject.namespace() {
+        Some(ns) => Api::namespaced_with(ctx.client.clone(), ns, &resource),
+        None => Api::all_with(ctx.client.clone(), &resource),
+    }
 }
 
 /// How long a written report counts as current without a new write: half the re-check
@@ -138,8 +147,10 @@ pub async fn publish(
     text.hash(&mut hasher);
     let hash = hasher.finish();
     let name = subject.report_name();
+    let key = subject.report_key();
+    let kind = api.kind_for(subject.kind).0;
     let now = Instant::now();
-    let current = lock(&ctx.reports.written).get(&name).is_some_and(|w| {
+    let current = lock(&ctx.reports.written).get(&key).is_some_and(|w| {
         w.api == api
             && w.hash == hash
             && w.subject == subject
@@ -151,17 +162,15 @@ pub async fn publish(
     let params = PatchParams::apply(FIELD_MANAGER).force();
     let applied = tokio::time::timeout(
         WRITE_TIMEOUT,
-        api_of(ctx, api).patch(&name, &params, &Patch::Apply(&body)),
+        api_of(ctx, api, &subject).patch(&name, &params, &Patch::Apply(&body)),
     )
     .await
-    .map_err(|_| {
-        ReconcileError::Report(format!("{} {name}: {}", api.kind(), no_answer_in_time()))
-    })?;
+    .map_err(|_| ReconcileError::Report(format!("{kind} {key}: {}", no_answer_in_time())))?;
     match applied {
         Ok(_) => {
-            debug!(report = %name, kind = api.kind(), results = entries.len(), "report written");
+            debug!(report = %key, kind, results = entries.len(), "report written");
             lock(&ctx.reports.written).insert(
-                name,
+                key,
                 Written {
                     api,
                     subject,
@@ -180,12 +189,11 @@ pub async fn publish(
         Err(kube::Error::Api(s))
             if s.is_not_found() || (s.code == 403 && s.message.ends_with(CRD_TERMINATING)) =>
         {
-            debug!(report = %name, "the report API is no longer served");
+            debug!(report = %key, "the report API is no longer served");
             Ok(())
         }
         Err(e) => Err(ReconcileError::Report(format!(
-            "{} {name} of {} {}: {e}",
-            api.kind(),
+            "{kind} {key} of {} {}: {e}",
             subject.kind.kind(),
             subject.name
         ))),
@@ -243,14 +251,20 @@ where
     )
 }
 
-/// [`present_in`] for a store of dynamic objects (the engines' kinds).
+/// [`present_in`] for a store of dynamic objects (the engines' kinds), keyed as their
+/// [`Subject::name`]: `namespace/name` for a namespaced object.
 pub(super) fn present_in_dynamic(store: &Store<DynamicObject>) -> Option<HashMap<String, String>> {
     store.wait_until_ready().now_or_never()?.ok()?;
     Some(
         store
             .state()
             .iter()
-            .map(|o| (o.name_any(), o.metadata.uid.clone().unwrap_or_default()))
+            .map(|o| {
+                (
+                    super::engines::key_of(o),
+                    o.metadata.uid.clone().unwrap_or_default(),
+                )
+            })
             .collect(),
     )
 }
@@ -286,6 +300,9 @@ pub async fn sweep(ctx: &Context) {
                 ctx.engines.present(EngineKind::KyvernoValidating)
             }
             SubjectKind::ConstraintTemplate => ctx.engines.present(EngineKind::GatekeeperTemplate),
+            SubjectKind::KyvernoNamespacedValidatingPolicy => {
+                ctx.engines.present(EngineKind::KyvernoNamespacedValidating)
+            }
         }
     };
     let mut by_kind: HashMap<SubjectKind, Option<HashMap<String, String>>> = HashMap::new();
@@ -303,32 +320,33 @@ pub async fn sweep(ctx: &Context) {
             .map(|(n, w)| (n.clone(), w.api, w.subject.clone()))
             .collect()
     };
-    for (name, api, subject) in gone {
+    for (key, api, subject) in gone {
+        let kind = api.kind_for(subject.kind).0;
         let deleted = tokio::time::timeout(
             WRITE_TIMEOUT,
-            api_of(ctx, api).delete(&name, &DeleteParams::default()),
+            api_of(ctx, api, &subject).delete(&subject.report_name(), &DeleteParams::default()),
         )
         .await;
         match deleted {
             Ok(Ok(_)) => {
-                info!(report = %name, kind = api.kind(), object = %subject.name, "object gone; report deleted");
+                info!(report = %key, kind, object = %subject.name, "object gone; report deleted");
             }
             Ok(Err(kube::Error::Api(s))) if s.is_not_found() => {
-                debug!(report = %name, "report already gone");
+                debug!(report = %key, "report already gone");
             }
             Ok(Err(e)) => {
-                warn!(report = %name, kind = api.kind(), error = %e, "deleting the report of a deleted object failed; retrying after the next poll");
+                warn!(report = %key, kind, error = %e, "deleting the report of a deleted object failed; retrying after the next poll");
                 continue;
             }
             Err(_) => {
-                warn!(report = %name, kind = api.kind(), error = %no_answer_in_time(), "deleting the report of a deleted object failed; retrying after the next poll");
+                warn!(report = %key, kind, error = %no_answer_in_time(), "deleting the report of a deleted object failed; retrying after the next poll");
                 continue;
             }
         }
         let mut written = lock(&ctx.reports.written);
         // Only if no newer write (of a new object of that name) replaced it meanwhile.
-        if written.get(&name).is_some_and(|w| w.subject == subject) {
-            written.remove(&name);
+        if written.get(&key).is_some_and(|w| w.subject == subject) {
+            written.remove(&key);
         }
     }
 }

@@ -198,6 +198,13 @@ fn cluster_role_is_least_privilege() {
         "wgpolicyk8s.io clusterpolicyreports create".to_owned(),
         "wgpolicyk8s.io clusterpolicyreports patch".to_owned(),
         "wgpolicyk8s.io clusterpolicyreports delete".to_owned(),
+        // The namespaced reports of NamespacedValidatingPolicies, in their namespaces.
+        "openreports.io reports create".to_owned(),
+        "openreports.io reports patch".to_owned(),
+        "openreports.io reports delete".to_owned(),
+        "wgpolicyk8s.io policyreports create".to_owned(),
+        "wgpolicyk8s.io policyreports patch".to_owned(),
+        "wgpolicyk8s.io policyreports delete".to_owned(),
     ]
     .into_iter()
     .collect();
