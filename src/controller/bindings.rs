@@ -335,20 +335,7 @@ pub async fn watch_bindings(ctx: Arc<Context>) {
             watcher::Event::Apply(b) | watcher::Event::InitApply(b) => {
                 let policy = Some(b.spec.policy_name.clone()).filter(|p| !p.is_empty());
                 let version = b.metadata.resource_version.clone();
-                let before = match &policy {
-                    Some(p) => targets.insert(b.name_any(), (p.clone(), version.clone())),
-                    None => targets.remove(&b.name_any()),
-                };
-                // A relist hands out every binding again: only a changed one re-checks.
-                if before.as_ref().is_some_and(|(p, v)| {
-                    Some(p) == policy.as_ref() && v.is_some() && *v == version
-                }) {
-                    return;
-                }
-                if let Some((old, _)) = before.filter(|(old, _)| Some(old) != policy.as_ref()) {
-                    trigger(old);
-                }
-                if let Some(p) = policy {
+                for p in retarget(&mut targets, b.name_any(), policy, version) {
                     trigger(p);
                 }
             }
@@ -395,6 +382,34 @@ pub async fn watch_bindings(ctx: Arc<Context>) {
 
 /// What `BindingsEffective` says while the bindings' list/watch is refused.
 const BINDINGS_REFUSED: &str = "vapcheck may not list validatingadmissionpolicybindings.admissionregistration.k8s.io: grant its service account list and watch on them (docs/rbac.md)";
+
+/// A binding's watch event re-checks the policies it concerns: `targets` keeps each binding's
+/// policy and resourceVersion as last seen (binding name → both). Returns the policies to
+/// check again: none when a relist hands out the binding unchanged; otherwise the policy it
+/// named before (if another) and the one it names now. For both binding kinds.
+pub(super) fn retarget(
+    targets: &mut HashMap<String, (String, Option<String>)>,
+    binding: String,
+    policy: Option<String>,
+    version: Option<String>,
+) -> Vec<String> {
+    let before = match &policy {
+        Some(p) => targets.insert(binding, (p.clone(), version.clone())),
+        None => targets.remove(&binding),
+    };
+    if before
+        .as_ref()
+        .is_some_and(|(p, v)| Some(p) == policy.as_ref() && v.is_some() && *v == version)
+    {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    if let Some((old, _)) = before.filter(|(old, _)| Some(old) != policy.as_ref()) {
+        out.push(old);
+    }
+    out.extend(policy);
+    out
+}
 
 /// Asks for a new check of every policy in the controller's store.
 fn trigger_all_policies(ctx: &Arc<Context>) {
@@ -596,6 +611,34 @@ mod tests {
     };
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
     use kube::core::ObjectMeta;
+    #[test]
+    fn a_binding_event_rechecks_the_policies_it_concerns() {
+        let mut targets = HashMap::new();
+        let some = |s: &str| Some(s.to_owned());
+        // New: its policy.
+        assert_eq!(
+            retarget(&mut targets, "b".into(), some("p"), some("1")),
+            ["p"]
+        );
+        // A relist handing it out unchanged: nothing.
+        assert!(retarget(&mut targets, "b".into(), some("p"), some("1")).is_empty());
+        // Changed, same policy: that policy.
+        assert_eq!(
+            retarget(&mut targets, "b".into(), some("p"), some("2")),
+            ["p"]
+        );
+        // Moved to another policy: the one before, then the new one.
+        assert_eq!(
+            retarget(&mut targets, "b".into(), some("q"), some("3")),
+            ["p", "q"]
+        );
+        // No policy name any more: the one before.
+        assert_eq!(retarget(&mut targets, "b".into(), None, some("4")), ["q"]);
+        assert!(targets.is_empty());
+        // Without a resourceVersion an unchanged binding is not recognised: checked again.
+        assert_eq!(retarget(&mut targets, "c".into(), some("p"), None), ["p"]);
+        assert_eq!(retarget(&mut targets, "c".into(), some("p"), None), ["p"]);
+    }
 
     fn binding(param_ref: Option<ParamRef>) -> ValidatingAdmissionPolicyBinding {
         ValidatingAdmissionPolicyBinding {

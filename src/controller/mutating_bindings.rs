@@ -33,7 +33,7 @@ use crate::bindings::{
 use crate::policy::PolicyStatus;
 use crate::reports::{Subject, SubjectKind};
 
-use super::bindings::ParamAccess;
+use super::bindings::{ParamAccess, retarget};
 use super::watch::{Watched, watch_with_refusals};
 use super::{Context, ReconcileError, lock};
 
@@ -311,20 +311,7 @@ pub async fn watch(ctx: Arc<Context>) {
             watcher::Event::Apply(b) | watcher::Event::InitApply(b) => {
                 let policy = policy_of(&b);
                 let version = b.metadata.resource_version.clone();
-                let before = match &policy {
-                    Some(p) => targets.insert(b.name_any(), (p.clone(), version.clone())),
-                    None => targets.remove(&b.name_any()),
-                };
-                // A relist hands out every binding again: only a changed one re-checks.
-                if before.as_ref().is_some_and(|(p, v)| {
-                    Some(p) == policy.as_ref() && v.is_some() && *v == version
-                }) {
-                    return;
-                }
-                if let Some((old, _)) = before.filter(|(old, _)| Some(old) != policy.as_ref()) {
-                    trigger(old);
-                }
-                if let Some(p) = policy {
+                for p in retarget(&mut targets, b.name_any(), policy, version) {
                     trigger(p);
                 }
             }
