@@ -105,6 +105,21 @@ pub fn refused(e: &watcher::Error) -> bool {
     )
 }
 
+/// Whether `e` is the API server's answer while the watch cache of a resource is still
+/// filling, as right after its CRD is established: a 429 `storage is (re)initializing`
+/// (k8s.io/apiserver v0.37.1 `pkg/storage/cacher/ready.go`, `check`, made a
+/// `NewTooManyRequests` by `cacher.go`'s `Watch` and `GetList`). It passes by itself: logged
+/// at info, not as a warning.
+pub fn cache_initializing(e: &watcher::Error) -> bool {
+    matches!(
+        e,
+        watcher::Error::InitialListFailed(kube::Error::Api(s))
+            | watcher::Error::WatchStartFailed(kube::Error::Api(s))
+            | watcher::Error::WatchFailed(kube::Error::Api(s))
+            if s.code == 429 && s.message.starts_with("storage is (re)initializing")
+    )
+}
+
 /// Lists and watches `api` forever, handing every event to `on`, and survives refusals
 /// (403, e.g. an RBAC rule removed or revoked while vapcheck runs): the first refusal of the
 /// list or of the watch is logged (naming `resource` and the API server's reason) and handed
@@ -201,6 +216,9 @@ pub async fn watch_with_refusals<K>(
                     }
                     break;
                 }
+                Err(e) if cache_initializing(&e) => {
+                    info!(resource = %resource, error = %e, "the API server's cache of the resource is still filling; retrying")
+                }
                 Err(e) => {
                     warn!(resource = %resource, error = %e, "the list/watch failed; retrying")
                 }
@@ -252,6 +270,31 @@ mod tests {
             kube::Error::Api(Box::new(status(410)))
         )));
         assert!(!is_expired(&watcher::Error::NoResourceVersion));
+    }
+
+    #[test]
+    fn a_filling_watch_cache_is_told_apart() {
+        let status = |code: u16, message: &str| {
+            kube::Error::Api(Box::new(kube::core::Status {
+                code,
+                message: message.to_owned(),
+                ..kube::core::Status::default()
+            }))
+        };
+        // The API server's text, as a test of this run logged it right after a CRD.
+        let filling = status(429, "storage is (re)initializing");
+        assert!(cache_initializing(&watcher::Error::InitialListFailed(
+            filling
+        )));
+        assert!(cache_initializing(&watcher::Error::WatchStartFailed(
+            status(429, "storage is (re)initializing: etcd is down")
+        )));
+        assert!(!cache_initializing(&watcher::Error::InitialListFailed(
+            status(429, "too many requests, please try again later")
+        )));
+        assert!(!cache_initializing(&watcher::Error::InitialListFailed(
+            status(500, "storage is (re)initializing")
+        )));
     }
 
     /// A fake API server for ConfigMaps: a list answers 200 (no items) or 403, a watch 403
