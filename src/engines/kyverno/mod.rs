@@ -59,7 +59,13 @@ pub const COMPILE_PLACEHOLDER: &str =
 
 /// Whether `api_version`/`kind` is a Kyverno ValidatingPolicy or NamespacedValidatingPolicy.
 pub fn is_validating_policy(api_version: &str, kind: &str) -> bool {
-    VALIDATING_KINDS.contains(&kind)
+    is_kind_of(VALIDATING_KINDS, api_version, kind)
+}
+
+/// Whether `kind` is one of `kinds` and `api_version` a version of `policies.kyverno.io`
+/// vapcheck reads.
+pub(super) fn is_kind_of(kinds: &[&str], api_version: &str, kind: &str) -> bool {
+    kinds.contains(&kind)
         && api_version
             .split_once('/')
             .is_some_and(|(g, v)| g == GROUP && VERSIONS.contains(&v))

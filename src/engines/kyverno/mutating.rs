@@ -33,8 +33,8 @@ use serde_json::Value;
 use crate::apiserver::field::FieldError;
 
 use super::{
-    DEFAULT_NAMESPACE, GROUP, MODE_KUBERNETES, Output, VERSIONS, compile_site, entries, entry_text,
-    env, mode_not_checked, namespaced_rules, text, typed_status, uses_ident,
+    DEFAULT_NAMESPACE, MODE_KUBERNETES, Output, compile_site, entries, entry_text, env,
+    mode_not_checked, namespaced_rules, text, typed_status, uses_ident,
 };
 
 /// The mutating kinds `vapcheck check` reads.
@@ -42,10 +42,7 @@ pub const MUTATING_KINDS: &[&str] = &["MutatingPolicy", "NamespacedMutatingPolic
 
 /// Whether `api_version`/`kind` is a Kyverno MutatingPolicy or NamespacedMutatingPolicy.
 pub fn is_mutating_policy(api_version: &str, kind: &str) -> bool {
-    MUTATING_KINDS.contains(&kind)
-        && api_version
-            .split_once('/')
-            .is_some_and(|(g, v)| g == GROUP && VERSIONS.contains(&v))
+    super::is_kind_of(MUTATING_KINDS, api_version, kind)
 }
 
 /// A MutatingPolicy or NamespacedMutatingPolicy, as Kyverno decodes it.
