@@ -2,7 +2,7 @@
 # e2e/cluster/ so that it can also be run by hand.
 SHELL := /bin/bash
 
-.PHONY: test demo build cluster-binaries image lint fuzz-smoke fuzz bench-smoke bench pre-commit-rust dist ci-cold
+.PHONY: test demo build cluster-binaries image lint fuzz-smoke fuzz-build fuzz bench-smoke bench pre-commit-rust dist ci-cold
 
 ## make test: lint, the oracle (its Go tests, golden files regenerated and compared), unit,
 ## integration and cluster (e2e) tests; the e2e tests start their own control plane (built from
@@ -43,8 +43,17 @@ ORACLE_REPLAY_TESTS := cel_oracle_diff::same_as_cel_go \
 	kyverno_oracle::corpus_verdicts_equal_kyvernos \
 	kyverno_oracle::fixture_verdicts_equal_kyvernos \
 	kyverno_oracle::declarations_equal_kyvernos
+# The builds that only later stages need run in the background from the start (scripts/stage
+# --background), beside lint and the oracle stages, so that their serial parts (a link, the
+# front end of one large crate) leave no core idle: the control plane and kubectl (Go), helm
+# (Go), the image's static release binary and the optimised fuzz targets (cargo). Each is waited
+# for where its stage stood; all of them before cargo-test, whose e2e tests then have the cores.
 test:
 	@scripts/check-tools
+	@scripts/stage --background kubectl scripts/kubectl-path
+	@scripts/stage --background helm scripts/helm-path
+	@scripts/stage --background image scripts/build-image
+	@scripts/stage --background fuzz-build $(MAKE) --no-print-directory fuzz-build
 	@scripts/stage lint $(MAKE) --no-print-directory lint
 	@scripts/stage clustertool-go-test sh -c 'cd e2e/cluster && go test ./cmd/clustertool'
 	@scripts/stage oracle-go-test e2e/oracle/test -count=1 -v
@@ -52,17 +61,18 @@ test:
 	@scripts/stage gatekeeper-oracle e2e/gatekeeper-oracle/build >/dev/null
 	@scripts/stage kyverno-oracle e2e/kyverno-oracle/build >/dev/null
 	@scripts/stage embedded-openapi scripts/gen-embedded-openapi --check
-	@helm="$$(scripts/stage helm scripts/helm-path)" && \
+	@helm="$$(scripts/stage --wait helm)" && \
 		VAPCHECK_HELM="$$helm" scripts/stage chart-lint scripts/check-chart
 	@scripts/stage prometheus scripts/prometheus-path >/dev/null && \
 		scripts/stage alert-rules scripts/promtool-rules
-	@kubectl="$$(scripts/stage kubectl scripts/kubectl-path)" && \
+	@kubectl="$$(scripts/stage --wait kubectl)" && \
 		nvim="$$(scripts/stage nvim scripts/nvim-path)" && \
 		helm="$$(scripts/helm-path)" && \
 		scripts/stage cluster-binaries e2e/cluster/build && \
-		image="$$(scripts/stage image scripts/build-image)" && \
+		image="$$(scripts/stage --wait image)" && \
 		VAPCHECK_KUBECTL="$$kubectl" scripts/stage oracle-replays \
 			cargo test --test it -- --exact --nocapture $(ORACLE_REPLAY_TESTS) && \
+		scripts/stage --wait fuzz-build && \
 		VAPCHECK_KUBECTL="$$kubectl" VAPCHECK_HELM="$$helm" VAPCHECK_IMAGE_OCI="$$image" \
 			VAPCHECK_NVIM="$$nvim" scripts/stage cargo-test \
 			scripts/test-binaries --workspace --all-targets -- --exact $(addprefix --skip ,$(ORACLE_REPLAY_TESTS))
@@ -134,6 +144,12 @@ bench:
 fuzz-smoke:
 	@command -v cargo-fuzz >/dev/null 2>&1 || cargo install cargo-fuzz --locked
 	fuzz/run-smoke.sh 20
+
+## The fuzz targets' optimised build alone (cargo-fuzz installed first when missing), as
+## fuzz-smoke builds them; `make test` runs it in the background from its start.
+fuzz-build:
+	@command -v cargo-fuzz >/dev/null 2>&1 || cargo install cargo-fuzz --locked
+	fuzz/run-smoke.sh --build
 
 FUZZ_SECONDS ?= 600
 fuzz:
