@@ -13,7 +13,7 @@
 #     buildah build --target scratch --build-context static=ROOTFS -t vapcheck:0.1.0 .
 #   where ROOTFS holds usr/local/bin/vapcheck, etc/ssl/certs/ca-certificates.crt, etc/passwd,
 #   etc/group and tmp/. This is the image CI builds, unpacks and runs as uid 65532 with a
-#   read-only root against a real API server (`cargo test --test e2e_image`).
+#   read-only root against a real API server (`cargo test --test e2e -- --group image`).
 
 FROM rust:1.95-bookworm AS build
 WORKDIR /src

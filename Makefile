@@ -15,9 +15,10 @@ SHELL := /bin/bash
 ## drives `vapcheck lsp` in tests/it/lsp.rs; helm and Prometheus are pinned in scripts/tools.version and cached
 ## under $VAPCHECK_CACHE by scripts/helm-path and scripts/prometheus-path. The container image
 ## (`make image`, the Dockerfile's scratch target) is built before the cargo tests, whose
-## e2e_image unpacks and runs it (VAPCHECK_IMAGE_OCI). The cargo tests are the executables
-## `cargo test --workspace --all-targets` builds, run a few at a time by scripts/test-binaries
-## (each e2e binary waits on a control plane of its own most of the time). After the cargo tests, the pre-commit
+## e2e group `image` unpacks and runs it (VAPCHECK_IMAGE_OCI). The cargo tests are the executables
+## `cargo test --workspace --all-targets` builds, run by scripts/test-binaries: the e2e
+## executable (e2e/tests/main.rs) first, whose runner runs its groups three at a time (each waits
+## on a control plane of its own most of the time), and the other executables beside it. After the cargo tests, the pre-commit
 ## stage runs the `vapcheck-system` hook of .pre-commit-hooks.yaml with the real pre-commit (pinned,
 ## scripts/pre-commit-path) on a scratch git repository, with the debug binary the cargo tests
 ## built (scripts/test-pre-commit; the language: rust hook is `make pre-commit-rust`); the krew

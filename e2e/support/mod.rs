@@ -1,12 +1,14 @@
 //! Helpers shared by the cluster (e2e) tests.
 //!
-//! Each test binary gets one fresh control plane from `e2e/cluster/up --with-upstream-controller`
-//! ([`shared_cluster`]), started on first use and stopped when the binary exits: by an `atexit`
-//! hook after the last test, and by `up`'s owner watchdog if the process dies without running it
-//! (a kill, an abort). Setting `VAPCHECK_E2E_KUBECONFIG` to a kubeconfig path runs the tests
+//! Each group of the e2e executable (a module of e2e/tests/main.rs, run by e2e/tests/runner.rs in
+//! a process of its own) gets one fresh control plane from `e2e/cluster/up
+//! --with-upstream-controller` ([`shared_cluster`]), started on first use and stopped when the
+//! group's process exits: by an `atexit` hook after its last test, and by `up`'s owner watchdog if
+//! the process dies without running it (a kill, an abort). The benchmarks in e2e/bench include
+//! this file too, one executable each. Setting `VAPCHECK_E2E_KUBECONFIG` to a kubeconfig path runs the tests
 //! against that cluster instead and starts nothing (see docs/cluster.md).
 //!
-//! Tests in one binary run in parallel against the same cluster, so every test names its own
+//! Tests in one group run in parallel against the same cluster, so every test names its own
 //! objects.
 
 use std::future::Future;
@@ -227,7 +229,7 @@ extern "C" fn stop_shared_cluster() {
     }
 }
 
-/// The cluster of this test binary, with the upstream status controller running: the one named by
+/// The cluster of this group (or benchmark), with the upstream status controller running: the one named by
 /// `VAPCHECK_E2E_KUBECONFIG`, or else one started on first use and stopped at exit.
 pub fn shared_cluster() -> anyhow::Result<&'static Cluster> {
     // The lock makes concurrent first calls wait for one start instead of starting several.

@@ -8,24 +8,18 @@
 //! of them, and each entry's `apiServer` must equal the server's verdict and causes (each cause is
 //! the server's `field.Error.Error()` text: `details.causes[i].field + ": " + message`).
 //!
-//! - `cargo test --test e2e_apiserver_verdicts -- --nocapture` runs both comparisons;
-//! - `VAPCHECK_TRUTH_DIR=/tmp/apiserver-truth cargo test --test e2e_apiserver_verdicts --
+//! - `cargo test --test e2e -- --group apiserver_verdicts --nocapture` runs both comparisons;
+//! - `VAPCHECK_TRUTH_DIR=/tmp/apiserver-truth cargo test --test e2e -- --group apiserver_verdicts
 //!   --ignored dump_truth --nocapture` only writes the ground truth (objects, truth.jsonl,
 //!   update/, README.txt) for reading.
 
-#[allow(dead_code)]
-#[path = "../support/mod.rs"]
-mod support;
+use crate::support;
 
-#[allow(dead_code)]
-#[path = "../support/apiserver_truth.rs"]
-mod truth;
+use crate::truth;
 
-#[path = "../support/map_truth.rs"]
-mod map_truth;
+use crate::map_truth;
 
-#[path = "../support/webhook_truth.rs"]
-mod webhook_truth;
+use crate::webhook_truth;
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -535,7 +529,6 @@ fn truth_dir() -> anyhow::Result<(PathBuf, Option<tempfile::TempDir>)> {
     }
 }
 
-#[tokio::test]
 async fn vapcheck_create_verdicts_match_the_api_server() -> anyhow::Result<()> {
     let started = Instant::now();
     let cluster = support::shared_cluster()?;
@@ -573,7 +566,6 @@ async fn vapcheck_create_verdicts_match_the_api_server() -> anyhow::Result<()> {
     keep_on_failure(tmp, result)
 }
 
-#[tokio::test]
 async fn vapcheck_update_verdicts_match_the_api_server() -> anyhow::Result<()> {
     let started = Instant::now();
     let cluster = support::shared_cluster()?;
@@ -714,7 +706,6 @@ fn unseen_rules(outcomes: &[Outcome]) -> Vec<String> {
 /// Issue 12 part 2: every MutatingAdmissionPolicy and binding of `corpus/mutating` plus the
 /// variants of `e2e/support/map_truth.rs`, dry-run created on the real API server and compared
 /// with `vapcheck check -o json` (prints `map create: N/N identical`).
-#[tokio::test]
 async fn vapcheck_mutating_create_verdicts_match_the_api_server() -> anyhow::Result<()> {
     let started = Instant::now();
     let cluster = support::shared_cluster()?;
@@ -846,7 +837,6 @@ async fn vapcheck_mutating_create_verdicts_match_the_api_server() -> anyhow::Res
 /// Issue 12 part 2: UPDATEs of stored MutatingAdmissionPolicies and bindings (some written
 /// straight into etcd), compared with `vapcheck check -o json --previous` (prints
 /// `map update: N/N identical`).
-#[tokio::test]
 async fn vapcheck_mutating_update_verdicts_match_the_api_server() -> anyhow::Result<()> {
     let started = Instant::now();
     let cluster = support::shared_cluster()?;
@@ -961,7 +951,6 @@ const WEBHOOK_RULES: &[&[&str]] = &[
 /// Issue 32 item 1: every webhook configuration of `corpus/webhooks` plus the variants of
 /// `e2e/support/webhook_truth.rs`, dry-run created on the real API server and compared with
 /// `vapcheck check -o json` (prints `webhook create: N/N identical`).
-#[tokio::test]
 async fn vapcheck_webhook_create_verdicts_match_the_api_server() -> anyhow::Result<()> {
     let started = Instant::now();
     let cluster = support::shared_cluster()?;
@@ -1092,7 +1081,6 @@ async fn vapcheck_webhook_create_verdicts_match_the_api_server() -> anyhow::Resu
 /// Issue 32 item 1: UPDATEs of stored webhook configurations (some written straight into etcd,
 /// all matching only a resource no server serves), compared with `vapcheck check -o json
 /// --previous` (prints `webhook update: N/N identical`).
-#[tokio::test]
 async fn vapcheck_webhook_update_verdicts_match_the_api_server() -> anyhow::Result<()> {
     let started = Instant::now();
     let cluster = support::shared_cluster()?;
@@ -1138,8 +1126,6 @@ fn keep_on_failure(tmp: tempfile::TempDir, result: anyhow::Result<()>) -> anyhow
 
 /// Writes the ground truth to `$VAPCHECK_TRUTH_DIR` (default `/tmp/apiserver-truth`) for people
 /// to read; vapcheck is not run.
-#[tokio::test]
-#[ignore = "writes the ground truth for reading; run explicitly"]
 async fn dump_truth() -> anyhow::Result<()> {
     if std::env::var_os("VAPCHECK_TRUTH_DIR").is_none() {
         // SAFETY: set before any other thread of this test reads the environment.
@@ -1237,7 +1223,7 @@ async fn dump_truth() -> anyhow::Result<()> {
     )?;
     writeln!(
         readme,
-        "  cd <repo> && VAPCHECK_TRUTH_DIR=/tmp/apiserver-truth cargo test --test e2e_apiserver_verdicts -- --ignored dump_truth --nocapture"
+        "  cd <repo> && VAPCHECK_TRUTH_DIR=/tmp/apiserver-truth cargo test --test e2e -- --group apiserver_verdicts --ignored dump_truth --nocapture"
     )?;
     write(&dir.join("README.txt"), &readme)?;
     eprintln!("{readme}");
@@ -1258,7 +1244,6 @@ fn chrono_free_now() -> String {
 /// create of the same spec), and `vapcheck_policy_rejected_on_create` is 1; a policy the
 /// server accepts gets `AcceptedOnCreate=True` and 0. The same for MutatingAdmissionPolicies,
 /// which have no status: only the metric (`kind="MutatingAdmissionPolicy"`) says it.
-#[tokio::test]
 async fn controller_reports_stored_policies_the_api_server_rejects_on_create() -> anyhow::Result<()>
 {
     use k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicy;
@@ -1507,7 +1492,6 @@ const EXPECTED_CEL_SPEC: (usize, usize, usize, usize) = (2184, 16, 0, 0);
 /// Every expression of the CEL conformance suite as a policy variable, created (dry run) on
 /// the real API server and checked by `vapcheck check`: the verdicts must be identical
 /// (issue 30: literal conversions and qualifiers that cel-go's planner evaluates).
-#[tokio::test]
 async fn vapcheck_verdicts_on_cel_spec_expressions_match_the_api_server() -> anyhow::Result<()> {
     let cluster = support::shared_cluster()?;
     let client = cluster.client().await?;
@@ -1575,4 +1559,18 @@ async fn vapcheck_verdicts_on_cel_spec_expressions_match_the_api_server() -> any
         EXPECTED_CEL_SPEC
     );
     result
+}
+
+// The tests of this group, for the runner (e2e/tests/runner.rs); a test function left out
+// of the list is dead code, which the build rejects.
+e2e_tests! {
+    tokio vapcheck_create_verdicts_match_the_api_server,
+    tokio vapcheck_update_verdicts_match_the_api_server,
+    tokio vapcheck_mutating_create_verdicts_match_the_api_server,
+    tokio vapcheck_mutating_update_verdicts_match_the_api_server,
+    tokio vapcheck_webhook_create_verdicts_match_the_api_server,
+    tokio vapcheck_webhook_update_verdicts_match_the_api_server,
+    #[ignore = "writes the ground truth for reading; run explicitly"] tokio dump_truth,
+    tokio controller_reports_stored_policies_the_api_server_rejects_on_create,
+    tokio vapcheck_verdicts_on_cel_spec_expressions_match_the_api_server,
 }

@@ -17,12 +17,10 @@
 //! policies and bindings in one refresh, so once the sentinel denies, every earlier case is
 //! loaded too; the admitted cases are then asked three times, a second apart.
 //!
-//! `cargo test --test e2e_binding_verdicts -- --nocapture` prints one line per case and a
+//! `cargo test --test e2e -- --group binding_verdicts --nocapture` prints one line per case and a
 //! summary line `binding-verdicts: N cases, N agree with kube-apiserver`.
 
-#[allow(dead_code)]
-#[path = "../support/mod.rs"]
-mod support;
+use crate::support;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -377,7 +375,6 @@ fn agrees(
     }
 }
 
-#[tokio::test(flavor = "multi_thread")]
 async fn binding_verdicts_match_the_api_server() -> anyhow::Result<()> {
     let cluster = support::shared_cluster()?;
     let client = cluster.client().await?;
@@ -481,4 +478,10 @@ async fn binding_verdicts_match_the_api_server() -> anyhow::Result<()> {
         bail!("{}", failures.join("\n"));
     }
     Ok(())
+}
+
+// The tests of this group, for the runner (e2e/tests/runner.rs); a test function left out
+// of the list is dead code, which the build rejects.
+e2e_tests! {
+    tokio_multi_thread binding_verdicts_match_the_api_server,
 }

@@ -5,9 +5,7 @@
 //! keep their instances in a temporary `VAPCHECK_CACHE`, so nothing of them can outlive the test
 //! unnoticed.
 
-#[allow(dead_code)]
-#[path = "../support/mod.rs"]
-mod support;
+use crate::support;
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -128,7 +126,6 @@ impl Drop for DownAll {
     }
 }
 
-#[test]
 fn a_port_in_use_is_reported_before_anything_starts() -> anyhow::Result<()> {
     let cache = tempfile::tempdir()?;
     let _down = DownAll(cache.path().to_owned());
@@ -154,7 +151,6 @@ fn a_port_in_use_is_reported_before_anything_starts() -> anyhow::Result<()> {
     Ok(())
 }
 
-#[test]
 fn a_missing_go_is_reported_when_a_build_is_needed() -> anyhow::Result<()> {
     // An empty cache and no bin folder override force a build. PATH keeps its folders, but a
     // folder that holds `go` is replaced by a copy made of symlinks to everything else in it.
@@ -195,7 +191,6 @@ fn a_missing_go_is_reported_when_a_build_is_needed() -> anyhow::Result<()> {
     Ok(())
 }
 
-#[test]
 fn an_api_server_that_never_gets_ready_is_stopped_and_its_log_shown() -> anyhow::Result<()> {
     let cache = tempfile::tempdir()?;
     let _down = DownAll(cache.path().to_owned());
@@ -238,7 +233,6 @@ fn an_api_server_that_never_gets_ready_is_stopped_and_its_log_shown() -> anyhow:
     Ok(())
 }
 
-#[test]
 fn an_api_server_that_exits_at_start_is_reported_with_its_log() -> anyhow::Result<()> {
     let cache = tempfile::tempdir()?;
     let _down = DownAll(cache.path().to_owned());
@@ -263,7 +257,6 @@ fn an_api_server_that_exits_at_start_is_reported_with_its_log() -> anyhow::Resul
     Ok(())
 }
 
-#[test]
 fn two_instances_run_side_by_side_and_down_stops_each() -> anyhow::Result<()> {
     let cache = tempfile::tempdir()?;
     let _down = DownAll(cache.path().to_owned());
@@ -326,7 +319,6 @@ fn running(pid: u32) -> bool {
         .unwrap_or(false)
 }
 
-#[test]
 fn restart_apiserver_kills_and_restarts_it_on_the_same_port_and_etcd() -> anyhow::Result<()> {
     use k8s_openapi::api::core::v1::ConfigMap;
     use kube::api::{Api, PostParams};
@@ -402,8 +394,7 @@ mod support_tests {
     use anyhow::anyhow;
     use std::time::Duration;
 
-    #[test]
-    fn yaml_documents_are_split_and_empty_ones_dropped() {
+    pub(super) fn yaml_documents_are_split_and_empty_ones_dropped() {
         let docs = parse_yaml_documents("a: 1\n---\n---\nb: [2]\n").expect("valid YAML");
         assert_eq!(
             docs,
@@ -411,13 +402,11 @@ mod support_tests {
         );
     }
 
-    #[test]
-    fn bad_yaml_is_an_error() {
+    pub(super) fn bad_yaml_is_an_error() {
         assert!(parse_yaml_documents("a: [1\n").is_err());
     }
 
-    #[tokio::test]
-    async fn wait_for_returns_the_first_value() {
+    pub(super) async fn wait_for_returns_the_first_value() {
         let mut calls = 0;
         let value = wait_for("three calls", Duration::from_secs(5), || {
             calls += 1;
@@ -429,8 +418,7 @@ mod support_tests {
         assert_eq!(value, 3);
     }
 
-    #[tokio::test]
-    async fn wait_for_times_out_with_the_last_error() {
+    pub(super) async fn wait_for_times_out_with_the_last_error() {
         let err = wait_for::<(), _, _>("never", Duration::from_millis(300), || async {
             Err(anyhow!("still broken"))
         })
@@ -440,4 +428,19 @@ mod support_tests {
         assert!(text.contains("waiting for never"), "{text}");
         assert!(text.contains("still broken"), "{text}");
     }
+}
+
+// The tests of this group, for the runner (e2e/tests/runner.rs); a test function left out
+// of the list is dead code, which the build rejects.
+e2e_tests! {
+    sync a_port_in_use_is_reported_before_anything_starts,
+    sync a_missing_go_is_reported_when_a_build_is_needed,
+    sync an_api_server_that_never_gets_ready_is_stopped_and_its_log_shown,
+    sync an_api_server_that_exits_at_start_is_reported_with_its_log,
+    sync two_instances_run_side_by_side_and_down_stops_each,
+    sync restart_apiserver_kills_and_restarts_it_on_the_same_port_and_etcd,
+    sync support_tests::yaml_documents_are_split_and_empty_ones_dropped,
+    sync support_tests::bad_yaml_is_an_error,
+    tokio support_tests::wait_for_returns_the_first_value,
+    tokio support_tests::wait_for_times_out_with_the_last_error,
 }

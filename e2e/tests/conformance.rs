@@ -12,11 +12,9 @@
 //! - **files**: the same `/openapi/v3` documents saved into a folder laid out like
 //!   `/openapi/v3`, then exactly what `vapcheck check --mode strict --openapi <dir>` runs.
 //!
-//! Run with `cargo test --test e2e_conformance -- --nocapture` (see docs/conformance.md).
+//! Run with `cargo test --test e2e -- --group conformance --nocapture` (see docs/conformance.md).
 
-#[allow(dead_code)]
-#[path = "../support/mod.rs"]
-mod support;
+use crate::support;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -733,7 +731,6 @@ fn describe_difference(a: &Applied, theirs: &Value, mine: &Value) -> String {
     text
 }
 
-#[tokio::test]
 async fn strict_status_of_the_corpus_matches_the_upstream_controller() -> anyhow::Result<()> {
     let started = Instant::now();
     let client = shared_cluster()?.client().await?;
@@ -986,7 +983,6 @@ async fn controller_statuses(
     wait_for_upstream_statuses(&client, &names).await
 }
 
-#[test]
 fn normalisation_removes_only_digits_after_kinds() {
     let kinds: BTreeSet<String> = ["Pod", "PodTemplate", "Deployment"]
         .into_iter()
@@ -1001,4 +997,11 @@ fn normalisation_removes_only_digits_after_kinds() {
     for untouched in ["MyPod12.spec", "Pod1234567890.x", "Pod12a", "v1.Pod"] {
         assert_eq!(normalise_type_names(untouched, &kinds), untouched);
     }
+}
+
+// The tests of this group, for the runner (e2e/tests/runner.rs); a test function left out
+// of the list is dead code, which the build rejects.
+e2e_tests! {
+    tokio strict_status_of_the_corpus_matches_the_upstream_controller,
+    sync normalisation_removes_only_digits_after_kinds,
 }

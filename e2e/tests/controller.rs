@@ -6,9 +6,7 @@
 //! `conditionsOnly` and the upstream-writes-first tests start private clusters (about 5 s
 //! each) so that no other vapcheck writes there.
 
-#[allow(dead_code)]
-#[path = "../support/mod.rs"]
-mod support;
+use crate::support;
 
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -144,7 +142,6 @@ spec:
     )
 }
 
-#[tokio::test]
 async fn documentation_example_gets_upstream_text_and_fix_clears_it() -> anyhow::Result<()> {
     let (_, client) = shared().await?;
     let name = "deploy-replica-policy.example.com";
@@ -233,7 +230,6 @@ spec:
     - expression: "object.spec.size < 10"
 "#;
 
-#[tokio::test]
 async fn crd_change_rechecks_the_policy_without_touching_it() -> anyhow::Result<()> {
     let (_, client) = shared().await?;
     let name = "widget-size.e2e.vapcheck.dev";
@@ -322,7 +318,6 @@ async fn assert_unchanged(
     Ok(())
 }
 
-#[tokio::test]
 async fn steady_state_and_restart_cause_no_writes_with_upstream_running() -> anyhow::Result<()> {
     let (cluster, client) = shared().await?;
     let api: Api<ValidatingAdmissionPolicy> = Api::all(client.clone());
@@ -425,7 +420,6 @@ async fn lease_holder(client: &Client, name: &str) -> anyhow::Result<Option<Stri
         .and_then(|s| s.holder_identity))
 }
 
-#[tokio::test]
 async fn standby_takes_over_when_the_leader_dies() -> anyhow::Result<()> {
     let cluster = tokio::task::spawn_blocking(|| {
         Cluster::start(UpOptions {
@@ -549,7 +543,6 @@ async fn standby_takes_over_when_the_leader_dies() -> anyhow::Result<()> {
 /// rule upstream skips), write the same text where upstream already has it, log that another
 /// manager wrote, keep its result through a new generation with both controllers running, and
 /// end quiet.
-#[tokio::test]
 async fn upstream_writes_first_then_vapcheck_takes_over_and_stays_quiet() -> anyhow::Result<()> {
     let cluster = tokio::task::spawn_blocking(|| {
         Cluster::start(UpOptions {
@@ -682,7 +675,6 @@ async fn upstream_writes_first_then_vapcheck_takes_over_and_stays_quiet() -> any
     Ok(())
 }
 
-#[tokio::test]
 async fn upstream_text_in_conditions_only_mode() -> anyhow::Result<()> {
     let cluster = tokio::task::spawn_blocking(|| {
         Cluster::start(UpOptions {
@@ -755,7 +747,6 @@ fn shared_metrics_addr() -> anyhow::Result<String> {
     )
 }
 
-#[tokio::test]
 async fn bad_policies_get_conditions_and_do_not_block_others() -> anyhow::Result<()> {
     let (_, client) = shared().await?;
     let unknown = r#"
@@ -857,7 +848,6 @@ spec:
 /// A status write racing a deletion: the API server does not answer an apply to a deleted
 /// policy's status with 404 (an apply would create what is missing; the status body has no
 /// name), and vapcheck's write must still end as "the policy is gone", not as an error.
-#[tokio::test]
 async fn a_status_write_to_a_deleted_policy_ends_as_gone() -> anyhow::Result<()> {
     let cluster = tokio::task::spawn_blocking(|| {
         Cluster::start(UpOptions {
@@ -919,7 +909,6 @@ async fn a_status_write_to_a_deleted_policy_ends_as_gone() -> anyhow::Result<()>
 /// (`FindingsSuppressed`), no Warning Event is recorded and the per-policy gauge counts 0.
 /// Taking the annotation away brings all three back; an annotation that does not parse is a
 /// Warning Event naming the bad entry and suppresses nothing.
-#[tokio::test]
 async fn the_ignore_annotation_suppresses_conditions_events_and_gauges_not_the_status_text()
 -> anyhow::Result<()> {
     use k8s_openapi::api::events::v1::Event;
@@ -1044,4 +1033,18 @@ async fn the_ignore_annotation_suppresses_conditions_events_and_gauges_not_the_s
     );
 
     Ok(())
+}
+
+// The tests of this group, for the runner (e2e/tests/runner.rs); a test function left out
+// of the list is dead code, which the build rejects.
+e2e_tests! {
+    tokio documentation_example_gets_upstream_text_and_fix_clears_it,
+    tokio crd_change_rechecks_the_policy_without_touching_it,
+    tokio steady_state_and_restart_cause_no_writes_with_upstream_running,
+    tokio standby_takes_over_when_the_leader_dies,
+    tokio upstream_writes_first_then_vapcheck_takes_over_and_stays_quiet,
+    tokio upstream_text_in_conditions_only_mode,
+    tokio bad_policies_get_conditions_and_do_not_block_others,
+    tokio a_status_write_to_a_deleted_policy_ends_as_gone,
+    tokio the_ignore_annotation_suppresses_conditions_events_and_gauges_not_the_status_text,
 }

@@ -25,11 +25,9 @@
 //! 6. deleting the ConstraintTemplate deletes its report and its metric series; deleting the
 //!    NamespacedValidatingPolicy deletes its Report.
 //!
-//! `cargo test --test e2e_engine_controller -- --nocapture` prints the measured delays.
+//! `cargo test --test e2e -- --group engine_controller --nocapture` prints the measured delays.
 
-#[allow(dead_code)]
-#[path = "../support/mod.rs"]
-mod support;
+use crate::support;
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -278,7 +276,6 @@ fn one_result_owned_by(report: &Value, kind: &str, name: &str) -> anyhow::Result
         .to_owned())
 }
 
-#[tokio::test]
 async fn engine_policies_with_typos_get_events_metrics_and_reports() -> anyhow::Result<()> {
     let kyverno = module_dir("e2e/kyverno-oracle", "github.com/kyverno/kyverno")?;
     let gatekeeper = module_dir(
@@ -587,4 +584,10 @@ async fn engine_policies_with_typos_get_events_metrics_and_reports() -> anyhow::
     }
     vapcheck.stop();
     Ok(())
+}
+
+// The tests of this group, for the runner (e2e/tests/runner.rs); a test function left out
+// of the list is dead code, which the build rejects.
+e2e_tests! {
+    tokio engine_policies_with_typos_get_events_metrics_and_reports,
 }

@@ -19,11 +19,9 @@
 //! 5. deleting a binding deletes its report (this control plane runs no garbage collector:
 //!    the deletion is vapcheck's own).
 //!
-//! `cargo test --test e2e_map_binding_controller -- --nocapture` prints the measured delays.
+//! `cargo test --test e2e -- --group map_binding_controller --nocapture` prints the measured delays.
 
-#[allow(dead_code)]
-#[path = "../support/mod.rs"]
-mod support;
+use crate::support;
 
 use std::time::{Duration, Instant};
 
@@ -226,7 +224,6 @@ fn only_result(report: &Value) -> anyhow::Result<(String, String, String)> {
     ))
 }
 
-#[tokio::test]
 async fn map_bindings_get_events_and_reports_that_follow_the_api_server() -> anyhow::Result<()> {
     let cluster = shared_cluster()?;
     let client = cluster.client().await?;
@@ -430,4 +427,10 @@ spec:
         maps.delete(name, &DeleteParams::default()).await?;
     }
     Ok(())
+}
+
+// The tests of this group, for the runner (e2e/tests/runner.rs); a test function left out
+// of the list is dead code, which the build rejects.
+e2e_tests! {
+    tokio map_bindings_get_events_and_reports_that_follow_the_api_server,
 }

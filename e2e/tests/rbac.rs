@@ -21,9 +21,7 @@
 //!
 //! The tests change cluster-wide RBAC and the same policies, so they run one at a time.
 
-#[allow(dead_code)]
-#[path = "../support/mod.rs"]
-mod support;
+use crate::support;
 
 use std::io::{Read, Write};
 use std::path::PathBuf;
@@ -1607,7 +1605,6 @@ async fn nothing_refused(c: &Controller) -> anyhow::Result<()> {
     Ok(())
 }
 
-#[tokio::test]
 async fn chart_rbac_runs_every_check_without_a_403() -> anyhow::Result<()> {
     let _serial = SERIAL.lock().await;
     let setup = setup().await?;
@@ -1663,7 +1660,6 @@ async fn chart_rbac_runs_every_check_without_a_403() -> anyhow::Result<()> {
     Ok(())
 }
 
-#[tokio::test]
 async fn each_rule_of_the_chart_is_needed() -> anyhow::Result<()> {
     let _serial = SERIAL.lock().await;
     let setup = setup().await?;
@@ -1766,7 +1762,6 @@ async fn each_rule_of_the_chart_is_needed() -> anyhow::Result<()> {
     Ok(())
 }
 
-#[tokio::test]
 async fn a_refused_bindings_or_params_watch_degrades_and_recovers() -> anyhow::Result<()> {
     let _serial = SERIAL.lock().await;
     let setup = setup().await?;
@@ -1964,4 +1959,12 @@ async fn degrade_and_recover(
     )
     .await?;
     c.assert_alive()
+}
+
+// The tests of this group, for the runner (e2e/tests/runner.rs); a test function left out
+// of the list is dead code, which the build rejects.
+e2e_tests! {
+    tokio chart_rbac_runs_every_check_without_a_403,
+    tokio each_rule_of_the_chart_is_needed,
+    tokio a_refused_bindings_or_params_watch_degrades_and_recovers,
 }

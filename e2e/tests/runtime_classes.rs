@@ -12,12 +12,10 @@
 //!   Pods) is denied, with an evaluation error or the validation's message for a wrong result,
 //!   and the Deployment, for which the failing branch is not evaluated, is admitted.
 //!
-//! `cargo test --test e2e_runtime_classes -- --nocapture` prints one line per case and a
+//! `cargo test --test e2e -- --group runtime_classes --nocapture` prints one line per case and a
 //! summary line `runtime-classes: N cases, N agree with kube-apiserver`.
 
-#[allow(dead_code)]
-#[path = "../support/mod.rs"]
-mod support;
+use crate::support;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -363,7 +361,6 @@ fn vapcheck(
     Ok(out)
 }
 
-#[tokio::test(flavor = "multi_thread")]
 async fn runtime_classes_match_the_api_server() -> anyhow::Result<()> {
     let cluster = support::shared_cluster()?;
     let client = cluster.client().await?;
@@ -450,4 +447,10 @@ async fn runtime_classes_match_the_api_server() -> anyhow::Result<()> {
         bail!("{}", failures.join("\n"));
     }
     Ok(())
+}
+
+// The tests of this group, for the runner (e2e/tests/runner.rs); a test function left out
+// of the list is dead code, which the build rejects.
+e2e_tests! {
+    tokio_multi_thread runtime_classes_match_the_api_server,
 }

@@ -16,12 +16,10 @@
 //!   with failurePolicy Ignore, and neither error nor deny for that error with the finding's
 //!   fixed expression. The counts are asserted exactly.
 //!
-//! `cargo test --test e2e_runtime_safety -- --nocapture` prints one line per finding and a
+//! `cargo test --test e2e -- --group runtime_safety --nocapture` prints one line per finding and a
 //! summary line per corpus.
 
-#[allow(dead_code)]
-#[path = "../support/mod.rs"]
-mod support;
+use crate::support;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -183,7 +181,6 @@ async fn ensure_namespace(
     Ok(())
 }
 
-#[tokio::test(flavor = "multi_thread")]
 async fn witnesses_are_what_the_api_server_admits() -> anyhow::Result<()> {
     let cluster = support::shared_cluster()?;
     let client = cluster.client().await?;
@@ -978,7 +975,6 @@ async fn replay_maps(
 
 /// MutatingAdmissionPolicies: every finding on the MAP cases and on the mutating corpus is
 /// replayed (a MutatingAdmissionPolicy and its binding per finding).
-#[tokio::test(flavor = "multi_thread")]
 async fn map_findings_reproduce_on_the_api_server() -> anyhow::Result<()> {
     let cluster = support::shared_cluster()?;
     let client = cluster.client().await?;
@@ -1035,7 +1031,6 @@ async fn map_findings_reproduce_on_the_api_server() -> anyhow::Result<()> {
     Ok(())
 }
 
-#[tokio::test(flavor = "multi_thread")]
 async fn findings_reproduce_on_the_api_server() -> anyhow::Result<()> {
     let cluster = support::shared_cluster()?;
     let client = cluster.client().await?;
@@ -1150,4 +1145,12 @@ async fn findings_reproduce_on_the_api_server() -> anyhow::Result<()> {
         "findings on rejected policies"
     );
     Ok(())
+}
+
+// The tests of this group, for the runner (e2e/tests/runner.rs); a test function left out
+// of the list is dead code, which the build rejects.
+e2e_tests! {
+    tokio_multi_thread witnesses_are_what_the_api_server_admits,
+    tokio_multi_thread map_findings_reproduce_on_the_api_server,
+    tokio_multi_thread findings_reproduce_on_the_api_server,
 }

@@ -11,11 +11,9 @@
 //! - a poll in between, with nothing changed, reports nothing and downloads no document and no
 //!   discovery (the requests are counted by a tower layer on the client).
 //!
-//! Run with `cargo test --test e2e_schema_live -- --nocapture` (see docs/schemas.md).
+//! Run with `cargo test --test e2e -- --group schema_live --nocapture` (see docs/schemas.md).
 
-#[allow(dead_code)]
-#[path = "../support/mod.rs"]
-mod support;
+use crate::support;
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -271,7 +269,6 @@ async fn assert_steady(live: &LiveSource, log: &RequestLog, when: &str) -> anyho
     Ok(())
 }
 
-#[tokio::test]
 async fn live_source_follows_a_crd_through_install_change_and_delete() -> anyhow::Result<()> {
     let started = Instant::now();
     let cluster = shared_cluster()?;
@@ -501,4 +498,10 @@ async fn live_source_follows_a_crd_through_install_change_and_delete() -> anyhow
 
     println!("total: {:.1?}", started.elapsed());
     Ok(())
+}
+
+// The tests of this group, for the runner (e2e/tests/runner.rs); a test function left out
+// of the list is dead code, which the build rejects.
+e2e_tests! {
+    tokio live_source_follows_a_crd_through_install_change_and_delete,
 }

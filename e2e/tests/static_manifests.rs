@@ -8,11 +8,9 @@
 //! - A folder vapcheck loads starts, and its policy is enforced: a Deployment over the limit
 //!   is denied by the static policy, one under it is admitted.
 //!
-//! `cargo test --test e2e_static_manifests -- --nocapture`.
+//! `cargo test --test e2e -- --group static_manifests --nocapture`.
 
-#[allow(dead_code)]
-#[path = "../support/mod.rs"]
-mod support;
+use crate::support;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -93,7 +91,6 @@ fn start_with(dir: &Path, name: &str) -> anyhow::Result<Cluster> {
     })
 }
 
-#[test]
 fn a_folder_vapcheck_rejects_stops_kube_apiserver_with_the_same_error() -> anyhow::Result<()> {
     let dir = fixture("binding-without-policy");
     let (code, causes) = vapcheck(&dir)?;
@@ -118,7 +115,6 @@ fn a_folder_vapcheck_rejects_stops_kube_apiserver_with_the_same_error() -> anyho
     Ok(())
 }
 
-#[tokio::test(flavor = "multi_thread")]
 async fn a_folder_vapcheck_loads_is_enforced() -> anyhow::Result<()> {
     let dir = fixture("accepted");
     let (code, causes) = vapcheck(&dir)?;
@@ -169,4 +165,11 @@ async fn a_folder_vapcheck_loads_is_enforced() -> anyhow::Result<()> {
         .context("3 replicas must be admitted")?;
     println!("static manifests: the loaded policy is enforced: {denied}");
     Ok(())
+}
+
+// The tests of this group, for the runner (e2e/tests/runner.rs); a test function left out
+// of the list is dead code, which the build rejects.
+e2e_tests! {
+    sync a_folder_vapcheck_rejects_stops_kube_apiserver_with_the_same_error,
+    tokio_multi_thread a_folder_vapcheck_loads_is_enforced,
 }

@@ -2,9 +2,7 @@
 //! status controller (kube-controller-manager) running: they prove that the harness and the
 //! reference work. The same expectations later hold for vapcheck.
 
-#[allow(dead_code)]
-#[path = "../support/mod.rs"]
-mod support;
+use crate::support;
 
 use std::time::Duration;
 
@@ -31,7 +29,6 @@ fn warnings_of(
         .unwrap_or_default()
 }
 
-#[tokio::test]
 async fn upstream_controller_reports_the_documentation_example() -> anyhow::Result<()> {
     let client = shared_cluster()?.client().await?;
     apply_yaml(&client, &sample("replica-typo.yaml")?).await?;
@@ -56,7 +53,6 @@ async fn upstream_controller_reports_the_documentation_example() -> anyhow::Resu
     Ok(())
 }
 
-#[tokio::test]
 async fn upstream_controller_finds_nothing_in_a_correct_policy() -> anyhow::Result<()> {
     let client = shared_cluster()?.client().await?;
     apply_yaml(&client, &sample("require-owner-label.yaml")?).await?;
@@ -67,7 +63,6 @@ async fn upstream_controller_finds_nothing_in_a_correct_policy() -> anyhow::Resu
     Ok(())
 }
 
-#[tokio::test]
 async fn upstream_controller_checks_message_expressions() -> anyhow::Result<()> {
     let client = shared_cluster()?.client().await?;
     apply_yaml(&client, &sample("bad-message-expression.yaml")?).await?;
@@ -96,7 +91,6 @@ async fn upstream_controller_checks_message_expressions() -> anyhow::Result<()> 
     Ok(())
 }
 
-#[tokio::test]
 async fn crd_schema_is_published_under_openapi_v3() -> anyhow::Result<()> {
     let client = shared_cluster()?.client().await?;
     let crd = r#"
@@ -174,7 +168,6 @@ spec:
 /// `vapcheck check --kubeconfig` reads mapping, discovery and schemas from the live API server
 /// and, in strict mode, prints exactly the warning upstream's controller writes for the same
 /// policy on the same server.
-#[tokio::test]
 async fn check_command_against_the_live_cluster_matches_upstream() -> anyhow::Result<()> {
     let cluster = shared_cluster()?;
     let client = cluster.client().await?;
@@ -207,4 +200,14 @@ async fn check_command_against_the_live_cluster_matches_upstream() -> anyhow::Re
     // Upstream's root type names carry random digits, but this warning prints none.
     assert_eq!(ours, upstream);
     Ok(())
+}
+
+// The tests of this group, for the runner (e2e/tests/runner.rs); a test function left out
+// of the list is dead code, which the build rejects.
+e2e_tests! {
+    tokio upstream_controller_reports_the_documentation_example,
+    tokio upstream_controller_finds_nothing_in_a_correct_policy,
+    tokio upstream_controller_checks_message_expressions,
+    tokio crd_schema_is_published_under_openapi_v3,
+    tokio check_command_against_the_live_cluster_matches_upstream,
 }
