@@ -26,6 +26,7 @@ import (
 	"fmt"
 	"io"
 	"math/big"
+	mrand "math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -64,8 +65,12 @@ func usage() {
 }
 
 // cmdPorts binds N listeners at once (so the ports are distinct), prints their ports and closes
-// them. The kernel hands out ephemeral ports at random, so a second instance started right
-// after gets other ones.
+// them. The ports are picked at random below the kernel's ephemeral range
+// (/proc/sys/net/ipv4/ip_local_port_range, 32768-60999 by default), never inside it: the kernel
+// gives ports of that range to outgoing connections as their local port, so a free ephemeral
+// port picked here could be taken by any client's connection (one to another control plane of
+// the same test run, say) before the component binds it ("bind: address already in use").
+// Ports below the range are only ever taken by a listener that asks for them.
 func cmdPorts(args []string) error {
 	if len(args) != 1 {
 		return errors.New("want exactly one argument N")
@@ -74,16 +79,21 @@ func cmdPorts(args []string) error {
 	if err != nil || n < 1 || n > 32 {
 		return fmt.Errorf("N must be a number from 1 to 32, got %q", args[0])
 	}
+	low, high := listenRange(ephemeralLow())
 	listeners := make([]net.Listener, 0, n)
 	defer func() {
 		for _, l := range listeners {
 			l.Close()
 		}
 	}()
-	for i := 0; i < n; i++ {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+	for tries := 0; len(listeners) < n; tries++ {
+		if tries == 1000 {
+			return fmt.Errorf("found only %d free ports in 127.0.0.1:%d-%d after %d tries", len(listeners), low, high, tries)
+		}
+		port := low + mrand.IntN(high-low+1)
+		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
 		if err != nil {
-			return err
+			continue // in use (or just taken by another picker): try another one
 		}
 		listeners = append(listeners, l)
 	}
@@ -91,6 +101,34 @@ func cmdPorts(args []string) error {
 		fmt.Println(l.Addr().(*net.TCPAddr).Port)
 	}
 	return nil
+}
+
+// ephemeralLow is the first port of the kernel's ephemeral range, 32768 where it cannot be read.
+func ephemeralLow() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 32768
+	}
+	f := strings.Fields(string(b))
+	if len(f) != 2 {
+		return 32768
+	}
+	low, err := strconv.Atoi(f[0])
+	if err != nil {
+		return 32768
+	}
+	return low
+}
+
+// listenRange is where cmdPorts picks: from 10000 (above the well-known and most registered
+// ports) to just below the ephemeral range; with an ephemeral range that starts too low to
+// leave 1000 ports there, the 1000 ports above 10000 are used.
+func listenRange(ephemeralLow int) (int, int) {
+	const low = 10000
+	if ephemeralLow-1-low < 1000 {
+		return low, low + 999
+	}
+	return low, ephemeralLow - 1
 }
 
 func cmdPortFree(args []string) error {

@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -81,6 +82,44 @@ func TestPortsAreDistinctAndPortFreeSeesAListener(t *testing.T) {
 	}
 	if err := cmdPorts([]string{"0"}); err == nil {
 		t.Error("ports 0 must be rejected")
+	}
+}
+
+func TestPortsAreBelowTheEphemeralRange(t *testing.T) {
+	if low, high := listenRange(32768); low != 10000 || high != 32767 {
+		t.Errorf("listenRange(32768) = %d, %d; want 10000, 32767", low, high)
+	}
+	if low, high := listenRange(10500); low != 10000 || high != 10999 {
+		t.Errorf("listenRange(10500) = %d, %d; want 10000, 10999", low, high)
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout := os.Stdout
+	os.Stdout = w
+	err = cmdPorts([]string{"8"})
+	os.Stdout = stdout
+	w.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _ := io.ReadAll(r)
+	lines := strings.Fields(string(out))
+	if len(lines) != 8 {
+		t.Fatalf("ports 8 printed %d ports: %q", len(lines), out)
+	}
+	low, high := listenRange(ephemeralLow())
+	seen := map[string]bool{}
+	for _, p := range lines {
+		n, err := strconv.Atoi(p)
+		if err != nil || n < low || n > high {
+			t.Errorf("port %q is outside %d-%d", p, low, high)
+		}
+		if seen[p] {
+			t.Errorf("port %s printed twice", p)
+		}
+		seen[p] = true
 	}
 }
 
