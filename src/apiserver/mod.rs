@@ -8,6 +8,7 @@
 //! accepts the object.
 
 pub mod field;
+pub mod generic;
 pub mod map;
 pub mod meta;
 pub mod names;
@@ -16,6 +17,7 @@ pub mod vap;
 pub mod webhook;
 
 pub use field::FieldError;
+pub use generic::{AdmissionObject, BindingAccessor, Plugin, PolicyAccessor};
 pub use map::{
     validate_mutating_binding_create, validate_mutating_binding_update,
     validate_mutating_policy_create, validate_mutating_policy_create_parsed,

@@ -288,7 +288,7 @@ pub async fn binding_reports(
     let inputs: Vec<BindingInput<'_>> = bindings
         .iter()
         .map(|b| BindingInput {
-            binding: b,
+            binding: b.as_ref(),
             stored: true,
         })
         .collect();
