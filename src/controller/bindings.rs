@@ -603,6 +603,26 @@ fn trigger_policies_of_kind(ctx: &Arc<Context>, gvk: &Gvk, wanted: impl Fn(&str)
     }
 }
 
+/// The Event on a binding for its verdict ([`crate::bindings::condition::binding_event`],
+/// action `EvaluateBinding`), for validating and mutating bindings alike.
+pub(super) fn verdict_event(
+    report: &crate::bindings::BindingReport,
+) -> kube::runtime::events::Event {
+    use kube::runtime::events::{Event, EventType};
+    let event = crate::bindings::condition::binding_event(report);
+    Event {
+        type_: if event.warning {
+            EventType::Warning
+        } else {
+            EventType::Normal
+        },
+        reason: event.reason.to_owned(),
+        note: Some(event.note),
+        action: "EvaluateBinding".to_owned(),
+        secondary: None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -729,25 +749,5 @@ mod tests {
         let cluster = object("limits", None);
         assert!(may_reference(&by_name("limits", None), &cluster));
         assert!(!may_reference(&by_name("limits", Some("team-a")), &cluster));
-    }
-}
-
-/// The Event on a binding for its verdict ([`crate::bindings::condition::binding_event`],
-/// action `EvaluateBinding`), for validating and mutating bindings alike.
-pub(super) fn verdict_event(
-    report: &crate::bindings::BindingReport,
-) -> kube::runtime::events::Event {
-    use kube::runtime::events::{Event, EventType};
-    let event = crate::bindings::condition::binding_event(report);
-    Event {
-        type_: if event.warning {
-            EventType::Warning
-        } else {
-            EventType::Normal
-        },
-        reason: event.reason.to_owned(),
-        note: Some(event.note),
-        action: "EvaluateBinding".to_owned(),
-        secondary: None,
     }
 }
