@@ -118,9 +118,15 @@ pub trait BindingAccessor: AdmissionObject {
 /// What the API server answers to a create of `object` (defaulted first): the field errors of
 /// its strategy's `Validate`, then `ValidateStaticSuffix` when the server reserves the suffix,
 /// as `rest.ValidateCreate` returns them. Empty: accepted. The paramKind and paramRef
-/// authorization that follows is not reproduced (it depends on the requesting user).
-/// `parses`: texts already parsed (by the type check of the same policy) are not parsed again.
-pub fn validate_create<T: AdmissionObject>(
+/// authorization that follows is not reproduced (it depends on the requesting user; vapcheck
+/// assumes one allowed to read the param kind).
+pub fn validate_create<T: AdmissionObject>(object: &T, server: Server) -> Vec<FieldError> {
+    validate_create_parsed(object, server, Arc::default())
+}
+
+/// [`validate_create`] with the parses of `parses`: texts parsed already (by the type check of
+/// the same policy) are not parsed again, and the new parses are kept there.
+pub fn validate_create_parsed<T: AdmissionObject>(
     object: &T,
     server: Server,
     parses: Arc<Parses>,

@@ -29,7 +29,6 @@ use k8s_openapi::api::admissionregistration::v1::{
 use crate::k8s_env::apiserver::{Composition, Decls, EnvKind};
 
 use super::field::FieldError;
-use super::generic::validate_create;
 use super::meta::{MetaContext, validate_object_meta};
 use super::vap::{
     Compiler, Options, Preexisting, Returns, Server, default_match_resources, go_trim_space,
@@ -74,42 +73,10 @@ pub fn default_mutating_binding(b: &mut MutatingAdmissionPolicyBinding) {
     }
 }
 
-/// What the API server answers to a create of `policy` (defaulted first): the field errors of
-/// `mutatingAdmissionPolicyStrategy.Validate`, in its order ([`super::generic::validate_create`]).
-/// Empty: accepted. The paramKind authorization is not reproduced (it depends on the
-/// requesting user).
-pub fn validate_mutating_policy_create(
-    policy: &MutatingAdmissionPolicy,
-    server: Server,
-) -> Vec<FieldError> {
-    validate_create(policy, server, std::sync::Arc::default())
-}
-
-/// [`validate_mutating_policy_create`] with the parses of `parses` (see
-/// [`super::validate_policy_create_parsed`]).
-pub fn validate_mutating_policy_create_parsed(
-    policy: &MutatingAdmissionPolicy,
-    server: Server,
-    parses: std::sync::Arc<crate::k8s_env::apiserver::Parses>,
-) -> Vec<FieldError> {
-    validate_create(policy, server, parses)
-}
-
-/// What the API server answers to an update of `old` (as stored) to `new`
-/// (`ValidateMutatingAdmissionPolicyUpdate`, [`super::generic::validate_policy_update`]): match
-/// conditions are skipped when neither they nor `paramKind` changed; expressions of `old`
-/// compile in the StoredExpressions environment — upstream keeps only match conditions and
-/// mutation expressions ([`Preexisting::of_mutating`]), and looks JSON patch expressions up
-/// among the old *apply configuration* expressions, so an unchanged JSON patch (or variable)
-/// compiles as a new expression.
-pub fn validate_mutating_policy_update(
-    new: &MutatingAdmissionPolicy,
-    old: &MutatingAdmissionPolicy,
-    server: Server,
-) -> Vec<FieldError> {
-    super::generic::validate_policy_update(new, old, server)
-}
-
+/// An update (`ValidateMutatingAdmissionPolicyUpdate`, [`super::generic::validate_policy_update`])
+/// keeps only match conditions and mutation expressions of the stored object, and looks JSON
+/// patch expressions up among the old *apply configuration* expressions, so an unchanged JSON
+/// patch (or variable) compiles as a new expression.
 impl Preexisting {
     /// `findMutatingPolicyPreexistingExpressions` of the stored spec.
     pub(super) fn of_mutating(old: Option<&MutatingAdmissionPolicySpec>) -> Self {
@@ -329,24 +296,6 @@ fn validate_mutation_expression(
         (Err(detail), _) => vec![detail.field_error(path, trimmed)],
         (Ok(()), _) => Vec::new(),
     }
-}
-
-/// What the API server answers to a create of `binding`
-/// (`mutatingAdmissionPolicyBindingStrategy.Validate`). The paramRef authorization is not
-/// reproduced (it depends on the user).
-pub fn validate_mutating_binding_create(
-    binding: &MutatingAdmissionPolicyBinding,
-    server: Server,
-) -> Vec<FieldError> {
-    validate_create(binding, server, std::sync::Arc::default())
-}
-
-/// `ValidateMutatingAdmissionPolicyBindingUpdate`: the new binding validated as on create,
-/// without the static-suffix rule.
-pub fn validate_mutating_binding_update(
-    binding: &MutatingAdmissionPolicyBinding,
-) -> Vec<FieldError> {
-    super::generic::validate_binding_update(binding)
 }
 
 /// `validateMutatingAdmissionPolicyBinding` and `validateMutatingAdmissionPolicyBindingSpec`.

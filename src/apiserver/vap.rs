@@ -23,7 +23,6 @@ use serde_json::json;
 use crate::k8s_env::apiserver::{self as env, Composition, Decls, EnvKind, Parses};
 
 use super::field::FieldError;
-use super::generic::validate_create;
 use super::meta::{MetaContext, validate_labels, validate_object_meta};
 use super::names::{
     is_dns1035_label, is_dns1123_subdomain, is_path_segment_name, is_qualified_name,
@@ -159,39 +158,6 @@ pub(super) fn default_match_resources(mr: &mut MatchResources) {
             r.scope = Some("*".into());
         }
     }
-}
-
-/// What the API server answers to a create of `policy` (defaulted first): the field errors of
-/// `validatingAdmissionPolicyStrategy.Validate`, in its order ([`super::generic::validate_create`]).
-/// Empty: accepted.
-///
-/// The paramKind authorization that follows a clean validation is not reproduced: it
-/// depends on the requesting user (vapcheck assumes one allowed to read the param kind).
-pub fn validate_policy_create(
-    policy: &ValidatingAdmissionPolicy,
-    server: Server,
-) -> Vec<FieldError> {
-    validate_create(policy, server, Arc::new(Parses::new()))
-}
-
-/// [`validate_policy_create`] with the parses of `parses`: texts parsed already (by the
-/// type check of the same policy) are not parsed again, and the new parses are kept there.
-pub fn validate_policy_create_parsed(
-    policy: &ValidatingAdmissionPolicy,
-    server: Server,
-    parses: Arc<Parses>,
-) -> Vec<FieldError> {
-    validate_create(policy, server, parses)
-}
-
-/// What the API server answers to an update of `old` (as stored) to `new`
-/// (`ValidateValidatingAdmissionPolicyUpdate`, [`super::generic::validate_policy_update`]).
-pub fn validate_policy_update(
-    new: &ValidatingAdmissionPolicy,
-    old: &ValidatingAdmissionPolicy,
-    server: Server,
-) -> Vec<FieldError> {
-    super::generic::validate_policy_update(new, old, server)
 }
 
 /// What `rest.ValidateCreate` / `rest.ValidateUpdate` hand to `errors.NewInvalid`: the
@@ -1013,22 +979,6 @@ fn is_cel_identifier(name: &str) -> bool {
 /// Go's `strings.TrimSpace` (Unicode white space).
 pub(super) fn go_trim_space(s: &str) -> &str {
     s.trim_matches(|c: char| c.is_whitespace())
-}
-
-/// What the API server answers to a create of `binding`
-/// (`validatingAdmissionPolicyBindingStrategy.Validate`). The paramRef authorization is not
-/// reproduced (it depends on the user).
-pub fn validate_binding_create(
-    binding: &ValidatingAdmissionPolicyBinding,
-    server: Server,
-) -> Vec<FieldError> {
-    validate_create(binding, server, Arc::default())
-}
-
-/// An update of a binding validates the new object as a create does, without the static
-/// suffix rule (`ValidateValidatingAdmissionPolicyBindingUpdate`).
-pub fn validate_binding_update(binding: &ValidatingAdmissionPolicyBinding) -> Vec<FieldError> {
-    super::generic::validate_binding_update(binding)
 }
 
 /// What the static-manifest loader's `defaultAndValidateVAP` (k8s.io/kubernetes
