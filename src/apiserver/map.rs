@@ -31,9 +31,9 @@ use crate::k8s_env::apiserver::{Composition, Decls, EnvKind};
 use super::field::FieldError;
 use super::meta::{MetaContext, validate_object_meta};
 use super::vap::{
-    Compiler, Options, Preexisting, Returns, Server, as_returned, default_match_resources,
-    go_trim_space, validate_match_conditions, validate_match_resources, validate_param_kind,
-    validate_param_ref, validate_static_suffix, validate_variable,
+    Compiler, Options, Preexisting, Returns, Server, default_match_resources, go_trim_space,
+    validate_match_conditions, validate_match_resources, validate_param_kind, validate_param_ref,
+    validate_variable,
 };
 
 /// `supportedMutatingOperations` (sorted as `sets.String.List()` prints them): a mutating
@@ -73,81 +73,37 @@ pub fn default_mutating_binding(b: &mut MutatingAdmissionPolicyBinding) {
     }
 }
 
-/// What the API server answers to a create of `policy` (defaulted first): the field errors of
-/// `mutatingAdmissionPolicyStrategy.Validate`, in its order. Empty: accepted. The paramKind
-/// authorization is not reproduced (it depends on the requesting user).
-pub fn validate_mutating_policy_create(
-    policy: &MutatingAdmissionPolicy,
-    server: Server,
-) -> Vec<FieldError> {
-    validate_mutating_policy_create_parsed(policy, server, std::sync::Arc::default())
-}
-
-/// [`validate_mutating_policy_create`] with the parses of `parses` (see
-/// [`super::validate_policy_create_parsed`]).
-pub fn validate_mutating_policy_create_parsed(
-    policy: &MutatingAdmissionPolicy,
-    server: Server,
-    parses: std::sync::Arc<crate::k8s_env::apiserver::Parses>,
-) -> Vec<FieldError> {
-    let mut p = policy.clone();
-    default_mutating_policy(&mut p);
-    let opts = Options {
-        parses,
-        ..Options::default()
-    };
-    let mut errs = validate_policy(&p, &opts, server);
-    if server.reserves_static_suffix() {
-        errs.extend(validate_static_suffix(p.metadata.name.as_deref()));
-    }
-    as_returned(errs)
-}
-
-/// What the API server answers to an update of `old` (as stored) to `new`
-/// (`ValidateMutatingAdmissionPolicyUpdate`): match conditions are skipped when neither they nor
-/// `paramKind` changed; expressions of `old` compile in the StoredExpressions environment —
-/// upstream keeps only match conditions and mutation expressions, and looks JSON patch
-/// expressions up among the old *apply configuration* expressions, so an unchanged JSON patch
-/// (or variable) compiles as a new expression.
-pub fn validate_mutating_policy_update(
-    new: &MutatingAdmissionPolicy,
-    old: &MutatingAdmissionPolicy,
-    server: Server,
-) -> Vec<FieldError> {
-    let mut n = new.clone();
-    default_mutating_policy(&mut n);
-    let mut o = old.clone();
-    default_mutating_policy(&mut o);
-    let ns = n.spec.clone().unwrap_or_default();
-    let os = o.spec.clone().unwrap_or_default();
-    let opts = Options {
-        ignore_match_conditions: ns.param_kind == os.param_kind
-            && ns.match_conditions.clone().unwrap_or_default()
-                == os.match_conditions.clone().unwrap_or_default(),
-        preexisting: preexisting_of(&os),
-        ..Options::default()
-    };
-    as_returned(validate_policy(&n, &opts, server))
-}
-
-/// `findMutatingPolicyPreexistingExpressions`.
-fn preexisting_of(old: &MutatingAdmissionPolicySpec) -> Preexisting {
-    let mut p = Preexisting::default();
-    for mc in old.match_conditions.iter().flatten() {
-        p.match_conditions.insert(mc.expression.clone());
-    }
-    for m in old.mutations.iter().flatten() {
-        if let Some(ac) = &m.apply_configuration {
-            p.apply_configurations
-                .insert(ac.expression.clone().unwrap_or_default());
+/// An update (`ValidateMutatingAdmissionPolicyUpdate`, [`super::generic::validate_policy_update`])
+/// keeps only match conditions and mutation expressions of the stored object, and looks JSON
+/// patch expressions up among the old *apply configuration* expressions, so an unchanged JSON
+/// patch (or variable) compiles as a new expression.
+impl Preexisting {
+    /// `findMutatingPolicyPreexistingExpressions` of the stored spec.
+    pub(super) fn of_mutating(old: Option<&MutatingAdmissionPolicySpec>) -> Self {
+        let mut p = Preexisting::default();
+        let Some(old) = old else {
+            return p;
+        };
+        for mc in old.match_conditions.iter().flatten() {
+            p.match_conditions.insert(mc.expression.clone());
         }
-        // Its JSON patch expressions go into a set nothing reads (jsonPatchExpressions).
+        for m in old.mutations.iter().flatten() {
+            if let Some(ac) = &m.apply_configuration {
+                p.apply_configurations
+                    .insert(ac.expression.clone().unwrap_or_default());
+            }
+            // Its JSON patch expressions go into a set nothing reads (jsonPatchExpressions).
+        }
+        p
     }
-    p
 }
 
 /// `validateMutatingAdmissionPolicy`.
-fn validate_policy(p: &MutatingAdmissionPolicy, opts: &Options, server: Server) -> Vec<FieldError> {
+pub(super) fn validate_policy(
+    p: &MutatingAdmissionPolicy,
+    opts: &Options,
+    server: Server,
+) -> Vec<FieldError> {
     let mut errs = validate_object_meta(&p.metadata, MetaContext::RestCreate);
     let spec = p.spec.clone().unwrap_or_default();
     errs.extend(validate_policy_spec(&spec, opts.clone(), server));
@@ -342,34 +298,8 @@ fn validate_mutation_expression(
     }
 }
 
-/// What the API server answers to a create of `binding`
-/// (`mutatingAdmissionPolicyBindingStrategy.Validate`). The paramRef authorization is not
-/// reproduced (it depends on the user).
-pub fn validate_mutating_binding_create(
-    binding: &MutatingAdmissionPolicyBinding,
-    server: Server,
-) -> Vec<FieldError> {
-    let mut b = binding.clone();
-    default_mutating_binding(&mut b);
-    let mut errs = validate_binding(&b);
-    if server.reserves_static_suffix() {
-        errs.extend(validate_static_suffix(b.metadata.name.as_deref()));
-    }
-    as_returned(errs)
-}
-
-/// `ValidateMutatingAdmissionPolicyBindingUpdate`: the new binding validated as on create,
-/// without the static-suffix rule.
-pub fn validate_mutating_binding_update(
-    binding: &MutatingAdmissionPolicyBinding,
-) -> Vec<FieldError> {
-    let mut b = binding.clone();
-    default_mutating_binding(&mut b);
-    as_returned(validate_binding(&b))
-}
-
 /// `validateMutatingAdmissionPolicyBinding` and `validateMutatingAdmissionPolicyBindingSpec`.
-fn validate_binding(b: &MutatingAdmissionPolicyBinding) -> Vec<FieldError> {
+pub(super) fn validate_binding(b: &MutatingAdmissionPolicyBinding) -> Vec<FieldError> {
     let mut errs = validate_object_meta(&b.metadata, MetaContext::RestCreate);
     let spec = b.spec.clone().unwrap_or_default();
     let policy_name = spec.policy_name.as_deref().unwrap_or_default();

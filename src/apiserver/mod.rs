@@ -8,6 +8,7 @@
 //! accepts the object.
 
 pub mod field;
+pub mod generic;
 pub mod map;
 pub mod meta;
 pub mod names;
@@ -16,13 +17,16 @@ pub mod vap;
 pub mod webhook;
 
 pub use field::FieldError;
-pub use map::{
-    validate_mutating_binding_create, validate_mutating_binding_update,
-    validate_mutating_policy_create, validate_mutating_policy_create_parsed,
-    validate_mutating_policy_update,
+pub use generic::{AdmissionObject, BindingAccessor, Plugin, PolicyAccessor};
+// The create and update validation of each kind, by its plugin's name for it: one generic
+// function each ([`generic`]), over the kind's `AdmissionObject` implementation.
+pub use generic::{
+    validate_binding_update, validate_binding_update as validate_mutating_binding_update,
+    validate_create as validate_policy_create, validate_create as validate_binding_create,
+    validate_create as validate_mutating_policy_create,
+    validate_create as validate_mutating_binding_create,
+    validate_create_parsed as validate_policy_create_parsed,
+    validate_create_parsed as validate_mutating_policy_create_parsed, validate_policy_update,
+    validate_policy_update as validate_mutating_policy_update,
 };
-pub use vap::{
-    Server, validate_binding_create, validate_binding_static, validate_binding_update,
-    validate_policy_create, validate_policy_create_parsed, validate_policy_static,
-    validate_policy_update,
-};
+pub use vap::{Server, validate_binding_static, validate_policy_static};

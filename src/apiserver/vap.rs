@@ -63,7 +63,7 @@ impl Server {
 /// `findValidatingPolicyPreexistingExpressions`, `findMutatingPolicyPreexistingExpressions`):
 /// these compile in the StoredExpressions environment. Shared with [`super::map`].
 #[derive(Debug, Default, Clone)]
-pub(super) struct Preexisting {
+pub struct Preexisting {
     pub(super) match_conditions: BTreeSet<String>,
     pub(super) validations: BTreeSet<String>,
     pub(super) message_expressions: BTreeSet<String>,
@@ -74,8 +74,12 @@ pub(super) struct Preexisting {
 }
 
 impl Preexisting {
-    fn of(old: &ValidatingAdmissionPolicySpec) -> Self {
+    /// `findValidatingPolicyPreexistingExpressions` of the stored spec.
+    pub(super) fn of_validating(old: Option<&ValidatingAdmissionPolicySpec>) -> Self {
         let mut p = Self::default();
+        let Some(old) = old else {
+            return p;
+        };
         for mc in old.match_conditions.iter().flatten() {
             p.match_conditions.insert(mc.expression.clone());
         }
@@ -104,7 +108,7 @@ impl Preexisting {
 
 /// `validationOptions` (shared with [`super::map`]).
 #[derive(Debug, Default, Clone)]
-pub(super) struct Options {
+pub struct Options {
     /// Validated by the static-manifest loader rather than the REST API.
     pub(super) static_manifest: bool,
     pub(super) ignore_match_conditions: bool,
@@ -156,68 +160,6 @@ pub(super) fn default_match_resources(mr: &mut MatchResources) {
     }
 }
 
-/// What the API server answers to a create of `policy` (defaulted first): the field errors of
-/// `validatingAdmissionPolicyStrategy.Validate`, in its order. Empty: accepted.
-///
-/// The paramKind authorization that follows a clean validation is not reproduced: it
-/// depends on the requesting user (vapcheck assumes one allowed to read the param kind).
-pub fn validate_policy_create(
-    policy: &ValidatingAdmissionPolicy,
-    server: Server,
-) -> Vec<FieldError> {
-    validate_policy_create_parsed(policy, server, Arc::new(Parses::new()))
-}
-
-/// [`validate_policy_create`] with the parses of `parses`: texts parsed already (by the
-/// type check of the same policy) are not parsed again, and the new parses are kept there.
-pub fn validate_policy_create_parsed(
-    policy: &ValidatingAdmissionPolicy,
-    server: Server,
-    parses: Arc<Parses>,
-) -> Vec<FieldError> {
-    let mut p = policy.clone();
-    default_policy(&mut p);
-    let opts = Options {
-        parses,
-        ..Options::default()
-    };
-    let mut errs = validate_policy(&p, &opts, server);
-    if server.reserves_static_suffix() {
-        errs.extend(validate_static_suffix(p.metadata.name.as_deref()));
-    }
-    as_returned(errs)
-}
-
-/// What the API server answers to an update of `old` (as stored) to `new`
-/// (`ValidateValidatingAdmissionPolicyUpdate`): expressions already in `old` compile in the
-/// StoredExpressions environment; unchanged match conditions (and paramKind) are not
-/// re-validated. The generic metadata update checks (`resourceVersion`, immutable fields)
-/// are not reproduced: `kubectl apply` sends them right.
-pub fn validate_policy_update(
-    new: &ValidatingAdmissionPolicy,
-    old: &ValidatingAdmissionPolicy,
-    server: Server,
-) -> Vec<FieldError> {
-    let mut n = new.clone();
-    default_policy(&mut n);
-    let mut o = old.clone();
-    default_policy(&mut o);
-    let ns = n.spec.clone().unwrap_or_default();
-    let os = o.spec.clone().unwrap_or_default();
-    let opts = Options {
-        // ignoreValidatingAdmissionPolicyMatchConditions: semantic equality (nil and empty
-        // lists are equal).
-        ignore_match_conditions: ns.param_kind == os.param_kind
-            && ns.match_conditions.clone().unwrap_or_default()
-                == os.match_conditions.clone().unwrap_or_default(),
-        allow_params_in_match_conditions: false,
-        static_manifest: false,
-        preexisting: Preexisting::of(&os),
-        parses: Arc::default(),
-    };
-    as_returned(validate_policy(&n, &opts, server))
-}
-
 /// What `rest.ValidateCreate` / `rest.ValidateUpdate` hand to `errors.NewInvalid`: the
 /// strategy's errors pass through `ValidateDeclarativelyWithMigrationChecks`, whose
 /// `validate.FilterCoveredHandwrittenErrors` calls `field.ErrorList.Filter`, which goes through
@@ -245,7 +187,7 @@ pub(super) fn validate_static_suffix(name: Option<&str>) -> Vec<FieldError> {
 }
 
 /// `validateValidatingAdmissionPolicy`.
-fn validate_policy(
+pub(super) fn validate_policy(
     p: &ValidatingAdmissionPolicy,
     opts: &Options,
     server: Server,
@@ -1039,30 +981,6 @@ pub(super) fn go_trim_space(s: &str) -> &str {
     s.trim_matches(|c: char| c.is_whitespace())
 }
 
-/// What the API server answers to a create of `binding`
-/// (`validatingAdmissionPolicyBindingStrategy.Validate`). The paramRef authorization is not
-/// reproduced (it depends on the user).
-pub fn validate_binding_create(
-    binding: &ValidatingAdmissionPolicyBinding,
-    server: Server,
-) -> Vec<FieldError> {
-    let mut b = binding.clone();
-    default_binding(&mut b);
-    let mut errs = validate_binding(&b, MetaContext::RestCreate);
-    if server.reserves_static_suffix() {
-        errs.extend(validate_static_suffix(b.metadata.name.as_deref()));
-    }
-    as_returned(errs)
-}
-
-/// An update of a binding validates the new object as a create does, without the static
-/// suffix rule (`ValidateValidatingAdmissionPolicyBindingUpdate`).
-pub fn validate_binding_update(binding: &ValidatingAdmissionPolicyBinding) -> Vec<FieldError> {
-    let mut b = binding.clone();
-    default_binding(&mut b);
-    as_returned(validate_binding(&b, MetaContext::RestCreate))
-}
-
 /// What the static-manifest loader's `defaultAndValidateVAP` (k8s.io/kubernetes
 /// pkg/admission/plugin/policy/manifest/loader/validating_loader.go) answers for `policy`:
 /// defaulting, then `validation.ValidateValidatingAdmissionPolicy` on the object as written
@@ -1089,7 +1007,10 @@ pub fn validate_binding_static(binding: &ValidatingAdmissionPolicyBinding) -> Ve
 }
 
 /// `validateValidatingAdmissionPolicyBinding`.
-fn validate_binding(b: &ValidatingAdmissionPolicyBinding, context: MetaContext) -> Vec<FieldError> {
+pub(super) fn validate_binding(
+    b: &ValidatingAdmissionPolicyBinding,
+    context: MetaContext,
+) -> Vec<FieldError> {
     let mut errs = validate_object_meta(&b.metadata, context);
     let spec = &b.spec;
     if spec.policy_name.is_empty() {

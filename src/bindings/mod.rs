@@ -35,21 +35,23 @@ use std::fmt;
 
 use k8s_openapi::api::admissionregistration::v1::{
     MutatingAdmissionPolicy, MutatingAdmissionPolicyBinding, ParamKind, ValidatingAdmissionPolicy,
-    ValidatingAdmissionPolicyBinding, ValidatingAdmissionPolicyBindingSpec,
-    ValidatingAdmissionPolicySpec,
+    ValidatingAdmissionPolicyBinding,
 };
 
-use crate::apiserver::vap::{default_binding, default_policy};
+pub use crate::apiserver::generic::Plugin;
+use crate::apiserver::generic::{AdmissionObject, BindingAccessor, PolicyAccessor};
 use crate::policy::Gvk;
 
 pub use condition::{BINDINGS_EFFECTIVE, bindings_condition, warning_kinds};
 pub use rules::Overlap;
 
-/// A policy as the analysis sees it.
+/// A policy as the analysis sees it: a ValidatingAdmissionPolicy by default, or a
+/// MutatingAdmissionPolicy ([`MutatingPolicyInput`]); anything the generic plugin reads
+/// through [`PolicyAccessor`].
 #[derive(Debug, Clone)]
-pub struct PolicyInput<'a> {
+pub struct PolicyInput<'a, P = ValidatingAdmissionPolicy> {
     /// The policy as read (defaulted by the analysis like the API server does).
-    pub policy: &'a ValidatingAdmissionPolicy,
+    pub policy: &'a P,
     /// Whether kube-apiserver stores it (accepts it on create); a rejected policy never exists.
     pub stored: bool,
     /// Kinds on which type checking found warnings (from vapcheck's check of the policy).
@@ -58,46 +60,20 @@ pub struct PolicyInput<'a> {
     pub param_scope: ParamScope,
 }
 
-/// A binding as the analysis sees it.
+/// A binding as the analysis sees it (a ValidatingAdmissionPolicyBinding by default).
 #[derive(Debug, Clone)]
-pub struct BindingInput<'a> {
+pub struct BindingInput<'a, B = ValidatingAdmissionPolicyBinding> {
     /// The binding as read.
-    pub binding: &'a ValidatingAdmissionPolicyBinding,
+    pub binding: &'a B,
     /// Whether kube-apiserver stores it (accepts it on create).
     pub stored: bool,
 }
 
-/// The admission plugin a policy and its bindings belong to: what a configuration error says
-/// and what a binding that passes does differ.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Plugin {
-    /// ValidatingAdmissionPolicy and ValidatingAdmissionPolicyBinding.
-    Validating,
-    /// MutatingAdmissionPolicy and MutatingAdmissionPolicyBinding.
-    Mutating,
-}
-
-/// A MutatingAdmissionPolicy as the analysis sees it (see [`PolicyInput`]).
-#[derive(Debug, Clone)]
-pub struct MutatingPolicyInput<'a> {
-    /// The policy as read.
-    pub policy: &'a MutatingAdmissionPolicy,
-    /// Whether kube-apiserver stores it (accepts it on create).
-    pub stored: bool,
-    /// Kinds on which type checking found warnings.
-    pub warning_kinds: Vec<Gvk>,
-    /// What the cluster knows about the policy's `paramKind`.
-    pub param_scope: ParamScope,
-}
+/// A MutatingAdmissionPolicy as the analysis sees it.
+pub type MutatingPolicyInput<'a> = PolicyInput<'a, MutatingAdmissionPolicy>;
 
 /// A MutatingAdmissionPolicyBinding as the analysis sees it.
-#[derive(Debug, Clone)]
-pub struct MutatingBindingInput<'a> {
-    /// The binding as read.
-    pub binding: &'a MutatingAdmissionPolicyBinding,
-    /// Whether kube-apiserver stores it (accepts it on create).
-    pub stored: bool,
-}
+pub type MutatingBindingInput<'a> = BindingInput<'a, MutatingAdmissionPolicyBinding>;
 
 /// A param object (any kind some policy names in `paramKind`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -202,18 +178,13 @@ type ParamKey<'a> = (Option<&'a str>, &'a str, Option<&'a str>, &'a str);
 
 /// Analyses every binding, in input order. Param objects of one group, kind, namespace and
 /// name are one object in a cluster: the last one given wins (as with `kubectl apply`).
-pub fn analyse(
-    policies: &[PolicyInput<'_>],
-    bindings: &[BindingInput<'_>],
-    params: &[ParamObject],
-) -> Vec<BindingReport> {
-    analyse_with(Plugin::Validating, policies, bindings, params)
-}
-
-fn analyse_with(
-    plugin: Plugin,
-    policies: &[PolicyInput<'_>],
-    bindings: &[BindingInput<'_>],
+///
+/// Written once for both plugins over [`PolicyAccessor`] and [`BindingAccessor`], as
+/// `policy_source.go` serves both from one generic source; [`Plugin`] (the accessor's) says
+/// what differs: the wording of a configuration error and what a binding that passes does.
+pub fn analyse<P: PolicyAccessor>(
+    policies: &[PolicyInput<'_, P>],
+    bindings: &[BindingInput<'_, P::Binding>],
     params: &[ParamObject],
 ) -> Vec<BindingReport> {
     // The same object listed twice (two files, or an apiVersion per version of its group): the
@@ -238,7 +209,7 @@ fn analyse_with(
     }
     bindings
         .iter()
-        .map(|b| analyse_binding(plugin, policies, b, &unique))
+        .map(|b| analyse_binding(policies, b, &unique))
         .collect()
 }
 
@@ -266,66 +237,15 @@ pub fn orphan_report(binding: &ValidatingAdmissionPolicyBinding) -> BindingRepor
     }
 }
 
-/// [`analyse`] for MutatingAdmissionPolicyBindings and their MutatingAdmissionPolicies. The
+/// [`analyse`] for MutatingAdmissionPolicyBindings and their MutatingAdmissionPolicies: the
 /// fields the generic plugin reads (`paramKind`, `matchConstraints`, `failurePolicy`;
-/// `policyName`, `paramRef`, `matchResources`) have the same types and rules in both kinds,
-/// so each object is seen through its validating counterpart.
+/// `policyName`, `paramRef`, `matchResources`) have the same types and rules in both kinds.
 pub fn analyse_mutating(
     policies: &[MutatingPolicyInput<'_>],
     bindings: &[MutatingBindingInput<'_>],
     params: &[ParamObject],
 ) -> Vec<BindingReport> {
-    let policy_views: Vec<ValidatingAdmissionPolicy> = policies
-        .iter()
-        .map(|p| ValidatingAdmissionPolicy {
-            metadata: p.policy.metadata.clone(),
-            spec: p
-                .policy
-                .spec
-                .as_ref()
-                .map(|s| ValidatingAdmissionPolicySpec {
-                    param_kind: s.param_kind.clone(),
-                    match_constraints: s.match_constraints.clone(),
-                    failure_policy: s.failure_policy.clone(),
-                    ..ValidatingAdmissionPolicySpec::default()
-                }),
-            status: None,
-        })
-        .collect();
-    let binding_views: Vec<ValidatingAdmissionPolicyBinding> = bindings
-        .iter()
-        .map(|b| {
-            let spec = b.binding.spec.clone().unwrap_or_default();
-            ValidatingAdmissionPolicyBinding {
-                metadata: b.binding.metadata.clone(),
-                spec: ValidatingAdmissionPolicyBindingSpec {
-                    policy_name: spec.policy_name.unwrap_or_default(),
-                    param_ref: spec.param_ref,
-                    match_resources: spec.match_resources,
-                    validation_actions: Vec::new(),
-                },
-            }
-        })
-        .collect();
-    let policy_inputs: Vec<PolicyInput<'_>> = policies
-        .iter()
-        .zip(&policy_views)
-        .map(|(p, view)| PolicyInput {
-            policy: view,
-            stored: p.stored,
-            warning_kinds: p.warning_kinds.clone(),
-            param_scope: p.param_scope,
-        })
-        .collect();
-    let binding_inputs: Vec<BindingInput<'_>> = bindings
-        .iter()
-        .zip(&binding_views)
-        .map(|(b, view)| BindingInput {
-            binding: view,
-            stored: b.stored,
-        })
-        .collect();
-    analyse_with(Plugin::Mutating, &policy_inputs, &binding_inputs, params)
+    analyse(policies, bindings, params)
 }
 
 /// The group of an `apiVersion` (`""` for `v1`), or `None` when it does not parse
@@ -458,18 +378,16 @@ impl Ctx<'_> {
     }
 }
 
-fn analyse_binding(
-    plugin: Plugin,
-    policies: &[PolicyInput<'_>],
-    input: &BindingInput<'_>,
+fn analyse_binding<P: PolicyAccessor>(
+    policies: &[PolicyInput<'_, P>],
+    input: &BindingInput<'_, P::Binding>,
     params: &[ParamObject],
 ) -> BindingReport {
-    let mut binding = input.binding.clone();
-    default_binding(&mut binding);
-    let spec = binding.spec.clone();
-    let name = binding.metadata.name.clone().unwrap_or_default();
-    let policy_name = spec.policy_name.clone();
-    let actions = spec.validation_actions.clone();
+    let plugin = P::PLUGIN;
+    let binding = input.binding.defaulted();
+    let name = binding.name().to_owned();
+    let policy_name = binding.policy_name().to_owned();
+    let actions = binding.validation_actions().to_vec();
     let mut report = BindingReport {
         binding: name.clone(),
         policy: policy_name.clone(),
@@ -492,16 +410,12 @@ fn analyse_binding(
     }
     // policy_source.go `calculatePolicyData`: bindings are grouped by spec.policyName; when
     // the policy is not found "Just skip bindings that refer to non-existent policies".
-    let named =
-        |p: &&PolicyInput<'_>| p.policy.metadata.name.as_deref().unwrap_or_default() == policy_name;
+    let named = |p: &&PolicyInput<'_, P>| p.policy.name() == policy_name;
     let Some(pin) = policies.iter().filter(named).find(|p| p.stored) else {
         let why = if policies.iter().any(|p| named(&p)) {
-            "the policy is in the input but kube-apiserver rejects it on create"
+            "the policy is in the input but kube-apiserver rejects it on create".to_owned()
         } else {
-            match plugin {
-                Plugin::Validating => "no ValidatingAdmissionPolicy of that name is in the input",
-                Plugin::Mutating => "no MutatingAdmissionPolicy of that name is in the input",
-            }
+            format!("no {} of that name is in the input", plugin.policy_kind())
         };
         report.reason = format!(
             "{head}: {why}; kube-apiserver skips bindings whose policy does not exist, so the binding does nothing"
@@ -509,17 +423,12 @@ fn analyse_binding(
         return report;
     };
     report.policy_exists = true;
-    let mut policy = pin.policy.clone();
-    default_policy(&mut policy);
-    let pspec = policy.spec.clone().unwrap_or_default();
+    let policy = pin.policy.defaulted();
     let ctx = Ctx {
         plugin,
         binding: &name,
         policy: &policy_name,
-        failure_policy: pspec
-            .failure_policy
-            .clone()
-            .unwrap_or_else(|| "Fail".into()),
+        failure_policy: policy.failure_policy().unwrap_or("Fail").to_owned(),
         actions: actions.clone(),
     };
     report.failure_policy = ctx.failure_policy.clone();
@@ -533,7 +442,7 @@ fn analyse_binding(
     // drops the policy (`continue`, no hook); `ensureParamsForPolicyLocked`: a kind the REST
     // mapper does not know is the hook's ConfigurationError, which `Dispatch` reports for
     // every request the policy matches, before any binding is looked at.
-    let param_kind = pspec.param_kind.as_ref();
+    let param_kind = policy.param_kind();
     let param_gvk = match param_kind.map(param_kind_gvk) {
         Some(None) => {
             report.reason = format!(
@@ -560,8 +469,8 @@ fn analyse_binding(
     }
 
     // policy_matcher.go `BindingMatches` through matching.go `Matches`.
-    let constraints = pspec.match_constraints.clone().unwrap_or_default();
-    let overlap = match rules::overlap(&constraints, spec.match_resources.as_ref()) {
+    let constraints = policy.match_constraints().cloned().unwrap_or_default();
+    let overlap = match rules::overlap(&constraints, binding.match_resources()) {
         Ok(o) => o,
         Err(e) => {
             let out = ctx.config_error(&format!("a selector does not parse ({e})"), &e, false);
@@ -582,7 +491,7 @@ fn analyse_binding(
     }
 
     // policy_dispatcher.go `CollectParams`.
-    let param_ref = spec.param_ref.as_ref();
+    let param_ref = binding.param_ref();
     let mut evaluated_with = String::new();
     match (&param_gvk, param_ref) {
         (None, Some(_)) => report.notes.push(
@@ -628,7 +537,7 @@ fn analyse_binding(
             // cluster-scoped resources" (before name or selector are looked at).
             if scope == ParamScope::Namespaced
                 && pr_ns.is_empty()
-                && rules::only_cluster_scoped(&constraints, spec.match_resources.as_ref())
+                && rules::only_cluster_scoped(&constraints, binding.match_resources())
             {
                 let out = ctx.config_error(
                     &format!(
@@ -700,7 +609,7 @@ fn analyse_binding(
             let skip_text = "CollectParams returns no params, so the binding is skipped without evaluating";
             if scope == ParamScope::Namespaced && pr_ns.is_empty() {
                 // "paramsNamespace := namespace" (the request's); cluster-scoped requests fail.
-                if !rules::only_namespaced(&constraints, spec.match_resources.as_ref()) {
+                if !rules::only_namespaced(&constraints, binding.match_resources()) {
                     report.notes.push(format!(
                         "paramRef has no namespace and {kind} is namespaced: a request for a cluster-scoped resource (other than a Namespace, whose requests carry its own name as namespace) fails with \"cannot use namespaced paramRef in policy binding that matches cluster-scoped resources\" (failurePolicy {})",
                         ctx.failure_policy

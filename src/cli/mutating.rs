@@ -141,16 +141,16 @@ pub fn verdict(
     } else {
         let errors = match (object, stored) {
             (MutatingObject::Policy(_, p), Some(MutatingObject::Policy(_, old))) => {
-                apiserver::validate_mutating_policy_update(p, old, server)
+                apiserver::validate_mutating_policy_update(&**p, &**old, server)
             }
             (MutatingObject::Policy(_, p), _) => {
-                apiserver::validate_mutating_policy_create(p, server)
+                apiserver::validate_mutating_policy_create(&**p, server)
             }
             (MutatingObject::Binding(_, b), Some(MutatingObject::Binding(..))) => {
-                apiserver::validate_mutating_binding_update(b)
+                apiserver::validate_mutating_binding_update(&**b)
             }
             (MutatingObject::Binding(_, b), _) => {
-                apiserver::validate_mutating_binding_create(b, server)
+                apiserver::validate_mutating_binding_create(&**b, server)
             }
         };
         errors.iter().map(ToString::to_string).collect()

@@ -288,7 +288,7 @@ pub async fn binding_reports(
     let inputs: Vec<BindingInput<'_>> = bindings
         .iter()
         .map(|b| BindingInput {
-            binding: b,
+            binding: b.as_ref(),
             stored: true,
         })
         .collect();
@@ -600,6 +600,26 @@ fn trigger_policies_of_kind(ctx: &Arc<Context>, gvk: &Gvk, wanted: impl Fn(&str)
         if same && wanted(&p.name_any()) {
             ctx.trigger(p.name_any());
         }
+    }
+}
+
+/// The Event on a binding for its verdict ([`crate::bindings::condition::binding_event`],
+/// action `EvaluateBinding`), for validating and mutating bindings alike.
+pub(super) fn verdict_event(
+    report: &crate::bindings::BindingReport,
+) -> kube::runtime::events::Event {
+    use kube::runtime::events::{Event, EventType};
+    let event = crate::bindings::condition::binding_event(report);
+    Event {
+        type_: if event.warning {
+            EventType::Warning
+        } else {
+            EventType::Normal
+        },
+        reason: event.reason.to_owned(),
+        note: Some(event.note),
+        action: "EvaluateBinding".to_owned(),
+        secondary: None,
     }
 }
 

@@ -20,7 +20,7 @@ use std::time::Instant;
 use futures::StreamExt;
 use k8s_openapi::api::admissionregistration::v1::MutatingAdmissionPolicy;
 use kube::runtime::controller::{self, Action};
-use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::reflector::Store;
 use kube::runtime::{Controller, WatchStreamExt, reflector, watcher};
 use kube::{Api, Resource, ResourceExt};
 use tokio::sync::broadcast;
@@ -177,17 +177,7 @@ pub async fn run(ctx: Arc<Context>) {
     )));
     let api: Api<MutatingAdmissionPolicy> = Api::all(ctx.client.clone());
     let rx = ctx.mutating.triggers.subscribe();
-    let triggers = futures::stream::unfold(rx, |mut rx| async move {
-        loop {
-            match rx.recv().await {
-                Ok(name) => return Some((ObjectRef::new(&name), rx)),
-                Err(broadcast::error::RecvError::Lagged(n)) => {
-                    warn!(missed = n, "mutating policy re-check triggers lagged");
-                }
-                Err(broadcast::error::RecvError::Closed) => return None,
-            }
-        }
-    });
+    let triggers = super::watch::trigger_stream(rx, "mutating policy re-check triggers lagged");
     let (reader, writer) = reflector::store();
     let config = watcher::Config {
         page_size: None,

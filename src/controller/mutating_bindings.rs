@@ -21,7 +21,6 @@ use std::sync::{Arc, Mutex};
 use k8s_openapi::api::admissionregistration::v1::{
     MutatingAdmissionPolicy, MutatingAdmissionPolicyBinding,
 };
-use kube::runtime::events::{Event, EventType};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::watcher;
 use kube::{Api, ResourceExt};
@@ -255,21 +254,8 @@ fn publish_events(ctx: &Context, reports: &[BindingReport]) {
         if !new {
             continue;
         }
-        let event = crate::bindings::condition::binding_event(r);
-        ctx.events.send(
-            Event {
-                type_: if event.warning {
-                    EventType::Warning
-                } else {
-                    EventType::Normal
-                },
-                reason: event.reason.to_owned(),
-                note: Some(event.note),
-                action: "EvaluateBinding".to_owned(),
-                secondary: None,
-            },
-            reference,
-        );
+        ctx.events
+            .send(super::bindings::verdict_event(r), reference);
     }
 }
 

@@ -67,6 +67,28 @@ impl Backoff for WatchBackoff {
     }
 }
 
+/// The re-check triggers of a controller as the object references `reconcile_on` takes: each
+/// policy name sent on `rx`, until the sender is gone. A receiver that fell behind logs
+/// `lagged` (with how many names it missed) and goes on with the next.
+pub fn trigger_stream<K>(
+    rx: tokio::sync::broadcast::Receiver<String>,
+    lagged: &'static str,
+) -> impl futures::Stream<Item = kube::runtime::reflector::ObjectRef<K>>
+where
+    K: kube::Resource<DynamicType = ()> + 'static,
+{
+    use tokio::sync::broadcast::error::RecvError;
+    futures::stream::unfold(rx, move |mut rx| async move {
+        loop {
+            match rx.recv().await {
+                Ok(name) => return Some((kube::runtime::reflector::ObjectRef::new(&name), rx)),
+                Err(RecvError::Lagged(n)) => tracing::warn!(missed = n, "{lagged}"),
+                Err(RecvError::Closed) => return None,
+            }
+        }
+    })
+}
+
 /// Whether the watcher failed because its resource version expired (410 Gone); it lists
 /// again on its next step.
 pub fn is_expired(error: &watcher::Error) -> bool {

@@ -1,4 +1,8 @@
 use super::*;
+use crate::apiserver::{
+    validate_mutating_binding_create, validate_mutating_binding_update,
+    validate_mutating_policy_create, validate_mutating_policy_update,
+};
 
 fn policy(yaml: &str) -> MutatingAdmissionPolicy {
     serde_saphyr::from_str(yaml).expect("test policy parses")

@@ -1,4 +1,5 @@
 use super::*;
+use crate::apiserver::{validate_policy_create, validate_policy_update};
 
 fn policy(yaml: &str) -> ValidatingAdmissionPolicy {
     serde_saphyr::from_str(yaml).expect("test policy parses")
