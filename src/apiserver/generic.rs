@@ -13,7 +13,8 @@
 //! [`AdmissionObject`]: its defaulting (`SetObjectDefaults_<Kind>`, k8s.io/kubernetes
 //! `pkg/apis/admissionregistration/v1/zz_generated.defaults.go`) and its strategy's validation
 //! (`validate<Kind>`, `pkg/apis/admissionregistration/validation/validation.go`); the
-//! expression sites of a policy are `crate::policy::PolicySites`, one layer up.
+//! expression sites of a policy are `crate::policy::expression_sites` (ValidatingAdmissionPolicy) and
+//! `crate::mutating::mutation_sites` (MutatingAdmissionPolicy), one layer up.
 
 use std::sync::Arc;
 
