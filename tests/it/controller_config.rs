@@ -20,12 +20,19 @@ fn assert_config_error(out: &Output, stderr: &str) {
     assert!(out.stdout.is_empty(), "{out:?}");
 }
 
+/// The variables, the arguments and the whole expected standard error of one run.
+type Case = (
+    &'static [(&'static str, &'static str)],
+    &'static [&'static str],
+    &'static str,
+);
+
 /// Variables, flags, and the exact message: a variable's error names it; a flag hides the
 /// variable of its setting; a variable and a flag meet in validation (the lease duration from
 /// the variable, the renew deadline from the flag); the file comes from `VAPCHECK_CONFIG`.
 #[test]
 fn variables_and_flags_reach_the_configuration() {
-    let cases: &[(&[(&str, &str)], &[&str], &str)] = &[
+    let cases: &[Case] = &[
         (
             &[("VAPCHECK_RECHECK_PERIOD", "5minutes")],
             &[],
