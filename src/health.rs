@@ -9,7 +9,7 @@
 //!   like the Kubernetes API server's verbose probes.
 //! - `/metrics`: [`Metrics`] in OpenMetrics or classic text, chosen by the `Accept` header;
 //!   served on its own address (or together with the probes when both addresses are equal),
-//!   optionally over HTTPS with TokenReview/SubjectAccessReview ([`secure`]).
+//!   optionally over HTTPS ([`secure`]) with TokenReview/SubjectAccessReview ([`authz`]).
 //!
 //! Both servers stop gracefully when the shutdown future completes.
 
@@ -28,6 +28,7 @@ use tokio::net::TcpListener;
 
 use crate::metrics::Metrics;
 
+pub mod authz;
 pub mod preflight;
 pub mod secure;
 
@@ -419,9 +420,9 @@ impl HttpServers {
                         "metrics.secure.authorize needs a Kubernetes client for TokenReview and SubjectAccessReview"
                     )
                 })?;
-                router = secure::protect(
+                router = authz::protect(
                     router,
-                    secure::MetricsAuth::new(secure::KubeReviewer::new(client)),
+                    authz::MetricsAuth::new(authz::KubeReviewer::new(client)),
                 );
             }
         }

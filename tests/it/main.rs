@@ -17,6 +17,7 @@ mod check_cli_webhooks;
 mod check_mutating_verdicts;
 mod ci_env;
 mod ci_formats;
+mod controller_config;
 mod cost_reuse;
 mod embedded_schemas;
 mod extended_findings;
