@@ -15,6 +15,7 @@ pub mod config;
 pub mod controller;
 pub mod engine;
 pub mod engines;
+pub mod finding;
 pub mod health;
 pub mod k8s_env;
 pub mod lsp;

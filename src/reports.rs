@@ -769,7 +769,7 @@ mod tests {
                 }],
             });
         if let Some(class) = class {
-            s.findings.push(crate::policy::narrowing::Finding {
+            s.findings.push(crate::policy::narrowing::Classified {
                 field_ref: "spec.validations[0].expression".into(),
                 gvk: gvk(),
                 upstream: true,

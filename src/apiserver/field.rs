@@ -76,6 +76,9 @@ pub struct FieldError {
     pub value: BadValue,
     /// The detail (may be empty).
     pub detail: String,
+    /// For a CEL compile error: where its first error is in the expression (the findings'
+    /// position, carried as data beside the text that prints it).
+    pub cel: Option<CelPos>,
 }
 
 impl FieldError {
@@ -174,7 +177,18 @@ impl FieldError {
             field: field.into(),
             value,
             detail: detail.into(),
+            cel: None,
         }
+    }
+
+    /// The cause it is: its text, field and CEL position.
+    pub fn cause(&self) -> Cause {
+        self.into()
+    }
+
+    /// The same error, with the position of its first CEL error in the expression.
+    pub fn with_cel(self, cel: Option<CelPos>) -> Self {
+        Self { cel, ..self }
     }
 
     /// `Error.ErrorBody`: the type, the value where shown, and the detail.
@@ -205,6 +219,85 @@ impl fmt::Display for FieldError {
     /// `Error.Error`: `<field>: <body>`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}: {}", self.field, self.body())
+    }
+}
+
+impl From<&FieldError> for Cause {
+    /// The cause as kube-apiserver prints it, with its field and CEL position as data.
+    fn from(e: &FieldError) -> Self {
+        Self {
+            text: e.to_string(),
+            field: e.field.clone(),
+            cel: e.cel,
+        }
+    }
+}
+
+/// A position in a CEL expression's text as cel-go prints it in `<input>:L:C`: 1-based line,
+/// 1-based column in code points. Taken from the checker's [`crate::cel::Location`] (whose
+/// column is 0-based), never from rendered text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CelPos {
+    /// 1-based line.
+    pub line: usize,
+    /// 1-based column, in code points.
+    pub column: usize,
+}
+
+impl CelPos {
+    /// The position of a checker location.
+    pub fn of(l: crate::cel::Location) -> Self {
+        Self {
+            line: l.line,
+            column: l.column + 1,
+        }
+    }
+
+    /// The position of the first error cel-go prints of `issues` that has a location (its
+    /// display order: by line and column, errors without a location first).
+    pub fn first_of(issues: &crate::cel::Issues) -> Option<Self> {
+        let (blocks, _) = issues.display_blocks();
+        blocks
+            .into_iter()
+            .find_map(|(e, _)| e.location)
+            .map(Self::of)
+    }
+}
+
+/// One field error of an object's create (or update, or an engine's add): its text exactly
+/// as the API server (or the engine) prints it, the field it is about and, for a CEL compile
+/// error, the position of its first error in the expression.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cause {
+    /// The text (`spec.validations[0].expression: Invalid value: ...`).
+    pub text: String,
+    /// The field path it is about; empty when it is about the object as a whole.
+    pub field: String,
+    /// Where its first CEL error is in the expression.
+    pub cel: Option<CelPos>,
+}
+
+impl Cause {
+    /// A cause with no CEL position.
+    pub fn new(field: impl Into<String>, text: impl Into<String>) -> Self {
+        Self {
+            text: text.into(),
+            field: field.into(),
+            cel: None,
+        }
+    }
+}
+
+impl fmt::Display for Cause {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+impl serde::Serialize for Cause {
+    /// As its text: the JSON and YAML outputs list the causes as the API server prints them.
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.text)
     }
 }
 
@@ -327,6 +420,49 @@ mod tests {
             FieldError::invalid_json("r", serde_json::json!(["*", "a<b"]), "d").to_string(),
             r#"r: Invalid value: ["*","a\u003cb"]: d"#
         );
+    }
+
+    /// A CEL compile error's cause carries, as data, the position its text prints first
+    /// (`<input>:L:C`, 1-based column); a cause that is no compile error carries none.
+    #[test]
+    fn compile_errors_carry_their_first_cel_position() {
+        let policy = |expression: &str| -> k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicy {
+            serde_json::from_value(serde_json::json!({
+                "apiVersion": "admissionregistration.k8s.io/v1",
+                "kind": "ValidatingAdmissionPolicy",
+                "metadata": {"name": "p.example.com"},
+                "spec": {
+                    "matchConstraints": {"resourceRules": [{"apiGroups": ["apps"],
+                        "apiVersions": ["v1"], "operations": ["CREATE"],
+                        "resources": ["deployments"]}]},
+                    "validations": [{"expression": expression}]
+                }
+            }))
+            .expect("test policy decodes")
+        };
+        let server = crate::apiserver::Server::PINNED;
+        let errs = crate::apiserver::validate_policy_create(&policy("true &&\n  x.y || z"), server);
+        assert_eq!(errs.len(), 1, "{errs:?}");
+        let cause = Cause::from(&errs[0]);
+        assert_eq!(cause.field, "spec.validations[0].expression");
+        assert_eq!(cause.cel, Some(CelPos { line: 2, column: 3 }));
+        assert!(
+            cause
+                .text
+                .contains("ERROR: <input>:2:3: undeclared reference to 'x'"),
+            "{}",
+            cause.text
+        );
+        assert!(
+            cause
+                .text
+                .contains("ERROR: <input>:2:10: undeclared reference to 'z'"),
+            "{}",
+            cause.text
+        );
+        let errs = crate::apiserver::validate_policy_create(&policy("0"), server);
+        assert_eq!(errs.len(), 1, "{errs:?}");
+        assert_eq!(errs[0].cel, None);
     }
 
     #[test]

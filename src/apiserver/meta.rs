@@ -76,6 +76,7 @@ pub fn validate_object_meta(meta: &ObjectMeta, context: MetaContext) -> Vec<Fiel
             field: "metadata.generation".into(),
             value: super::field::BadValue::Json(serde_json::Value::from(generation)),
             detail: "must be greater than or equal to 0".into(),
+            cel: None,
         });
     }
     if let Some(labels) = &meta.labels {

@@ -240,8 +240,9 @@ pub(super) enum Returns {
 /// Why `CompileCELExpression` failed, by its `apiservercel.ErrorType`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) enum CompileFailure {
-    /// `ErrorTypeInvalid`: the detail of a `field.Invalid` with the expression as value.
-    Invalid(String),
+    /// `ErrorTypeInvalid`: the detail of a `field.Invalid` with the expression as value, and
+    /// the position of the first CEL error it prints.
+    Invalid(String, Option<super::field::CelPos>),
     /// `ErrorTypeInternal`: the detail of a `field.InternalError` (k8s.io/kubernetes v1.37.1
     /// `pkg/apis/admissionregistration/validation`, `convertCELErrorToValidationError`).
     Internal(String),
@@ -251,7 +252,9 @@ impl CompileFailure {
     /// The field error kube-apiserver answers for the expression `value` at `field`.
     pub(super) fn field_error(self, field: impl Into<String>, value: &str) -> FieldError {
         match self {
-            CompileFailure::Invalid(detail) => FieldError::invalid(field, value, detail),
+            CompileFailure::Invalid(detail, cel) => {
+                FieldError::invalid(field, value, detail).with_cel(cel)
+            }
             CompileFailure::Internal(detail) => FieldError::internal(field, detail),
         }
     }
@@ -290,10 +293,10 @@ impl Compiler {
             Ok(c) => c,
             Err(issues) => {
                 return (
-                    Err(CompileFailure::Invalid(format!(
-                        "compilation failed: {}",
-                        issues.to_display_string()
-                    ))),
+                    Err(CompileFailure::Invalid(
+                        format!("compilation failed: {}", issues.to_display_string()),
+                        super::field::CelPos::first_of(&issues),
+                    )),
                     None,
                 );
             }
@@ -342,7 +345,7 @@ impl Compiler {
             }
             Returns::Any => unreachable!("any type is accepted above"),
         };
-        (Err(CompileFailure::Invalid(reason)), Some(out))
+        (Err(CompileFailure::Invalid(reason, None)), Some(out))
     }
 }
 

@@ -287,7 +287,7 @@ pub fn entry(u: &Undecoded, server_minor: u32) -> CheckedPolicy {
         api_server: ApiServerVerdict {
             server_minor,
             update: false,
-            causes: vec![u.cause()],
+            causes: vec![crate::finding::Cause::new(u.field.clone(), u.cause())],
             static_dir: None,
         },
         status: None,

@@ -10,10 +10,11 @@ use std::path::{Path, PathBuf};
 use clap::{Args, ValueEnum};
 use serde_json::Value;
 
-use super::ci::{Finding, Rule, fingerprint};
+use super::emit::fingerprint;
 use super::output::CheckedPolicy;
 use super::suppressed::Level;
 use super::{EXIT_OK, EXIT_REJECTED, EXIT_WARNINGS};
+use crate::finding::{Finding, Rule};
 
 /// `--fail-on`: the least severe class of finding that makes `check` fail.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, ValueEnum)]
@@ -177,12 +178,12 @@ pub fn read_baseline(path: &Path) -> Result<Baseline, String> {
         for (j, r) in results.iter().enumerate() {
             let Some(fp) = r
                 .get("partialFingerprints")
-                .and_then(|p| p.get(super::ci::FINGERPRINT_KEY))
+                .and_then(|p| p.get(super::emit::FINGERPRINT_KEY))
                 .and_then(Value::as_str)
             else {
                 return Err(format!(
                     "--baseline {shown}: runs[{i}].results[{j}].partialFingerprints.\"{}\": missing (not written by vapcheck?)",
-                    super::ci::FINGERPRINT_KEY
+                    super::emit::FINGERPRINT_KEY
                 ));
             };
             *baseline.entry(fp.to_owned()).or_default() += 1;

@@ -79,7 +79,10 @@ pub fn check(
     let added = gatekeeper::add_template(template);
     let causes = match &added {
         Ok(_) => Vec::new(),
-        Err(e) => vec![format!("spec.targets: {e}")],
+        Err(e) => vec![crate::finding::Cause::new(
+            "spec.targets",
+            format!("spec.targets: {e}"),
+        )],
     };
     let status = match (&added, backends) {
         (Ok(code), Some(b)) => {

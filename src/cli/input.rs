@@ -19,30 +19,8 @@ pub const POLICY_KIND: &str = "ValidatingAdmissionPolicy";
 /// The binding kind read (for the API server's verdict).
 pub const BINDING_KIND: &str = "ValidatingAdmissionPolicyBinding";
 
-/// Where a policy came from.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Origin {
-    /// File name as given, or `<stdin>`.
-    pub source: String,
-    /// 1-based index among the non-empty documents of the source (0: the source as a whole).
-    pub document: usize,
-    /// 0-based index in the document's `items` when the document is a list.
-    pub item: Option<usize>,
-}
-
-impl std::fmt::Display for Origin {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        if self.document == 0 {
-            // A whole file or folder (a static-manifest folder's own entry).
-            return write!(f, "{}", self.source);
-        }
-        write!(f, "{}: document {}", self.source, self.document)?;
-        if let Some(i) = self.item {
-            write!(f, ", item {i}")?;
-        }
-        Ok(())
-    }
-}
+/// Where a policy came from (the findings' type: [`crate::finding::Origin`]).
+pub use crate::finding::Origin;
 
 /// A policy read from the input.
 #[derive(Debug, Clone)]

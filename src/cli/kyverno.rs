@@ -64,13 +64,13 @@ pub fn check(
         KyvernoPolicy::Validating(p) => (
             p.kind,
             &p.name,
-            kyverno::validate(p),
+            kyverno::validate_causes(p),
             backends.map(|b| kyverno::type_check(p, options, b)),
         ),
         KyvernoPolicy::Mutating(p) => (
             p.kind,
             &p.name,
-            mutating::validate(p),
+            mutating::validate_causes(p),
             backends.map(|b| mutating::type_check(p, options, b)),
         ),
     };

@@ -2,10 +2,10 @@
 //! statuses. The backends (schemas, REST mapping, CEL checking) are supplied by a
 //! [`BackendProvider`]; see `docs/policy-checking.md` for the contract.
 
-pub mod ci;
 pub mod config_file;
 pub mod discovery;
 pub mod documents;
+pub mod emit;
 pub mod gate;
 pub mod gatekeeper;
 pub mod input;
@@ -369,7 +369,7 @@ fn api_server_verdict(
     ApiServerVerdict {
         server_minor: server.minor,
         update: stored.is_some(),
-        causes: errors.iter().map(ToString::to_string).collect(),
+        causes: errors.iter().map(Into::into).collect(),
         static_dir: None,
     }
 }
@@ -427,10 +427,14 @@ fn static_entries(
     load: &StaticLoad,
     server: Server,
 ) -> Vec<(InputObject, ApiServerVerdict)> {
+    // The loader's errors are about files, not fields.
     let verdict = |causes: Vec<String>| ApiServerVerdict {
         server_minor: server.minor,
         update: false,
-        causes,
+        causes: causes
+            .into_iter()
+            .map(|c| crate::finding::Cause::new("", c))
+            .collect(),
         static_dir: Some(dir.to_owned()),
     };
     let origin = |l: &static_manifests::Location| input::Origin {
@@ -557,21 +561,21 @@ pub fn run_check(
         {
             Vec::new()
         }
-        _ => ci::findings(&checked, &sources),
+        _ => emit::findings(&checked, &sources),
     };
     let (suppressions, malformed) = if suppressing {
         suppressed::suppressions(&checked, &findings, &sources, &args.rules)
     } else {
         (Vec::new(), Vec::new())
     };
-    let marks_of = |baselined| ci::Marks {
+    let marks_of = |baselined| emit::Marks {
         baselined,
         suppressed: suppressing.then_some(suppressions.as_slice()),
         settings: suppressing.then_some(&args.rules),
     };
     let baselined = baseline.as_ref().map(|b| gate::baselined(&findings, b));
     if let Some(path) = &gate.write_baseline {
-        let written = ci::render_sarif_marked(&findings, marks_of(None))
+        let written = emit::render_sarif_marked(&findings, marks_of(None))
             .and_then(|log| std::fs::write(path, log).map_err(|e| e.to_string()));
         if let Err(e) = written {
             return fail(&format!("--write-baseline {}: {e}", path.display()));
@@ -587,18 +591,18 @@ pub fn run_check(
         }
         OutputFormat::Json => render_json(&checked),
         OutputFormat::Yaml => render_yaml(&checked),
-        OutputFormat::Sarif => ci::render_sarif_marked(&findings, marks),
-        OutputFormat::Junit => Ok(ci::render_junit_marked(&checked, &findings, marks)),
+        OutputFormat::Sarif => emit::render_sarif_marked(&findings, marks),
+        OutputFormat::Junit => Ok(emit::render_junit_marked(&checked, &findings, marks)),
         // Annotations for new findings only.
-        OutputFormat::Github => Ok(ci::render_github_marked(&findings, marks)),
+        OutputFormat::Github => Ok(emit::render_github_marked(&findings, marks)),
         OutputFormat::Text => {
             let locate = |p: &CheckedPolicy, field: &str| {
                 findings
                     .iter()
                     .find(|f| {
-                        f.kind == p.kind
-                            && f.name == p.name
-                            && f.file == p.origin.source
+                        f.object.kind == p.kind
+                            && f.object.name == p.name
+                            && f.file() == p.origin.source
                             && f.field_ref == field
                     })
                     .and_then(|f| f.position)
@@ -673,7 +677,7 @@ pub fn run_check(
 
 /// What a check computes before it renders anything: an entry per object (and per document
 /// that does not decode), in output order, and the text of each source by its name (for the
-/// positions of the findings, [`ci::findings`]).
+/// positions of the findings, [`emit::findings`]).
 #[derive(Debug)]
 pub struct Analysis {
     /// The entries.
@@ -856,7 +860,11 @@ pub fn analyse_input_reusing(
             api_server: ApiServerVerdict {
                 server_minor: server.minor,
                 update: false,
-                causes: load.errors.iter().map(|e| e.message.clone()).collect(),
+                causes: load
+                    .errors
+                    .iter()
+                    .map(|e| crate::finding::Cause::new("", e.message.clone()))
+                    .collect(),
                 static_dir: Some(dir.clone()),
             },
             status: None,
@@ -1032,7 +1040,7 @@ pub fn analyse_input_reusing(
 }
 
 /// The findings of `vapcheck check` on `sources` (each a name and its bytes) at their places
-/// in them: [`analyse_input`] (the analysis of [`run_check`]) and then [`ci::findings`], the list
+/// in them: [`analyse_input`] (the analysis of [`run_check`]) and then [`emit::findings`], the list
 /// the SARIF and GitHub formats render. `args` are the settings (`.vapcheck.yaml` applied by
 /// the caller); its `files` are replaced by the sources' names. Used by the editor server
 /// (`crate::lsp`), which gives the unsaved text of open buffers. No live cluster unless
@@ -1043,7 +1051,7 @@ pub fn check_sources(
     args: &CheckArgs,
     provider: &dyn BackendProvider,
     reuse: &mut reuse::Reuse,
-) -> Result<(Analysis, Vec<ci::Finding>), String> {
+) -> Result<(Analysis, Vec<crate::finding::Finding>), String> {
     let paths: Vec<PathBuf> = sources.iter().map(|s| PathBuf::from(&s.name)).collect();
     let input = documents::from_sources(paths.clone(), Vec::new(), sources);
     let args = CheckArgs {
@@ -1053,7 +1061,7 @@ pub fn check_sources(
     reuse.checked = 0;
     reuse.reused = 0;
     let analysis = analyse_input_reusing(&args, input, provider, None, false, Some(reuse))?;
-    let findings = ci::findings(&analysis.checked, &analysis.sources);
+    let findings = emit::findings(&analysis.checked, &analysis.sources);
     Ok((analysis, findings))
 }
 

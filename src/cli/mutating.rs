@@ -136,8 +136,12 @@ pub fn verdict(
     let stored = previous
         .iter()
         .find(|p| p.kind() == object.kind() && p.name() == object.name());
-    let causes: Vec<String> = if !map::served(server) {
-        vec![not_served(object.kind(), server)]
+    let causes: Vec<crate::finding::Cause> = if !map::served(server) {
+        // About the object as a whole: its kind is not served.
+        vec![crate::finding::Cause::new(
+            "",
+            not_served(object.kind(), server),
+        )]
     } else {
         let errors = match (object, stored) {
             (MutatingObject::Policy(_, p), Some(MutatingObject::Policy(_, old))) => {
@@ -153,7 +157,7 @@ pub fn verdict(
                 apiserver::validate_mutating_binding_create(&**b, server)
             }
         };
-        errors.iter().map(ToString::to_string).collect()
+        errors.iter().map(Into::into).collect()
     };
     CheckedPolicy {
         kind: object.kind(),
@@ -324,7 +328,11 @@ mod tests {
         assert!(update.api_server.accepted() && update.api_server.update);
         let old = verdict(&objects[0], &[], Server { minor: 35 });
         assert_eq!(
-            old.api_server.causes,
+            old.api_server
+                .causes
+                .iter()
+                .map(|c| c.text.as_str())
+                .collect::<Vec<_>>(),
             [
                 "admissionregistration.k8s.io/v1 MutatingAdmissionPolicyBinding is not served by kube-apiserver 1.35 (served from 1.36)"
             ]

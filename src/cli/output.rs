@@ -20,8 +20,9 @@ pub struct ApiServerVerdict {
     /// An update of a stored version rather than a create.
     pub update: bool,
     /// The field errors of the HTTP 422 answer, each as the API server prints it, in its
-    /// order; empty when the object is accepted. For a static manifest: the loader's errors.
-    pub causes: Vec<String>,
+    /// order, with the field and CEL position of each; empty when the object is accepted. For
+    /// a static manifest: the loader's errors.
+    pub causes: Vec<crate::finding::Cause>,
     /// Read from this static-manifest folder (`--static-manifests`): the verdict is the
     /// static-manifest loader's, not a create's.
     pub static_dir: Option<String>,
@@ -145,16 +146,16 @@ pub struct OutputSuppressed<'a> {
 /// The entries with their suppressed findings (`suppressed[i]`: of `findings[i]`).
 fn entries_suppressed<'a>(
     policies: &'a [CheckedPolicy],
-    findings: &'a [super::ci::Finding],
+    findings: &'a [crate::finding::Finding],
     suppressed: &'a [Option<super::suppressed::Suppression>],
 ) -> Vec<OutputEntry<'a>> {
     let mut out = entries(policies);
     for (f, s) in findings.iter().zip(suppressed) {
-        if let (Some(s), Some(entry)) = (s, out.get_mut(f.entry)) {
+        if let (Some(s), Some(entry)) = (s, out.get_mut(f.object.entry)) {
             entry.suppressed.push(OutputSuppressed {
                 rule: f.rule.id(),
                 field: &f.field_ref,
-                matched_kind: f.matched_kind.as_deref(),
+                matched_kind: f.matched_kind(),
                 line: f.position.map(|p| p.line),
                 by: s.by.as_str(),
                 entry: &s.entry,
@@ -169,7 +170,7 @@ fn entries_suppressed<'a>(
 /// `-o json` with the suppressed findings of each entry.
 pub fn render_json_suppressed(
     policies: &[CheckedPolicy],
-    findings: &[super::ci::Finding],
+    findings: &[crate::finding::Finding],
     suppressed: &[Option<super::suppressed::Suppression>],
 ) -> Result<String, String> {
     serde_json::to_string_pretty(&entries_suppressed(policies, findings, suppressed))
@@ -180,7 +181,7 @@ pub fn render_json_suppressed(
 /// `-o yaml` with the suppressed findings of each entry.
 pub fn render_yaml_suppressed(
     policies: &[CheckedPolicy],
-    findings: &[super::ci::Finding],
+    findings: &[crate::finding::Finding],
     suppressed: &[Option<super::suppressed::Suppression>],
 ) -> Result<String, String> {
     serde_saphyr::to_string(&entries_suppressed(policies, findings, suppressed))
@@ -190,7 +191,7 @@ pub fn render_yaml_suppressed(
 /// The text output's lines for suppressed findings (empty when none is): one per finding,
 /// then their count.
 pub fn render_suppressed_text(
-    findings: &[super::ci::Finding],
+    findings: &[crate::finding::Finding],
     suppressed: &[Option<super::suppressed::Suppression>],
 ) -> String {
     let mut out = String::new();
@@ -199,8 +200,8 @@ pub fn render_suppressed_text(
         let Some(s) = s else { continue };
         n += 1;
         let at = match f.position {
-            Some(p) => format!("{}:{}:{}", f.file, p.line, p.column),
-            None => f.file.clone(),
+            Some(p) => format!("{}:{}:{}", f.file(), p.line, p.column),
+            None => f.file().to_owned(),
         };
         let field = if f.field_ref.is_empty() {
             String::new()
@@ -215,14 +216,14 @@ pub fn render_suppressed_text(
         out.push_str(&format!(
             "suppressed {} {} {}{field} at {at} (by {} {}{reason})\n",
             f.rule.id(),
-            f.kind,
-            f.name,
+            f.object.kind,
+            f.object.name,
             s.by.as_str(),
             s.entry
         ));
     }
     if n > 0 {
-        out.push_str(&super::ci::suppressed_count(n));
+        out.push_str(&super::emit::suppressed_count(n));
         out.push('\n');
     }
     out
@@ -530,12 +531,16 @@ pub fn render_text_at(policies: &[CheckedPolicy], colour: bool, locate: &Locator
         ));
         if p.kind != STATIC_MANIFESTS_KIND {
             for cause in &v.causes {
-                let field = cause.split(": ").next().unwrap_or_default();
-                let at = match locate(p, field) {
+                let at = match locate(p, &cause.field) {
                     Some(at) if v.static_dir.is_none() => format!("{at}: "),
                     _ => String::new(),
                 };
-                push_indented(&mut out, &st.red(&format!("{at}{cause}")), "  ", "    ");
+                push_indented(
+                    &mut out,
+                    &st.red(&format!("{at}{}", cause.text)),
+                    "  ",
+                    "    ",
+                );
             }
         } else if let Some((first, rest)) = v.causes.split_first() {
             // The folder: what kube-apiserver prints (its first error), then the others.
@@ -554,7 +559,7 @@ pub fn render_text_at(policies: &[CheckedPolicy], colour: bool, locate: &Locator
                     plural(rest.len(), "more error")
                 ));
                 for cause in rest {
-                    push_indented(&mut out, &st.red(cause), "    ", "      ");
+                    push_indented(&mut out, &st.red(&cause.text), "    ", "      ");
                 }
             }
         }
@@ -836,7 +841,10 @@ mod tests {
                 api_server: ApiServerVerdict {
                     server_minor: 37,
                     update: false,
-                    causes: vec!["spec.validationActions: Required value".into()],
+                    causes: vec![crate::finding::Cause::new(
+                        "spec.validationActions",
+                        "spec.validationActions: Required value",
+                    )],
                     static_dir: None,
                 },
                 kind: super::super::input::BINDING_KIND,
@@ -906,7 +914,7 @@ mod proptests {
                 expression_warnings: vec![ExpressionWarning { field_ref: "spec.validations[0].expression".into(), warning: warning.clone() }],
                 ..PolicyStatus::default()
             };
-            let policies = [CheckedPolicy { kind: super::super::input::POLICY_KIND, api_server: ApiServerVerdict { server_minor: 37, update: false, causes: vec![warning.clone()], static_dir: None }, name, origin: Origin { source: "s".into(), document: 1, item: None }, status: Some(status), bound_by: None, effect: None, advice: Vec::new(), undecoded: None }];
+            let policies = [CheckedPolicy { kind: super::super::input::POLICY_KIND, api_server: ApiServerVerdict { server_minor: 37, update: false, causes: vec![crate::finding::Cause::new("", warning.clone())], static_dir: None }, name, origin: Origin { source: "s".into(), document: 1, item: None }, status: Some(status), bound_by: None, effect: None, advice: Vec::new(), undecoded: None }];
             let yaml = render_yaml(&policies).unwrap();
             let from_yaml: serde_json::Value = serde_saphyr::from_str(&yaml).unwrap();
             let from_json: serde_json::Value = serde_json::from_str(&render_json(&policies).unwrap()).unwrap();

@@ -12,14 +12,7 @@
 use serde::de::{Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_saphyr::Spanned;
 
-/// A 1-based line and column (columns count Unicode code points, as editors and SARIF do).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub struct Position {
-    /// 1-based line.
-    pub line: usize,
-    /// 1-based column, in code points.
-    pub column: usize,
-}
+pub use crate::finding::Position;
 
 /// A YAML/JSON tree with the location of every node.
 #[derive(Debug)]

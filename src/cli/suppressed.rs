@@ -8,9 +8,9 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-use super::ci::{Finding, Rule};
 use super::output::{CheckedPolicy, STATIC_MANIFESTS_KIND};
 use super::positions::{SpannedDocument, Step, parse_path};
+use crate::finding::{Finding, Rule};
 use crate::suppress::{self, Comment, Directive, Entry};
 
 /// A severity given to a rule in `.vapcheck.yaml`.
@@ -232,10 +232,10 @@ pub fn suppressions(
     let out = findings
         .iter()
         .map(|f| {
-            let c = checked.get(f.entry);
+            let c = checked.get(f.object.entry);
             let rule = f.rule.id();
             if let Some(e) = annotations
-                .get(f.entry)
+                .get(f.object.entry)
                 .and_then(Option::as_ref)
                 .and_then(|d| d.find(rule, &f.field_ref).map(|e| (e, d)))
             {
@@ -245,12 +245,12 @@ pub fn suppressions(
                     reason: e.1.reason.clone(),
                 });
             }
-            if let (Some(file_comments), Some(pos)) = (comments.get(f.file.as_str()), f.position) {
+            if let (Some(file_comments), Some(pos)) = (comments.get(f.file()), f.position) {
                 // The finding's line, and the line where its field starts (the key line of a
                 // block scalar, whose lines below are the expression's text).
                 let field_line = c.and_then(|c| {
                     let doc = parsed
-                        .entry(f.entry)
+                        .entry(f.object.entry)
                         .or_insert_with(|| document(c, sources))
                         .as_ref()?;
                     field_start_line(doc, &f.field_ref)
@@ -270,13 +270,13 @@ pub fn suppressions(
                     }
                 }
             }
-            let file = absolute(&cwd.join(&f.file));
+            let file = absolute(&cwd.join(f.file()));
             for ig in &settings.ignores {
                 let in_files = ig.files.is_empty() || ig.files.iter().any(|p| file.starts_with(p));
                 let in_objects = ig.objects.is_empty()
                     || ig.objects.iter().any(|o| match o.split_once('/') {
-                        Some((kind, name)) => kind == f.kind && name == f.name,
-                        None => o == &f.name,
+                        Some((kind, name)) => kind == f.object.kind && name == f.object.name,
+                        None => o == &f.object.name,
                     });
                 if in_files && in_objects && ig.entry.covers(rule, &f.field_ref) {
                     return Some(Suppression {

@@ -123,7 +123,7 @@ pub fn verdict(
         api_server: ApiServerVerdict {
             server_minor: server.minor,
             update: stored.is_some(),
-            causes: errors.iter().map(ToString::to_string).collect(),
+            causes: errors.iter().map(Into::into).collect(),
             static_dir: None,
         },
         status: None,
@@ -248,7 +248,12 @@ mod tests {
         )])
         .unwrap();
         let v = verdict(&objects[0], &[], Server::PINNED);
-        let causes: Vec<&str> = v.api_server.causes.iter().map(String::as_str).collect();
+        let causes: Vec<&str> = v
+            .api_server
+            .causes
+            .iter()
+            .map(|c| c.text.as_str())
+            .collect();
         assert_eq!(causes.len(), 9, "{causes:#?}");
         assert_eq!(
             &causes[..4],

@@ -1,5 +1,5 @@
 //! Code actions on the findings of the last check (quick fixes): the runtime-safety rewrite
-//! `check` already computed (the `fixes` of its SARIF output, [`crate::cli::ci::FileFix`]),
+//! `check` already computed (the `fixes` of its SARIF output, [`crate::finding::FileFix`]),
 //! "did you mean" for an undefined field (the nearest field name of the schema type reached,
 //! [`nearest`]), and a `# vapcheck:ignore RULE` comment ([`crate::suppress`]). The pieces
 //! here are pure; the server (`super::Server::code_actions`) gathers what they need.

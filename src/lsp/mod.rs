@@ -30,7 +30,8 @@ use lsp_types::{
 use self::text::Encoding;
 use crate::cli::documents::{self, Source};
 use crate::cli::reuse::Reuse;
-use crate::cli::{BackendProvider, CheckArgs, SchemaOptions, ci, config_file};
+use crate::cli::{BackendProvider, CheckArgs, SchemaOptions, config_file};
+use crate::finding::{Finding, Rule};
 
 /// Runs the server on standard input and output until the client's `exit`. `Err` is why it
 /// stopped otherwise (the connection broke, the client sent something that is not JSON-RPC).
@@ -143,7 +144,7 @@ struct Server<'a> {
     reuse: Reuse,
     /// The last check: its analysis and the findings published (those not suppressed), for
     /// code actions.
-    last: Option<(crate::cli::Analysis, Vec<ci::Finding>)>,
+    last: Option<(crate::cli::Analysis, Vec<Finding>)>,
 }
 
 impl Server<'_> {
@@ -350,12 +351,12 @@ impl Server<'_> {
         let mut out = Vec::new();
         // (diagnostic, undefined field name) for "did you mean", which needs the backends.
         let mut typos = Vec::new();
-        for f in findings.iter().filter(|f| f.file == file) {
+        for f in findings.iter().filter(|f| f.file() == file) {
             let d = diagnostic(f, text, self.encoding);
             if !actions::overlaps(d.range, range) {
                 continue;
             }
-            if let Some(fix) = &f.fix {
+            if let Some(fix) = f.file_fix() {
                 let edit = lsp_types::TextEdit {
                     range: lsp_types::Range {
                         start: text::to_lsp(text, fix.start, self.encoding),
@@ -363,12 +364,12 @@ impl Server<'_> {
                     },
                     new_text: fix.text.clone(),
                 };
-                let title = format!("Rewrite: {}", ci::FIX_DESCRIPTION);
+                let title = format!("Rewrite: {}", crate::finding::FIX_DESCRIPTION);
                 out.push(actions::quick_fix(title, &d, uri, vec![edit]));
             }
             // A type-checking warning, or kube-apiserver's rejection for the same error (an
             // expression whose types do not depend on the schemas: `request`, `variables`).
-            if matches!(f.rule, ci::Rule::TypeWarning | ci::Rule::Rejected)
+            if matches!(f.rule, Rule::TypeWarning | Rule::Rejected)
                 && let Some(name) = actions::undefined_field(&f.message)
             {
                 typos.push((d.clone(), name.to_owned()));
@@ -644,11 +645,11 @@ impl Server<'_> {
         for f in &findings {
             let text = analysis
                 .sources
-                .get(&f.file)
+                .get(f.file())
                 .map(String::as_str)
                 .unwrap_or_default();
             by_file
-                .entry(PathBuf::from(&f.file))
+                .entry(PathBuf::from(f.file()))
                 .or_default()
                 .push(diagnostic(f, text, self.encoding));
         }
@@ -688,9 +689,9 @@ impl Server<'_> {
 /// errors of suppressions that do not parse.
 fn unsuppressed(
     analysis: &crate::cli::Analysis,
-    findings: Vec<ci::Finding>,
+    findings: Vec<Finding>,
     args: &CheckArgs,
-) -> (Vec<ci::Finding>, Vec<String>) {
+) -> (Vec<Finding>, Vec<String>) {
     use crate::cli::suppressed;
     if !suppressed::wanted(&args.rules, &analysis.sources) {
         return (findings, Vec::new());
@@ -712,14 +713,14 @@ fn unsuppressed(
 /// the same with it (the comment must not land inside a block scalar).
 fn suppression_edit(
     analysis: &crate::cli::Analysis,
-    f: &ci::Finding,
+    f: &Finding,
     text: &str,
 ) -> Option<lsp_types::TextEdit> {
     use crate::cli::suppressed;
     let at = f.position?;
     let doc = analysis
         .checked
-        .get(f.entry)
+        .get(f.object.entry)
         .and_then(|c| suppressed::document(c, &analysis.sources));
     let line = doc
         .as_ref()
@@ -764,12 +765,12 @@ fn schema_options(args: &CheckArgs) -> SchemaOptions {
 /// The diagnostic of a finding in `text` (its file's text as checked): at its position (the
 /// start of the file when it has none), with the rule's level as its severity, the rule id as
 /// its code and SARIF's message.
-pub fn diagnostic(f: &ci::Finding, text: &str, encoding: Encoding) -> Diagnostic {
+pub fn diagnostic(f: &Finding, text: &str, encoding: Encoding) -> Diagnostic {
     let range = match f.position {
         Some(p) => text::finding_range(text, p, encoding),
         None => lsp_types::Range::default(),
     };
-    let severity = match f.rule.severity() {
+    let severity = match f.severity.as_str() {
         "error" => DiagnosticSeverity::ERROR,
         "warning" => DiagnosticSeverity::WARNING,
         _ => DiagnosticSeverity::INFORMATION,
@@ -784,7 +785,7 @@ pub fn diagnostic(f: &ci::Finding, text: &str, encoding: Encoding) -> Diagnostic
             .and_then(|h| h.parse::<Uri>().ok())
             .map(|href| CodeDescription { href }),
         source: Some("vapcheck".into()),
-        message: ci::message_text(f),
+        message: crate::cli::emit::message_text(f),
         ..Diagnostic::default()
     }
 }

@@ -20,7 +20,7 @@ use super::kinds::{
     extend_selection, types_to_check_with,
 };
 use super::narrowing::{
-    Facts, Finding, FindingClass, Guards, Pos, Presence, Truth, WHY_HAS_ABSENT,
+    Classified, Facts, FindingClass, Guards, Pos, Presence, Truth, WHY_HAS_ABSENT,
     WHY_NO_KIND_HAS_FIELD, WHY_OPTIONAL_ABSENT, classify,
 };
 use super::render::{KindOutcome, KindResult, render_warning};
@@ -519,7 +519,7 @@ fn narrow_site(
     presence: &dyn Fn(&Gvk, &[String]) -> Presence,
     skip_kind: &dyn Fn(&Gvk) -> bool,
     checked: &[Gvk],
-    findings: &mut Vec<Finding>,
+    findings: &mut Vec<Classified>,
 ) -> Vec<KindResult> {
     fn issues_of(r: &KindResult) -> &[Issue] {
         match &r.outcome {
@@ -544,7 +544,7 @@ fn narrow_site(
         let errs = errors.get(&r.gvk).map(Vec::as_slice).unwrap_or_default();
         let issues = match &r.outcome {
             KindOutcome::Error(e) => {
-                findings.push(Finding {
+                findings.push(Classified {
                     field_ref: field_ref.to_owned(),
                     gvk: r.gvk.clone(),
                     upstream,
@@ -583,7 +583,7 @@ fn narrow_site(
                     (class, why)
                 }
             };
-            findings.push(Finding {
+            findings.push(Classified {
                 field_ref: field_ref.to_owned(),
                 gvk: r.gvk.clone(),
                 upstream,

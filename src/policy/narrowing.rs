@@ -404,9 +404,11 @@ impl fmt::Display for FindingClass {
     }
 }
 
-/// One classified finding of a policy.
+/// One type-checking issue of a policy classified by the narrowing (what it means at
+/// admission time): the `findings` of the extended status. Not a `finding::Finding`,
+/// which is what the outputs read.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Finding {
+pub struct Classified {
     /// The expression's fieldRef.
     pub field_ref: String,
     /// The kind it was checked for.

@@ -9,7 +9,7 @@ use serde::Serialize;
 
 use super::gvk::Gvk;
 use super::kinds::Skipped;
-use super::narrowing::{Finding, FindingClass};
+use super::narrowing::{Classified, FindingClass};
 use super::runtime::RuntimeFinding;
 
 /// Condition type: whether checking of this generation ran.
@@ -88,7 +88,7 @@ pub struct PolicyStatus {
     /// Everything matched but not checked, with reasons.
     pub skipped: Vec<Skipped>,
     /// Extended mode: every finding with its runtime class (empty in strict mode).
-    pub findings: Vec<Finding>,
+    pub findings: Vec<Classified>,
     /// Extended mode: expressions that error at admission on valid objects
     /// ([`super::runtime`]; empty in strict mode).
     pub runtime: Vec<super::runtime::RuntimeFinding>,
@@ -360,7 +360,7 @@ pub fn expressions_valid_condition(
 pub fn expressions_valid_condition_classified(
     generation: Option<i64>,
     warnings: &[ExpressionWarning],
-    findings: &[Finding],
+    findings: &[Classified],
     runtime: &[RuntimeFinding],
     expressions_checked: usize,
     ran: bool,
@@ -420,7 +420,7 @@ pub fn expressions_valid_condition_classified(
 fn expressions_valid_typing(
     generation: Option<i64>,
     warnings: &[ExpressionWarning],
-    findings: &[Finding],
+    findings: &[Classified],
     expressions_checked: usize,
     ran: bool,
 ) -> PolicyCondition {

@@ -20,6 +20,7 @@ const CORE: &[&str] = &[
     "bindings",
     "engine",
     "engines",
+    "finding",
     "webhooks",
     "reports",
     "suppress",

@@ -34,6 +34,7 @@ use k8s_openapi::api::admissionregistration::v1::{
 use serde_json::Value;
 
 use crate::apiserver::field::FieldError;
+use crate::apiserver::field::{Cause, CelPos};
 use crate::cel::Type;
 
 /// The API group.
@@ -237,7 +238,15 @@ pub struct Site {
 /// The errors Kyverno's webhook answers for the policy (`vpol.Validate`), each as
 /// `field.Error.Error()` prints it; empty: accepted.
 pub fn validate(policy: &ValidatingPolicy) -> Vec<String> {
-    let mut errors: Vec<String> = compile(policy);
+    validate_causes(policy)
+        .into_iter()
+        .map(|c| c.text)
+        .collect()
+}
+
+/// [`validate`] with the field and CEL position of each error.
+pub fn validate_causes(policy: &ValidatingPolicy) -> Vec<Cause> {
+    let mut errors: Vec<Cause> = compile(policy);
     let no_rules = policy
         .match_constraints
         .as_ref()
@@ -249,7 +258,7 @@ pub fn validate(policy: &ValidatingPolicy) -> Vec<String> {
                 "spec.matchConstraints",
                 "a matchConstraints with at least one resource rule is required",
             )
-            .to_string(),
+            .cause(),
         );
     }
     namespaced_rules(
@@ -266,7 +275,7 @@ pub fn validate(policy: &ValidatingPolicy) -> Vec<String> {
 /// runs with --allowHTTPInNamespacedPolicies (off by default, pkg/toggle/toggle.go
 /// `AllowHTTPInNamespacedPolicies`). Then `ErrorList.ToAggregate`, which drops repeated
 /// messages.
-pub(super) fn namespaced_rules(errors: &mut Vec<String>, texts: Option<Vec<&str>>) {
+pub(super) fn namespaced_rules(errors: &mut Vec<Cause>, texts: Option<Vec<&str>>) {
     if let Some(texts) = texts {
         if uses_ident(&texts, "globalContext") {
             errors.push(
@@ -274,7 +283,7 @@ pub(super) fn namespaced_rules(errors: &mut Vec<String>, texts: Option<Vec<&str>
                     "spec",
                     "globalContext.* is not allowed in namespaced policies",
                 )
-                .to_string(),
+                .cause(),
             );
         }
         if uses_ident(&texts, "http") {
@@ -283,12 +292,12 @@ pub(super) fn namespaced_rules(errors: &mut Vec<String>, texts: Option<Vec<&str>
                     "spec",
                     "http.* is not allowed in namespaced policies; set --allowHTTPInNamespacedPolicies to enable",
                 )
-                .to_string(),
+                .cause(),
             );
         }
     }
     let mut seen = std::collections::HashSet::new();
-    errors.retain(|e| seen.insert(e.clone()));
+    errors.retain(|e| seen.insert(e.text.clone()));
 }
 
 /// `vpolExpressions`: the texts the namespaced checks read.
@@ -394,26 +403,30 @@ fn compile_site(
     field: String,
     text: &str,
     output: Output,
-) -> Option<String> {
+) -> Option<Cause> {
     let compiled = match env.compile(text) {
         Ok(c) => c,
         Err(issues) => {
-            return Some(FieldError::invalid(field, text, issues.to_display_string()).to_string());
+            return Some(
+                FieldError::invalid(field, text, issues.to_display_string())
+                    .with_cel(CelPos::first_of(&issues))
+                    .cause(),
+            );
         }
     };
     let message = output.refusal(compiled.result_type())?;
-    Some(FieldError::invalid(field, text, message).to_string())
+    Some(FieldError::invalid(field, text, message).cause())
 }
 
 /// The compile errors of `(*compilerImpl).Compile`: none, or the placeholder (Kubernetes
 /// mode) and the first error.
-pub fn compile(policy: &ValidatingPolicy) -> Vec<String> {
+pub fn compile(policy: &ValidatingPolicy) -> Vec<Cause> {
     let json = policy.mode == MODE_JSON;
-    let fail = |e: String| -> Vec<String> {
+    let fail = |e: Cause| -> Vec<Cause> {
         if json {
             vec![e]
         } else {
-            vec![COMPILE_PLACEHOLDER.to_owned(), e]
+            vec![Cause::new("", COMPILE_PLACEHOLDER), e]
         }
     };
     let mut env = match env::verdict_env(policy.namespaced()) {
@@ -421,7 +434,7 @@ pub fn compile(policy: &ValidatingPolicy) -> Vec<String> {
         Err(e) => {
             return fail(
                 FieldError::internal("", format!("validating policy compiler 1.0 error: {e}"))
-                    .to_string(),
+                    .cause(),
             );
         }
     };
@@ -437,7 +450,9 @@ pub fn compile(policy: &ValidatingPolicy) -> Vec<String> {
         if let Err(issues) = outcome.result {
             let field = format!("spec.variables[{i}].expression");
             return fail(
-                FieldError::invalid(field, &v.expression, issues.to_display_string()).to_string(),
+                FieldError::invalid(field, &v.expression, issues.to_display_string())
+                    .with_cel(CelPos::first_of(&issues))
+                    .cause(),
             );
         }
     }

@@ -31,6 +31,7 @@ use k8s_openapi::api::admissionregistration::v1::{
 use serde_json::Value;
 
 use crate::apiserver::field::FieldError;
+use crate::apiserver::field::{Cause, CelPos};
 
 use super::{
     DEFAULT_NAMESPACE, MODE_KUBERNETES, Output, compile_site, entries, entry_text, env,
@@ -225,6 +226,14 @@ impl MutatingPolicy {
 /// The errors Kyverno's webhook answers for the policy (`mpol.Validate`), each as
 /// `field.Error.Error()` prints it; empty: accepted.
 pub fn validate(policy: &MutatingPolicy) -> Vec<String> {
+    validate_causes(policy)
+        .into_iter()
+        .map(|c| c.text)
+        .collect()
+}
+
+/// [`validate`] with the field and CEL position of each error.
+pub fn validate_causes(policy: &MutatingPolicy) -> Vec<Cause> {
     let mut errors = compile(policy);
     let no_rules = policy
         .match_constraints
@@ -237,7 +246,7 @@ pub fn validate(policy: &MutatingPolicy) -> Vec<String> {
                 "spec.matchConstraints",
                 "a matchConstraints with at least one resource rule is required",
             )
-            .to_string(),
+            .cause(),
         );
     }
     if !policy.admission_enabled && !policy.mutate_existing_enabled {
@@ -246,7 +255,7 @@ pub fn validate(policy: &MutatingPolicy) -> Vec<String> {
                 "spec.evaluation",
                 "disabling both admission and mutateExisting evaluation modes is not allowed",
             )
-            .to_string(),
+            .cause(),
         );
     }
     // As for validating policies, over `mpolExpressions`.
@@ -294,7 +303,7 @@ fn check_texts(policy: &MutatingPolicy) -> Vec<&str> {
 }
 
 /// The errors of `(*compilerImpl).Compile`: those of the first stage that has any.
-pub fn compile(policy: &MutatingPolicy) -> Vec<String> {
+pub fn compile(policy: &MutatingPolicy) -> Vec<Cause> {
     let mut env = match env::mutating_verdict_env(policy.namespaced()) {
         Ok(e) => e,
         Err(e) => {
@@ -303,13 +312,13 @@ pub fn compile(policy: &MutatingPolicy) -> Vec<String> {
                     "",
                     format!("mutating policy extended compiler 2.0 error: {e}"),
                 )
-                .to_string(),
+                .cause(),
             ];
         }
     };
     // validateMAPCompatibleMatchConditions: an expression that parses and names `variables`.
     if policy.autogen_map {
-        let errors: Vec<String> = policy
+        let errors: Vec<Cause> = policy
             .match_conditions
             .iter()
             .enumerate()
@@ -319,7 +328,7 @@ pub fn compile(policy: &MutatingPolicy) -> Vec<String> {
                     format!("spec.matchConditions[{i}].expression"),
                     "variables cannot be referenced in matchConditions when spec.autogen.mutatingAdmissionPolicy.enabled is true; native MutatingAdmissionPolicy evaluates match conditions before variables, so inline the expression instead",
                 )
-                .to_string()
+                .cause()
             })
             .collect();
         if !errors.is_empty() {
@@ -339,7 +348,8 @@ pub fn compile(policy: &MutatingPolicy) -> Vec<String> {
                 let field = format!("spec.variables[{i}].expression");
                 errors.push(
                     FieldError::invalid(field, &v.expression, issues.to_display_string())
-                        .to_string(),
+                        .with_cel(CelPos::first_of(&issues))
+                        .cause(),
                 );
             }
         }
@@ -347,7 +357,7 @@ pub fn compile(policy: &MutatingPolicy) -> Vec<String> {
     if !errors.is_empty() {
         return errors;
     }
-    let conditions = |list: &[MatchCondition], at: &str| -> Vec<String> {
+    let conditions = |list: &[MatchCondition], at: &str| -> Vec<Cause> {
         list.iter()
             .enumerate()
             .filter_map(|(i, m)| {
@@ -374,7 +384,7 @@ pub fn compile(policy: &MutatingPolicy) -> Vec<String> {
     if !errors.is_empty() {
         return errors;
     }
-    let errors: Vec<String> = policy
+    let errors: Vec<Cause> = policy
         .audit_annotations
         .iter()
         .enumerate()
