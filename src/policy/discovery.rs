@@ -1,46 +1,13 @@
 //! Discovery snapshots without a cluster: from OpenAPI v3 group-version documents (the
 //! layout of `/openapi/v3`) and from CustomResourceDefinitions. Pure: callers read the files.
 
-use std::cmp::Ordering;
 use std::collections::BTreeMap;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use serde_json::Value;
 
 use super::restmapper::{ApiGroupResources, ApiResource, ApiVersionResources};
-
-/// apimachinery `version.CompareKubeAwareVersionStrings` ordering, highest priority first:
-/// GA before beta before alpha, then higher major, then higher minor; versions that do not
-/// look like Kubernetes versions come last in lexical order.
-pub fn compare_kube_versions(a: &str, b: &str) -> Ordering {
-    fn parse(v: &str) -> Option<(u32, u8, u32)> {
-        let rest = v.strip_prefix('v')?;
-        let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
-        let major: u32 = rest[..digits].parse().ok()?;
-        if major == 0 {
-            return None;
-        }
-        let tail = &rest[digits..];
-        if tail.is_empty() {
-            return Some((major, 2, 0));
-        }
-        let (stability, n) = if let Some(n) = tail.strip_prefix("beta") {
-            (1, n)
-        } else if let Some(n) = tail.strip_prefix("alpha") {
-            (0, n)
-        } else {
-            return None;
-        };
-        let minor = if n.is_empty() { 0 } else { n.parse().ok()? };
-        Some((major, stability, minor))
-    }
-    match (parse(a), parse(b)) {
-        (Some((ma, sa, na)), Some((mb, sb, nb))) => sb.cmp(&sa).then(mb.cmp(&ma)).then(nb.cmp(&na)),
-        (Some(_), None) => Ordering::Less,
-        (None, Some(_)) => Ordering::Greater,
-        (None, None) => a.cmp(b),
-    }
-}
+use crate::schema::gvk::compare_version_priority;
 
 /// Collects resources per group and version; turns them into a sorted snapshot.
 #[derive(Default)]
@@ -78,7 +45,7 @@ impl Builder {
                         resources: resources.into_values().collect(),
                     })
                     .collect();
-                versions.sort_by(|a, b| compare_kube_versions(&a.version, &b.version));
+                versions.sort_by(|a, b| compare_version_priority(&a.version, &b.version));
                 let preferred_version = versions
                     .first()
                     .map(|v| v.version.clone())
@@ -464,20 +431,6 @@ mod tests {
     use super::*;
     use crate::policy::gvk::Gvr;
     use crate::policy::restmapper::{DiscoveryRestMapper, RestMapper};
-
-    #[test]
-    fn version_priority() {
-        let mut v = vec![
-            "v1alpha1", "v2beta1", "v1", "foo", "v1beta2", "v2", "v1beta1", "v10", "bar",
-        ];
-        v.sort_by(|a, b| compare_kube_versions(a, b));
-        assert_eq!(
-            v,
-            [
-                "v10", "v2", "v1", "v2beta1", "v1beta2", "v1beta1", "v1alpha1", "bar", "foo"
-            ]
-        );
-    }
 
     #[test]
     fn openapi_paths_give_resources_subresources_and_scope() {

@@ -10,8 +10,9 @@ use serde_json::{Map, Value};
 use super::convert::{ConvertOptions, Limits};
 use super::crd::{self, CrdVersion};
 use super::document::{MAX_DOCUMENT_BYTES, OpenApiDocument};
+use super::gvk::compare_version_priority;
 use super::gvk::{GroupVersion, GroupVersionKind, GroupVersionResource};
-use super::mapper::{GroupVersionResources, version_priority};
+use super::mapper::GroupVersionResources;
 use super::source::{Catalog, SchemaError, SchemaErrorKind, SchemaSource};
 use super::types::RootType;
 
@@ -243,16 +244,9 @@ fn discovery_order(
         .map(|(gv, resources)| GroupVersionResources { gv, resources })
         .collect();
     list.sort_by(|a, b| {
-        (
-            !a.gv.group.is_empty(),
-            &a.gv.group,
-            version_priority(&a.gv.version),
-        )
-            .cmp(&(
-                !b.gv.group.is_empty(),
-                &b.gv.group,
-                version_priority(&b.gv.version),
-            ))
+        (!a.gv.group.is_empty(), &a.gv.group)
+            .cmp(&(!b.gv.group.is_empty(), &b.gv.group))
+            .then_with(|| compare_version_priority(&a.gv.version, &b.gv.version))
     });
     list
 }

@@ -1,5 +1,7 @@
-//! Group/version/kind and group/version/resource identifiers.
+//! Group/version/kind and group/version/resource identifiers, and the priority order of API
+//! versions.
 
+use std::cmp::Ordering;
 use std::fmt;
 
 /// An API group and version. The core group is the empty string.
@@ -164,6 +166,36 @@ impl fmt::Display for GroupVersionResource {
     }
 }
 
+/// The order of API versions by Kubernetes priority, highest first: apimachinery v0.37.1
+/// `pkg/version/helpers.go` `CompareKubeAwareVersionStrings` (GA before beta before alpha,
+/// then the higher major, then the higher minor; versions that do not look like Kubernetes
+/// versions last, in byte order), as discovery, `kubectl` and the RESTMapper sort versions.
+///
+/// The order is kube-rs's [`kube_core::Version::priority`], which is upstream's for every
+/// version upstream's `kubeVersionRegex` (`^v(\d+)(?:(alpha|beta)(\d+))?$`) accepts. The one
+/// difference, `v1alpha` or `v1beta` without a minor (a pre-release to kube-rs, not a
+/// Kubernetes version to upstream), is mapped to upstream's reading here. Numbers beyond
+/// `u32` are not Kubernetes versions to kube-rs and are to upstream (`strconv.Atoi`); no API
+/// version has one. `tests/it/version_priority.rs` holds this to a transcription of upstream
+/// over the versions of the embedded schemas and the corpora.
+pub fn compare_version_priority(a: &str, b: &str) -> Ordering {
+    if a == b {
+        return Ordering::Equal;
+    }
+    version_priority(b).cmp(&version_priority(a))
+}
+
+/// The priority of one version (greater is preferred); see [`compare_version_priority`].
+fn version_priority(v: &str) -> impl Ord + use<> {
+    let parsed = match kube_core::Version::parse(v) {
+        kube_core::Version::Alpha(_, None) | kube_core::Version::Beta(_, None) => {
+            kube_core::Version::Nonconformant(v.to_owned())
+        }
+        other => other,
+    };
+    parsed.priority()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -196,6 +228,44 @@ mod tests {
         assert_eq!(GroupVersion::from_openapi_path("apis/apps"), None);
         assert_eq!(GroupVersion::from_openapi_path("version"), None);
         assert_eq!(GroupVersion::from_openapi_path("apis/a/b/c"), None);
+    }
+
+    #[test]
+    fn versions_sort_by_kubernetes_priority() {
+        let mut v = vec![
+            "v1alpha1",
+            "foo",
+            "v1beta2",
+            "v2",
+            "v1",
+            "v1beta1",
+            "v10alpha3",
+            "v10",
+            "v2beta1",
+            "bar",
+            "v1beta",
+            "v0",
+            "v1alpha",
+        ];
+        v.sort_by(|a, b| compare_version_priority(a, b));
+        assert_eq!(
+            v,
+            [
+                "v10",
+                "v2",
+                "v1",
+                "v0",
+                "v2beta1",
+                "v1beta2",
+                "v1beta1",
+                "v10alpha3",
+                "v1alpha1",
+                "bar",
+                "foo",
+                "v1alpha",
+                "v1beta"
+            ]
+        );
     }
 
     #[test]

@@ -197,35 +197,6 @@ impl VersionMapper {
     }
 }
 
-/// Kubernetes version priority (apimachinery `CompareKubeAwareVersionStrings`): GA before beta
-/// before alpha, higher numbers first; non-Kubernetes versions last, alphabetically. Returns a
-/// sort key where smaller sorts first.
-pub fn version_priority(v: &str) -> (u8, std::cmp::Reverse<u64>, std::cmp::Reverse<u64>, String) {
-    use std::cmp::Reverse;
-    fn parse(s: &str) -> Option<(u64, &str)> {
-        let digits = s.bytes().take_while(u8::is_ascii_digit).count();
-        if digits == 0 {
-            return None;
-        }
-        Some((s[..digits].parse().ok()?, &s[digits..]))
-    }
-    if let Some(rest) = v.strip_prefix('v')
-        && let Some((major, tail)) = parse(rest)
-    {
-        if tail.is_empty() {
-            return (0, Reverse(major), Reverse(0), String::new());
-        }
-        for (prefix, class) in [("beta", 1u8), ("alpha", 2u8)] {
-            if let Some(t) = tail.strip_prefix(prefix)
-                && let Some((minor, "")) = parse(t)
-            {
-                return (class, Reverse(major), Reverse(minor), String::new());
-            }
-        }
-    }
-    (3, Reverse(0), Reverse(0), v.to_owned())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -366,31 +337,5 @@ mod tests {
             ("pods".into(), "pod".into())
         );
         assert_eq!(guess_resource_for_kind(""), (String::new(), String::new()));
-    }
-
-    #[test]
-    fn versions_sort_by_kubernetes_priority() {
-        let mut v = vec![
-            "v1alpha1",
-            "foo",
-            "v1beta2",
-            "v2",
-            "v1",
-            "v1beta1",
-            "v10alpha3",
-        ];
-        v.sort_by_key(|x| version_priority(x));
-        assert_eq!(
-            v,
-            [
-                "v2",
-                "v1",
-                "v1beta2",
-                "v1beta1",
-                "v10alpha3",
-                "v1alpha1",
-                "foo"
-            ]
-        );
     }
 }

@@ -52,3 +52,4 @@ mod support;
 mod textproto;
 mod upstream_corpus_status;
 mod upstream_discovery;
+mod version_priority;
