@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 use super::gate::FailOn;
-use super::{CheckArgs, KubeVersion, ModeArg, parse_kube_version};
+use super::{CheckArgs, KubeVersion, ModeArg};
 
 /// The name looked for.
 pub const FILE_NAME: &str = ".vapcheck.yaml";
@@ -93,8 +93,8 @@ pub fn apply(args: &CheckArgs, file: &ConfigFile, dir: &Path) -> Result<CheckArg
     if out.kubernetes_version.is_none()
         && let Some(v) = &file.kubernetes_version
     {
-        let parsed: KubeVersion =
-            parse_kube_version(v).map_err(|e| format!("kubernetesVersion: {e}"))?;
+        let parsed =
+            KubeVersion::parse_minor_release(v).map_err(|e| format!("kubernetesVersion: {e}"))?;
         out.kubernetes_version = Some(parsed);
     }
     if out.openapi.is_none() {

@@ -54,23 +54,9 @@ async fn load(options: &SchemaOptions) -> Result<LoadedBackends, String> {
         .await
         .map_err(|e| format!("cannot reach the Kubernetes API server: {e}"))?;
     let version = match options.kubernetes_version {
-        Some(v) if v.major != 1 => {
-            return Err(format!(
-                "unsupported Kubernetes version {}.{}",
-                v.major, v.minor
-            ));
-        }
-        Some(v) => KubeVersion::new(v.minor).map_err(|e| e.to_string())?,
+        Some(v) => v.supported()?,
         // The server's own version, within the versions vapcheck knows.
-        None => {
-            let minor = info
-                .minor
-                .trim_end_matches(|c: char| !c.is_ascii_digit())
-                .parse()
-                .unwrap_or(KubeVersion::PINNED.minor())
-                .clamp(KubeVersion::MIN.minor(), KubeVersion::PINNED.minor());
-            KubeVersion::new(minor).map_err(|e| e.to_string())?
-        }
+        None => KubeVersion::of_server_minor(&info.minor),
     };
     let live = Arc::new(LiveSource::new(
         client.clone(),

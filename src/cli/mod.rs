@@ -84,25 +84,9 @@ pub enum OutputFormat {
     Github,
 }
 
-/// A Kubernetes minor version `X.Y` (`--kubernetes-version`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct KubeVersion {
-    /// Major (1).
-    pub major: u32,
-    /// Minor.
-    pub minor: u32,
-}
-
-/// Parses `X.Y` (also `vX.Y`).
-pub fn parse_kube_version(s: &str) -> Result<KubeVersion, String> {
-    let t = s.strip_prefix('v').unwrap_or(s);
-    let (a, b) = t
-        .split_once('.')
-        .ok_or_else(|| format!("expected X.Y, got {s:?}"))?;
-    let major = a.parse().map_err(|_| format!("expected X.Y, got {s:?}"))?;
-    let minor = b.parse().map_err(|_| format!("expected X.Y, got {s:?}"))?;
-    Ok(KubeVersion { major, minor })
-}
+/// A Kubernetes version as written (`--kubernetes-version`, `kubernetesVersion`): the core's
+/// one type of it.
+pub use crate::k8s_env::KubernetesVersion as KubeVersion;
 
 /// Arguments of `vapcheck check`.
 #[derive(Debug, Clone, Args)]
@@ -124,7 +108,7 @@ pub struct CheckArgs {
     #[arg(long, value_enum)]
     pub mode: Option<ModeArg>,
     /// Kubernetes version of the target cluster (X.Y), for functions newer than it.
-    #[arg(long, value_name = "X.Y", value_parser = parse_kube_version)]
+    #[arg(long, value_name = "X.Y", value_parser = KubeVersion::parse_minor_release)]
     pub kubernetes_version: Option<KubeVersion>,
     /// Extended mode: most kinds checked per policy.
     #[arg(long, value_name = "N", default_value_t = DEFAULT_EXTENDED_KIND_LIMIT)]
@@ -1398,13 +1382,7 @@ pub fn offline_backends(options: &SchemaOptions) -> Result<OfflineBackends, Stri
     })
     .map_err(|e| e.to_string())?;
     let version = match options.kubernetes_version {
-        Some(v) if v.major != 1 => {
-            return Err(format!(
-                "unsupported Kubernetes version {}.{}",
-                v.major, v.minor
-            ));
-        }
-        Some(v) => crate::k8s_env::KubeVersion::new(v.minor).map_err(|e| e.to_string())?,
+        Some(v) => v.supported()?,
         None => crate::k8s_env::KubeVersion::PINNED,
     };
     let checker = crate::engine::KubeChecker::with_version_notes(version)?;

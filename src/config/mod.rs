@@ -21,6 +21,8 @@ use std::path::{Path, PathBuf};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::k8s_env::KubernetesVersion;
+
 mod duration;
 mod logging;
 mod settings;
@@ -448,15 +450,10 @@ impl Config {
                 format!("`{}` is not a valid filter: {e}", self.log.level),
             ));
         }
-        if !self.kubernetes_version.is_empty() && parse_version(&self.kubernetes_version).is_none()
+        if !self.kubernetes_version.is_empty()
+            && let Err(e) = self.kubernetes_version.parse::<KubernetesVersion>()
         {
-            return Err(invalid(
-                "kubernetesVersion",
-                format!(
-                    "`{}` is not a version like 1.37 or 1.37.1",
-                    self.kubernetes_version
-                ),
-            ));
+            return Err(invalid("kubernetesVersion", e.to_string()));
         }
         Ok(())
     }
@@ -471,12 +468,13 @@ impl Config {
         parse_addr("health.bindAddress", &self.health.bind_address)
     }
 
-    /// The Kubernetes version override as `(major, minor, patch)`; `None` when not set.
-    pub fn kubernetes_version_override(&self) -> Option<(u32, u32, Option<u32>)> {
+    /// The Kubernetes version override; `None` when not set (or not a version, which
+    /// [`Config::validate`] refuses).
+    pub fn kubernetes_version_override(&self) -> Option<KubernetesVersion> {
         if self.kubernetes_version.is_empty() {
             None
         } else {
-            parse_version(&self.kubernetes_version)
+            self.kubernetes_version.parse().ok()
         }
     }
 
@@ -502,21 +500,6 @@ fn parse_addr(key: &str, value: &str) -> Result<SocketAddr, ConfigError> {
             format!("`{value}` is not an address like 0.0.0.0:8080 or [::]:8080"),
         )
     })
-}
-
-fn parse_version(v: &str) -> Option<(u32, u32, Option<u32>)> {
-    let v = v.strip_prefix('v').unwrap_or(v);
-    let mut parts = v.split('.');
-    let major = parts.next()?.parse().ok()?;
-    let minor = parts.next()?.parse().ok()?;
-    let patch = match parts.next() {
-        None => None,
-        Some(p) => Some(p.parse().ok()?),
-    };
-    if parts.next().is_some() {
-        return None;
-    }
-    Some((major, minor, patch))
 }
 
 fn is_dns_label(s: &str) -> bool {

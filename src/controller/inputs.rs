@@ -41,16 +41,10 @@ pub struct LiveInputs {
 /// The Kubernetes version whose CEL libraries are used: `kubernetesVersion` from the config,
 /// else the API server's, clamped to the versions vapcheck knows.
 pub fn target_version(config: &Config, server: &Info) -> KubeVersion {
-    let minor = match config.kubernetes_version_override() {
-        Some((_, minor, _)) => minor,
-        None => server
-            .minor
-            .trim_end_matches(|c: char| !c.is_ascii_digit())
-            .parse()
-            .unwrap_or(KubeVersion::PINNED.minor()),
-    };
-    let minor = minor.clamp(KubeVersion::MIN.minor(), KubeVersion::PINNED.minor());
-    KubeVersion::new(minor).unwrap_or(KubeVersion::PINNED)
+    match config.kubernetes_version_override() {
+        Some(v) => KubeVersion::clamped(v.minor),
+        None => KubeVersion::of_server_minor(&server.minor),
+    }
 }
 
 impl LiveInputs {

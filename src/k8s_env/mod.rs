@@ -36,6 +36,7 @@ pub mod mutation;
 pub mod narrowing;
 pub mod plan;
 pub mod presence;
+pub mod release;
 pub mod versions;
 pub mod witnesses;
 
@@ -48,6 +49,7 @@ use crate::cel::{
 };
 
 pub use admission::{KeywordFieldNames, Params, VariablesType, variable_field_type};
+pub use release::KubernetesVersion;
 pub use versions::{VersionWarning, version_warnings, version_warnings_of};
 
 /// A Kubernetes minor version (`1.<minor>`) that the environment can be built for.
@@ -73,23 +75,6 @@ impl KubeVersion {
                 Self::PINNED
             )))
         }
-    }
-
-    /// Parses `1.33`, `v1.33`, `1.33.2` or `v1.33.2-gke.100` (the patch and anything after
-    /// it are ignored).
-    pub fn parse(text: &str) -> Result<Self, VersionError> {
-        let bad = || VersionError(format!("invalid Kubernetes version '{text}'"));
-        let t = text.trim();
-        let t = t.strip_prefix('v').unwrap_or(t);
-        let mut parts = t.splitn(3, '.');
-        let major = parts.next().ok_or_else(bad)?;
-        let minor = parts.next().ok_or_else(bad)?;
-        let minor_digits: String = minor.chars().take_while(char::is_ascii_digit).collect();
-        if major != "1" || minor_digits.is_empty() || minor_digits.len() != minor.len() {
-            return Err(bad());
-        }
-        let minor: u32 = minor_digits.parse().map_err(|_| bad())?;
-        Self::new(minor)
     }
 
     /// The minor version number.

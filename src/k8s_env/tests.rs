@@ -350,16 +350,18 @@ fn variables_compose_in_order() {
 
 #[test]
 fn versions_parse_and_bound() {
-    assert_eq!(KubeVersion::parse("v1.33.2").map(|v| v.minor()), Ok(33));
-    assert_eq!(
-        KubeVersion::parse("1.30").map(|v| v.to_string()),
-        Ok("1.30".into())
-    );
-    assert!(KubeVersion::parse("1.29").is_err());
-    assert!(KubeVersion::parse("1.38").is_err());
-    assert!(KubeVersion::parse("2.30").is_err());
-    assert!(KubeVersion::parse("1.3x").is_err());
-    assert!(KubeVersion::parse("").is_err());
+    let target = |s: &str| {
+        s.parse::<crate::k8s_env::KubernetesVersion>()
+            .map_err(|e| e.to_string())
+            .and_then(|v| v.supported())
+    };
+    assert_eq!(target("v1.33.2").map(|v| v.minor()), Ok(33));
+    assert_eq!(target("1.30").map(|v| v.to_string()), Ok("1.30".into()));
+    assert!(target("1.29").is_err());
+    assert!(target("1.38").is_err());
+    assert!(target("2.30").is_err());
+    assert!(target("1.3x").is_err());
+    assert!(target("").is_err());
 }
 
 #[test]
