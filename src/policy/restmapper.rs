@@ -85,78 +85,16 @@ pub trait Discovery: Send + Sync {
 /// apimachinery `UnsafeGuessKindToResource` (the schema module's implementation, shared).
 pub use crate::schema::mapper::guess_resource_for_kind;
 
-/// One entry of a per-group-version mapper: a resource name (plural or singular) and its kind.
-#[derive(Debug, Clone)]
-struct Mapping {
-    resource: String,
-    kind: String,
-}
-
-#[derive(Debug, Clone)]
-struct VersionMapper {
-    group: String,
-    version: String,
-    /// resource name → kind, later entries overwrite earlier ones (map semantics).
-    mappings: Vec<Mapping>,
-}
-
-impl VersionMapper {
-    fn add(&mut self, resource: &str, kind: &str) {
-        if let Some(m) = self.mappings.iter_mut().find(|m| m.resource == resource) {
-            kind.clone_into(&mut m.kind);
-        } else {
-            self.mappings.push(Mapping {
-                resource: resource.to_owned(),
-                kind: kind.to_owned(),
-            });
-        }
-    }
-
-    /// `DefaultRESTMapper.KindsFor` restricted to this group version. Results are unique
-    /// kinds; a mapper holds one group version so the preferred-version sort is a no-op.
-    fn kinds_for(&self, group: &str, version: &str, resource: &str, out: &mut Vec<Gvk>) {
-        let has_group = !group.is_empty();
-        let has_version = !version.is_empty();
-        let push = |kind: &str, out: &mut Vec<Gvk>| {
-            let gvk = Gvk::new(self.group.clone(), self.version.clone(), kind);
-            if !out.contains(&gvk) {
-                out.push(gvk);
-            }
-        };
-        let matching = self.mappings.iter().filter(|m| m.resource == resource);
-        match (has_group, has_version) {
-            (true, true) => {
-                if self.group == group && self.version == version {
-                    matching.for_each(|m| push(&m.kind, out));
-                }
-            }
-            (true, false) => {
-                // DefaultRESTMapper tries the exact group, then a group prefix (`storage`
-                // matches `storage.k8s.io`). A mapper holds a single group, so the prefix
-                // rule alone gives the same answer.
-                if self.group.starts_with(group) {
-                    matching.for_each(|m| push(&m.kind, out));
-                }
-            }
-            (false, true) => {
-                if self.version == version {
-                    matching.for_each(|m| push(&m.kind, out));
-                }
-            }
-            (false, false) => matching.for_each(|m| push(&m.kind, out)),
-        }
-    }
-}
-
-/// A pure REST mapper over a discovery snapshot, mirroring client-go
-/// `restmapper.NewDiscoveryRESTMapper` for `KindsFor`: one mapper per group version in
-/// discovery order, subresources ignored, each resource registered under its plural and its
-/// singular name (guessed from the kind when discovery has none), plus the `<Kind>List` and
-/// `List` kinds client-go registers by guessing.
+/// A REST mapper over a discovery snapshot, mirroring client-go
+/// `restmapper.NewDiscoveryRESTMapper` for `KindsFor`: the crate's one mapper
+/// ([`crate::schema::RestMapper`]: one mapper per group version in discovery order, each
+/// resource under its plural and its singular name, guessed from the kind when discovery has
+/// none, plus the `<Kind>List` and `List` kinds client-go registers by guessing) over the
+/// snapshot's resources, subresources left out, with apimachinery's errors.
 #[derive(Debug, Clone)]
 pub struct DiscoveryRestMapper {
     groups: Arc<Vec<ApiGroupResources>>,
-    mappers: Vec<VersionMapper>,
+    mapper: crate::schema::RestMapper,
 }
 
 impl DiscoveryRestMapper {
@@ -167,39 +105,33 @@ impl DiscoveryRestMapper {
 
     /// Builds the mapper from a shared discovery snapshot.
     pub fn from_shared(groups: Arc<Vec<ApiGroupResources>>) -> Self {
-        let mut mappers = Vec::new();
-        for group in groups.iter() {
-            for version in &group.versions {
-                let mut m = VersionMapper {
-                    group: group.name.clone(),
-                    version: version.version.clone(),
-                    mappings: Vec::new(),
-                };
-                for r in &version.resources {
-                    if r.name.contains('/') {
-                        continue;
-                    }
-                    let singular = if r.singular_name.is_empty() {
-                        guess_resource_for_kind(&r.kind).1
-                    } else {
-                        r.singular_name.clone()
-                    };
-                    // client-go registers the lower-cased kind first and then the kind itself
-                    // for the same resources; the second registration wins.
-                    m.add(&r.name, &r.kind);
-                    m.add(&singular, &r.kind);
-                    let list_kind = format!("{}List", r.kind);
-                    let (plural, singular) = guess_resource_for_kind(&list_kind);
-                    m.add(&plural, &list_kind);
-                    m.add(&singular, &list_kind);
-                }
-                let (plural, singular) = guess_resource_for_kind("List");
-                m.add(&plural, "List");
-                m.add(&singular, "List");
-                mappers.push(m);
-            }
-        }
-        Self { groups, mappers }
+        let versions = groups.iter().flat_map(|group| {
+            group
+                .versions
+                .iter()
+                .map(|version| crate::schema::GroupVersionResources {
+                    gv: crate::schema::GroupVersion::new(
+                        group.name.clone(),
+                        version.version.clone(),
+                    ),
+                    // Subresources are not mapped (client-go skips them).
+                    resources: version
+                        .resources
+                        .iter()
+                        .filter(|r| !r.name.contains('/'))
+                        .map(|r| crate::schema::ResourceInfo {
+                            plural: r.name.clone(),
+                            singular: r.singular_name.clone(),
+                            kind: r.kind.clone(),
+                            namespaced: r.namespaced,
+                            subresources: Vec::new(),
+                        })
+                        .collect(),
+                })
+                .collect::<Vec<_>>()
+        });
+        let mapper = crate::schema::RestMapper::new(versions);
+        Self { groups, mapper }
     }
 }
 
@@ -220,11 +152,11 @@ impl RestMapper for DiscoveryRestMapper {
             )));
         }
         // MultiRESTMapper: every per-group-version mapper answers independently; results are
-        // concatenated in discovery order without duplicates.
-        let mut out = Vec::new();
-        for m in &self.mappers {
-            m.kinds_for(&gvr.group, version, &resource, &mut out);
-        }
+        // concatenated in discovery order without duplicates. A `/` names a subresource,
+        // which maps to nothing here.
+        let out = self
+            .mapper
+            .kinds_for(&Gvr::new(gvr.group.clone(), version, resource));
         if out.is_empty() {
             return Err(MappingError::NoMatch(gvr.clone()));
         }

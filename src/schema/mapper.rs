@@ -1,5 +1,7 @@
 //! Resource → kind mapping with the semantics of the discovery-backed RESTMapper that
-//! kube-controller-manager gives the type checker.
+//! kube-controller-manager gives the type checker: the one REST mapper of the crate (the
+//! schema sources' catalog and, through `policy::DiscoveryRestMapper`, every discovery
+//! snapshot the policy checks map resources with).
 //!
 //! Sources: client-go v0.37.1 `restmapper/discovery.go` (`NewDiscoveryRESTMapper`: one
 //! `DefaultRESTMapper` per group-version in discovery order, subresources skipped, guessed
@@ -95,7 +97,7 @@ impl RestMapper {
                     singular_to_plural: HashMap::new(),
                 };
                 for r in gvr.resources {
-                    if r.plural.contains('/') || r.plural.is_empty() {
+                    if r.plural.contains('/') {
                         continue;
                     }
                     let singular = if r.singular.is_empty() {
@@ -126,8 +128,10 @@ impl RestMapper {
     /// `RESTMapper.KindsFor`: the kinds a (possibly partial) resource maps to. The resource is
     /// lower-cased and may be plural or singular. An empty group means "any group" (so
     /// `""/v1/events` also matches `events.k8s.io/v1`), as in apimachinery. With a group but no
-    /// version, an exact group match is preferred, else groups with that prefix. Empty when
-    /// nothing matches (upstream: NoResourceMatchError).
+    /// version, every group with that prefix (`storage` matches `storage.k8s.io`): upstream's
+    /// `DefaultRESTMapper.KindsFor` prefers an exact group within one mapper, and each mapper
+    /// holds one group-version, so across the `MultiRESTMapper` the prefix rule alone is its
+    /// answer. Empty when nothing matches (upstream: NoResourceMatchError).
     ///
     /// Beyond upstream: `resource/subresource` maps to the subresource's kind
     /// (`deployments/scale` → `autoscaling/v1, Kind=Scale`).
@@ -148,16 +152,9 @@ impl RestMapper {
                 out.push(g);
             }
         };
-        let exact_group_exists = has_group
-            && !has_version
-            && self
-                .mappers
-                .iter()
-                .any(|m| m.gv.group == gvr.group && m.resource_to_kind.contains_key(&resource));
         for m in &self.mappers {
             let group_ok = match (has_group, has_version) {
                 (true, true) => m.gv.group == gvr.group && m.gv.version == gvr.version,
-                (true, false) if exact_group_exists => m.gv.group == gvr.group,
                 (true, false) => m.gv.group.starts_with(&gvr.group),
                 (false, true) => m.gv.version == gvr.version,
                 (false, false) => true,
