@@ -304,23 +304,31 @@ impl serde::Serialize for Cause {
 /// Go's `strconv.Quote`: double-quoted, with Go escapes for `"`, `\`, control characters and
 /// characters Go does not consider printable.
 pub fn go_quote(s: &str) -> String {
+    go_quoted(s, |c, out| match c {
+        '\u{7}' => out.push_str("\\a"),
+        '\u{8}' => out.push_str("\\b"),
+        '\u{c}' => out.push_str("\\f"),
+        '\u{b}' => out.push_str("\\v"),
+        c if go_is_print(c) => out.push(c),
+        c if (c as u32) < 0x80 => out.push_str(&format!("\\x{:02x}", c as u32)),
+        c if (c as u32) < 0x10000 => out.push_str(&format!("\\u{:04x}", c as u32)),
+        c => out.push_str(&format!("\\U{:08x}", c as u32)),
+    })
+}
+
+/// `s` double-quoted with the escapes both Go quotings share (`"`, `\`, newline, carriage
+/// return, tab), every other character written by `other`.
+fn go_quoted(s: &str, other: impl Fn(char, &mut String)) -> String {
     let mut out = String::with_capacity(s.len() + 2);
     out.push('"');
     for c in s.chars() {
         match c {
             '"' => out.push_str("\\\""),
             '\\' => out.push_str("\\\\"),
-            '\u{7}' => out.push_str("\\a"),
-            '\u{8}' => out.push_str("\\b"),
-            '\u{c}' => out.push_str("\\f"),
             '\n' => out.push_str("\\n"),
             '\r' => out.push_str("\\r"),
             '\t' => out.push_str("\\t"),
-            '\u{b}' => out.push_str("\\v"),
-            c if go_is_print(c) => out.push(c),
-            c if (c as u32) < 0x80 => out.push_str(&format!("\\x{:02x}", c as u32)),
-            c if (c as u32) < 0x10000 => out.push_str(&format!("\\u{:04x}", c as u32)),
-            c => out.push_str(&format!("\\U{:08x}", c as u32)),
+            c => other(c, &mut out),
         }
     }
     out.push('"');
@@ -365,24 +373,13 @@ pub fn go_json(v: &serde_json::Value) -> String {
 }
 
 fn go_json_string(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '<' | '>' | '&' | '\u{2028}' | '\u{2029}' => {
-                out.push_str(&format!("\\u{:04x}", c as u32));
-            }
-            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
-            c => out.push(c),
+    go_quoted(s, |c, out| match c {
+        '<' | '>' | '&' | '\u{2028}' | '\u{2029}' => {
+            out.push_str(&format!("\\u{:04x}", c as u32));
         }
-    }
-    out.push('"');
-    out
+        c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+        c => out.push(c),
+    })
 }
 
 #[cfg(test)]

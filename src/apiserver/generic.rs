@@ -27,7 +27,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use crate::k8s_env::apiserver::Parses;
 
 use super::field::FieldError;
+use super::meta::MetaContext;
 use super::vap::{Options, Preexisting, Server, as_returned, validate_static_suffix};
+use super::{map, vap};
 
 /// The admission plugin an object belongs to: what a configuration error says and what a
 /// binding that passes does differ.
@@ -176,110 +178,75 @@ pub fn validate_binding_update<B: BindingAccessor>(binding: &B) -> Vec<FieldErro
     )
 }
 
-impl AdmissionObject for ValidatingAdmissionPolicy {
-    const PLUGIN: Plugin = Plugin::Validating;
+/// The [`AdmissionObject`] impls, one kind a line: its plugin, its defaulting
+/// (`SetObjectDefaults_<Kind>`) and its create validation, a closure over the object, the
+/// options and the server.
+macro_rules! admission_objects {
+    ($( $kind:ty: $plugin:expr, $defaults:path, |$obj:ident, $opts:ident, $server:ident| $validate:expr; )*) => {$(
+        impl AdmissionObject for $kind {
+            const PLUGIN: Plugin = $plugin;
 
-    fn metadata(&self) -> &ObjectMeta {
-        &self.metadata
-    }
+            fn metadata(&self) -> &ObjectMeta {
+                &self.metadata
+            }
 
-    fn set_defaults(&mut self) {
-        super::vap::default_policy(self);
-    }
+            fn set_defaults(&mut self) {
+                $defaults(self);
+            }
 
-    fn validate(&self, opts: &Options, server: Server) -> Vec<FieldError> {
-        super::vap::validate_policy(self, opts, server)
-    }
+            fn validate(&self, $opts: &Options, $server: Server) -> Vec<FieldError> {
+                let $obj = self;
+                $validate
+            }
+        }
+    )*};
 }
 
-impl PolicyAccessor for ValidatingAdmissionPolicy {
-    type Binding = ValidatingAdmissionPolicyBinding;
-
-    fn param_kind(&self) -> Option<&ParamKind> {
-        self.spec.as_ref().and_then(|s| s.param_kind.as_ref())
-    }
-
-    fn match_constraints(&self) -> Option<&MatchResources> {
-        self.spec
-            .as_ref()
-            .and_then(|s| s.match_constraints.as_ref())
-    }
-
-    fn failure_policy(&self) -> Option<&str> {
-        self.spec.as_ref().and_then(|s| s.failure_policy.as_deref())
-    }
-
-    fn match_conditions(&self) -> &[MatchCondition] {
-        self.spec
-            .as_ref()
-            .and_then(|s| s.match_conditions.as_deref())
-            .unwrap_or_default()
-    }
-
-    fn preexisting(&self) -> Preexisting {
-        Preexisting::of_validating(self.spec.as_ref())
-    }
+admission_objects! {
+    ValidatingAdmissionPolicy: Plugin::Validating, vap::default_policy, |p, opts, server| vap::validate_policy(p, opts, server);
+    MutatingAdmissionPolicy: Plugin::Mutating, map::default_mutating_policy, |p, opts, server| map::validate_policy(p, opts, server);
+    ValidatingAdmissionPolicyBinding: Plugin::Validating, vap::default_binding, |b, _opts, _server| vap::validate_binding(b, MetaContext::RestCreate);
+    MutatingAdmissionPolicyBinding: Plugin::Mutating, map::default_mutating_binding, |b, _opts, _server| map::validate_binding(b);
 }
 
-impl AdmissionObject for MutatingAdmissionPolicy {
-    const PLUGIN: Plugin = Plugin::Mutating;
+/// The [`PolicyAccessor`] impls, one policy kind a line: both kinds' specs are optional and
+/// name these fields alike; only the binding kind and the pre-existing-object rule differ.
+macro_rules! policy_accessors {
+    ($( $kind:ty: $binding:ty, $preexisting:path; )*) => {$(
+        impl PolicyAccessor for $kind {
+            type Binding = $binding;
 
-    fn metadata(&self) -> &ObjectMeta {
-        &self.metadata
-    }
+            fn param_kind(&self) -> Option<&ParamKind> {
+                self.spec.as_ref().and_then(|s| s.param_kind.as_ref())
+            }
 
-    fn set_defaults(&mut self) {
-        super::map::default_mutating_policy(self);
-    }
+            fn match_constraints(&self) -> Option<&MatchResources> {
+                self.spec
+                    .as_ref()
+                    .and_then(|s| s.match_constraints.as_ref())
+            }
 
-    fn validate(&self, opts: &Options, server: Server) -> Vec<FieldError> {
-        super::map::validate_policy(self, opts, server)
-    }
+            fn failure_policy(&self) -> Option<&str> {
+                self.spec.as_ref().and_then(|s| s.failure_policy.as_deref())
+            }
+
+            fn match_conditions(&self) -> &[MatchCondition] {
+                self.spec
+                    .as_ref()
+                    .and_then(|s| s.match_conditions.as_deref())
+                    .unwrap_or_default()
+            }
+
+            fn preexisting(&self) -> Preexisting {
+                $preexisting(self.spec.as_ref())
+            }
+        }
+    )*};
 }
 
-impl PolicyAccessor for MutatingAdmissionPolicy {
-    type Binding = MutatingAdmissionPolicyBinding;
-
-    fn param_kind(&self) -> Option<&ParamKind> {
-        self.spec.as_ref().and_then(|s| s.param_kind.as_ref())
-    }
-
-    fn match_constraints(&self) -> Option<&MatchResources> {
-        self.spec
-            .as_ref()
-            .and_then(|s| s.match_constraints.as_ref())
-    }
-
-    fn failure_policy(&self) -> Option<&str> {
-        self.spec.as_ref().and_then(|s| s.failure_policy.as_deref())
-    }
-
-    fn match_conditions(&self) -> &[MatchCondition] {
-        self.spec
-            .as_ref()
-            .and_then(|s| s.match_conditions.as_deref())
-            .unwrap_or_default()
-    }
-
-    fn preexisting(&self) -> Preexisting {
-        Preexisting::of_mutating(self.spec.as_ref())
-    }
-}
-
-impl AdmissionObject for ValidatingAdmissionPolicyBinding {
-    const PLUGIN: Plugin = Plugin::Validating;
-
-    fn metadata(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-
-    fn set_defaults(&mut self) {
-        super::vap::default_binding(self);
-    }
-
-    fn validate(&self, _opts: &Options, _server: Server) -> Vec<FieldError> {
-        super::vap::validate_binding(self, super::meta::MetaContext::RestCreate)
-    }
+policy_accessors! {
+    ValidatingAdmissionPolicy: ValidatingAdmissionPolicyBinding, Preexisting::of_validating;
+    MutatingAdmissionPolicy: MutatingAdmissionPolicyBinding, Preexisting::of_mutating;
 }
 
 impl BindingAccessor for ValidatingAdmissionPolicyBinding {
@@ -297,22 +264,6 @@ impl BindingAccessor for ValidatingAdmissionPolicyBinding {
 
     fn validation_actions(&self) -> &[String] {
         &self.spec.validation_actions
-    }
-}
-
-impl AdmissionObject for MutatingAdmissionPolicyBinding {
-    const PLUGIN: Plugin = Plugin::Mutating;
-
-    fn metadata(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-
-    fn set_defaults(&mut self) {
-        super::map::default_mutating_binding(self);
-    }
-
-    fn validate(&self, _opts: &Options, _server: Server) -> Vec<FieldError> {
-        super::map::validate_binding(self)
     }
 }
 

@@ -32,8 +32,8 @@ use super::field::FieldError;
 use super::meta::{MetaContext, validate_object_meta};
 use super::vap::{
     Compiler, Options, Preexisting, Returns, Server, default_match_resources, go_trim_space,
-    validate_match_conditions, validate_match_resources, validate_param_kind, validate_param_ref,
-    validate_variable,
+    validate_conditions_and_variables, validate_failure_policy, validate_match_constraints,
+    validate_match_resources, validate_param_kind_of, validate_param_ref, validate_policy_name,
 };
 
 /// `supportedMutatingOperations` (sorted as `sets.String.List()` prints them): a mutating
@@ -43,8 +43,6 @@ const MUTATING_OPERATIONS: [&str; 4] = ["*", "CONNECT", "CREATE", "UPDATE"];
 const REINVOCATION_POLICIES: [&str; 2] = ["IfNeeded", "Never"];
 /// `supportedPatchType`.
 const PATCH_TYPES: [&str; 2] = ["ApplyConfiguration", "JSONPatch"];
-/// `supportedFailurePolicies`.
-const FAILURE_POLICIES: [&str; 2] = ["Fail", "Ignore"];
 
 /// The first minor version whose API server serves MutatingAdmissionPolicy v1 (GA in 1.36).
 pub const FIRST_SERVED_MINOR: u32 = 36;
@@ -123,47 +121,23 @@ fn validate_policy_spec(
         composition: Some(Composition::new()),
         parses: std::sync::Arc::clone(&opts.parses),
     };
-    match spec.failure_policy.as_deref() {
-        None => errs.push(FieldError::required("spec.failurePolicy", "")),
-        Some(f) if FAILURE_POLICIES.contains(&f) => {}
-        Some(other) => errs.push(FieldError::not_supported(
-            "spec.failurePolicy",
-            other,
-            &FAILURE_POLICIES,
-        )),
-    }
-    if let Some(pk) = &spec.param_kind {
-        opts.allow_params_in_match_conditions = true;
-        errs.extend(validate_param_kind(pk, "spec.paramKind"));
-    }
-    match &spec.match_constraints {
-        None => errs.push(FieldError::required("spec.matchConstraints", "")),
-        Some(mc) => {
-            errs.extend(validate_match_resources(mc, "spec.matchConstraints"));
-            if mc.resource_rules.as_ref().is_none_or(Vec::is_empty) {
-                errs.push(FieldError::required(
-                    "spec.matchConstraints.resourceRules",
-                    "",
-                ));
-            }
-            errs.extend(mutating_operations(
-                mc.resource_rules.as_deref().unwrap_or_default(),
-                "spec.matchConstraints.resourceRules.operations",
-            ));
-        }
-    }
-    if !opts.ignore_match_conditions {
-        errs.extend(validate_match_conditions(
-            spec.match_conditions.as_deref().unwrap_or_default(),
-            "spec.matchConditions",
-            &opts,
-            server,
+    errs.extend(validate_failure_policy(spec.failure_policy.as_deref()));
+    errs.extend(validate_param_kind_of(spec.param_kind.as_ref(), &mut opts));
+    errs.extend(validate_match_constraints(spec.match_constraints.as_ref()));
+    if let Some(mc) = &spec.match_constraints {
+        errs.extend(mutating_operations(
+            mc.resource_rules.as_deref().unwrap_or_default(),
+            "spec.matchConstraints.resourceRules.operations",
         ));
     }
     let has_params = spec.param_kind.is_some();
-    for (i, v) in spec.variables.iter().flatten().enumerate() {
-        errs.extend(validate_variable(&mut compiler, v, has_params, &opts, i));
-    }
+    errs.extend(validate_conditions_and_variables(
+        &mut compiler,
+        spec.match_conditions.as_deref().unwrap_or_default(),
+        spec.variables.as_deref().unwrap_or_default(),
+        has_params,
+        &opts,
+    ));
     let mutations = spec.mutations.as_deref().unwrap_or_default();
     if mutations.is_empty() {
         errs.push(FieldError::required(
@@ -302,14 +276,9 @@ fn validate_mutation_expression(
 pub(super) fn validate_binding(b: &MutatingAdmissionPolicyBinding) -> Vec<FieldError> {
     let mut errs = validate_object_meta(&b.metadata, MetaContext::RestCreate);
     let spec = b.spec.clone().unwrap_or_default();
-    let policy_name = spec.policy_name.as_deref().unwrap_or_default();
-    if policy_name.is_empty() {
-        errs.push(FieldError::required("spec.policyName", ""));
-    } else {
-        for msg in super::names::name_is_dns_subdomain(policy_name, false) {
-            errs.push(FieldError::invalid("spec.policyName", policy_name, msg));
-        }
-    }
+    errs.extend(validate_policy_name(
+        spec.policy_name.as_deref().unwrap_or_default(),
+    ));
     if let Some(pr) = &spec.param_ref {
         errs.extend(validate_param_ref(pr, "spec.paramRef"));
     }

@@ -14,8 +14,9 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use k8s_openapi::api::admissionregistration::v1::{
-    MatchResources, NamedRuleWithOperations, ParamKind, ParamRef, ValidatingAdmissionPolicy,
-    ValidatingAdmissionPolicyBinding, ValidatingAdmissionPolicySpec,
+    MatchCondition, MatchResources, NamedRuleWithOperations, ParamKind, ParamRef,
+    ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding, ValidatingAdmissionPolicySpec,
+    Variable,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use serde_json::json;
@@ -363,43 +364,17 @@ fn validate_policy_spec(
         composition: (!variables.is_empty()).then(Composition::new),
         parses: Arc::clone(&opts.parses),
     };
-    match spec.failure_policy.as_deref() {
-        None => errs.push(FieldError::required("spec.failurePolicy", "")),
-        Some("Fail" | "Ignore") => {}
-        Some(other) => errs.push(FieldError::not_supported(
-            "spec.failurePolicy",
-            other,
-            &["Fail", "Ignore"],
-        )),
-    }
-    if let Some(pk) = &spec.param_kind {
-        opts.allow_params_in_match_conditions = true;
-        errs.extend(validate_param_kind(pk, "spec.paramKind"));
-    }
-    match &spec.match_constraints {
-        None => errs.push(FieldError::required("spec.matchConstraints", "")),
-        Some(mc) => {
-            errs.extend(validate_match_resources(mc, "spec.matchConstraints"));
-            if mc.resource_rules.as_ref().is_none_or(Vec::is_empty) {
-                errs.push(FieldError::required(
-                    "spec.matchConstraints.resourceRules",
-                    "",
-                ));
-            }
-        }
-    }
-    if !opts.ignore_match_conditions {
-        errs.extend(validate_match_conditions(
-            spec.match_conditions.as_deref().unwrap_or_default(),
-            "spec.matchConditions",
-            &opts,
-            server,
-        ));
-    }
+    errs.extend(validate_failure_policy(spec.failure_policy.as_deref()));
+    errs.extend(validate_param_kind_of(spec.param_kind.as_ref(), &mut opts));
+    errs.extend(validate_match_constraints(spec.match_constraints.as_ref()));
     let has_params = spec.param_kind.is_some();
-    for (i, v) in variables.iter().enumerate() {
-        errs.extend(validate_variable(&mut compiler, v, has_params, &opts, i));
-    }
+    errs.extend(validate_conditions_and_variables(
+        &mut compiler,
+        spec.match_conditions.as_deref().unwrap_or_default(),
+        &variables,
+        has_params,
+        &opts,
+    ));
     let validations = spec.validations.as_deref().unwrap_or_default();
     let audit = spec.audit_annotations.as_deref();
     if validations.is_empty() && audit.is_none_or(<[_]>::is_empty) {
@@ -441,6 +416,83 @@ fn validate_policy_spec(
         }
     }
     errs
+}
+
+/// `spec.failurePolicy` of either policy kind: required, one of `supportedFailurePolicies`
+/// (`Fail`, `Ignore`).
+pub(super) fn validate_failure_policy(failure_policy: Option<&str>) -> Option<FieldError> {
+    match failure_policy {
+        None => Some(FieldError::required("spec.failurePolicy", "")),
+        Some("Fail" | "Ignore") => None,
+        Some(other) => Some(FieldError::not_supported(
+            "spec.failurePolicy",
+            other,
+            &["Fail", "Ignore"],
+        )),
+    }
+}
+
+/// `spec.paramKind` of either policy kind, when set; a policy with one may read `params` in
+/// its match conditions.
+pub(super) fn validate_param_kind_of(
+    param_kind: Option<&ParamKind>,
+    opts: &mut Options,
+) -> Vec<FieldError> {
+    let Some(pk) = param_kind else {
+        return Vec::new();
+    };
+    opts.allow_params_in_match_conditions = true;
+    validate_param_kind(pk, "spec.paramKind")
+}
+
+/// `spec.matchConstraints` of either policy kind: required, and with resource rules.
+pub(super) fn validate_match_constraints(mc: Option<&MatchResources>) -> Vec<FieldError> {
+    let Some(mc) = mc else {
+        return vec![FieldError::required("spec.matchConstraints", "")];
+    };
+    let mut errs = validate_match_resources(mc, "spec.matchConstraints");
+    if mc.resource_rules.as_ref().is_none_or(Vec::is_empty) {
+        errs.push(FieldError::required(
+            "spec.matchConstraints.resourceRules",
+            "",
+        ));
+    }
+    errs
+}
+
+/// `spec.matchConditions` (unless [`Options::ignore_match_conditions`]) and `spec.variables`
+/// of either policy kind, in that order.
+pub(super) fn validate_conditions_and_variables(
+    compiler: &mut Compiler,
+    match_conditions: &[MatchCondition],
+    variables: &[Variable],
+    has_params: bool,
+    opts: &Options,
+) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    if !opts.ignore_match_conditions {
+        errs.extend(validate_match_conditions(
+            match_conditions,
+            "spec.matchConditions",
+            opts,
+            compiler.server,
+        ));
+    }
+    for (i, v) in variables.iter().enumerate() {
+        errs.extend(validate_variable(compiler, v, has_params, opts, i));
+    }
+    errs
+}
+
+/// `spec.policyName` of either binding kind: required, a DNS subdomain.
+pub(super) fn validate_policy_name(policy_name: &str) -> Vec<FieldError> {
+    if policy_name.is_empty() {
+        return vec![FieldError::required("spec.policyName", "")];
+    }
+    name_is_dns_subdomain(policy_name, false)
+        .into_iter()
+        .map(|msg| FieldError::invalid("spec.policyName", policy_name, msg))
+        .collect()
 }
 
 /// `validateParamKind`.
@@ -1016,17 +1068,7 @@ pub(super) fn validate_binding(
 ) -> Vec<FieldError> {
     let mut errs = validate_object_meta(&b.metadata, context);
     let spec = &b.spec;
-    if spec.policy_name.is_empty() {
-        errs.push(FieldError::required("spec.policyName", ""));
-    } else {
-        for msg in name_is_dns_subdomain(&spec.policy_name, false) {
-            errs.push(FieldError::invalid(
-                "spec.policyName",
-                &spec.policy_name,
-                msg,
-            ));
-        }
-    }
+    errs.extend(validate_policy_name(&spec.policy_name));
     if let Some(pr) = &spec.param_ref {
         errs.extend(validate_param_ref(pr, "spec.paramRef"));
     }

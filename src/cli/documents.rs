@@ -280,21 +280,16 @@ fn static_kind(kind: Option<&str>) -> &'static str {
 /// The output entry of a document that does not decode: never accepted (its one cause is
 /// the decode error), no status.
 pub fn entry(u: &Undecoded, server_minor: u32) -> CheckedPolicy {
+    let cause = crate::finding::Cause::new(u.field.clone(), u.cause());
     CheckedPolicy {
-        kind: static_kind(u.kind.as_deref()),
-        name: u.name.clone().unwrap_or_default(),
-        origin: u.origin.clone(),
-        api_server: ApiServerVerdict {
-            server_minor,
-            update: false,
-            causes: vec![crate::finding::Cause::new(u.field.clone(), u.cause())],
-            static_dir: None,
-        },
-        status: None,
-        bound_by: None,
-        effect: None,
-        advice: Vec::new(),
         undecoded: Some(u.clone()),
+        ..CheckedPolicy::new(
+            static_kind(u.kind.as_deref()),
+            u.name.clone().unwrap_or_default(),
+            u.origin.clone(),
+            ApiServerVerdict::new(server_minor, false, vec![cause]),
+            None,
+        )
     }
 }
 

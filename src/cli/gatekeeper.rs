@@ -93,20 +93,11 @@ pub fn check(
         }
         _ => None,
     };
-    CheckedPolicy {
-        kind: KIND,
-        name: template.name.clone(),
-        origin: object.origin.clone(),
-        api_server: ApiServerVerdict {
-            server_minor: server.minor,
-            update: false,
-            causes,
-            static_dir: None,
-        },
+    CheckedPolicy::new(
+        KIND,
+        template.name.clone(),
+        object.origin.clone(),
+        ApiServerVerdict::new(server.minor, false, causes),
         status,
-        bound_by: None,
-        effect: None,
-        advice: Vec::new(),
-        undecoded: None,
-    }
+    )
 }

@@ -74,20 +74,11 @@ pub fn check(
             backends.map(|b| mutating::type_check(p, options, b)),
         ),
     };
-    CheckedPolicy {
+    CheckedPolicy::new(
         kind,
-        name: name.clone(),
-        origin: object.origin.clone(),
-        api_server: ApiServerVerdict {
-            server_minor: server.minor,
-            update: false,
-            causes,
-            static_dir: None,
-        },
+        name.clone(),
+        object.origin.clone(),
+        ApiServerVerdict::new(server.minor, false, causes),
         status,
-        bound_by: None,
-        effect: None,
-        advice: Vec::new(),
-        undecoded: None,
-    }
+    )
 }

@@ -350,12 +350,11 @@ fn api_server_verdict(
         }
         (InputObject::Binding(b), _) => apiserver::validate_binding_create(&b.binding, server),
     };
-    ApiServerVerdict {
-        server_minor: server.minor,
-        update: stored.is_some(),
-        causes: errors.iter().map(Into::into).collect(),
-        static_dir: None,
-    }
+    ApiServerVerdict::new(
+        server.minor,
+        stored.is_some(),
+        errors.iter().map(Into::into).collect(),
+    )
 }
 
 /// Lists a static-manifest folder as the loader does (`LoadFiles`: regular entries whose
@@ -833,30 +832,25 @@ pub fn analyse_input_reusing(
     };
     let mut checked: Vec<CheckedPolicy> = Vec::new();
     if let Some((dir, load)) = &static_load {
-        checked.push(CheckedPolicy {
-            kind: output::STATIC_MANIFESTS_KIND,
-            name: dir.clone(),
-            origin: input::Origin {
+        let causes = load
+            .errors
+            .iter()
+            .map(|e| crate::finding::Cause::new("", e.message.clone()))
+            .collect();
+        checked.push(CheckedPolicy::new(
+            output::STATIC_MANIFESTS_KIND,
+            dir.clone(),
+            input::Origin {
                 source: dir.clone(),
                 document: 0,
                 item: None,
             },
-            api_server: ApiServerVerdict {
-                server_minor: server.minor,
-                update: false,
-                causes: load
-                    .errors
-                    .iter()
-                    .map(|e| crate::finding::Cause::new("", e.message.clone()))
-                    .collect(),
+            ApiServerVerdict {
                 static_dir: Some(dir.clone()),
+                ..ApiServerVerdict::new(server.minor, false, causes)
             },
-            status: None,
-            bound_by: None,
-            effect: None,
-            advice: Vec::new(),
-            undecoded: None,
-        });
+            None,
+        ));
     }
     let verdicts: Vec<ApiServerVerdict> = objects
         .iter()
@@ -905,17 +899,13 @@ pub fn analyse_input_reusing(
             }
             _ => None,
         };
-        CheckedPolicy {
-            kind: o.kind(),
-            name: o.name().to_owned(),
-            origin: o.origin().clone(),
+        CheckedPolicy::new(
+            o.kind(),
+            o.name().to_owned(),
+            o.origin().clone(),
             api_server,
             status,
-            bound_by: None,
-            effect: None,
-            advice: Vec::new(),
-            undecoded: None,
-        }
+        )
     }));
     // What each binding will do, for the objects of the files (the static folder's, which
     // the API server loads at startup from its own source, get no binding verdict yet). They

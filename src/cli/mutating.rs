@@ -159,22 +159,13 @@ pub fn verdict(
         };
         errors.iter().map(Into::into).collect()
     };
-    CheckedPolicy {
-        kind: object.kind(),
-        name: object.name().to_owned(),
-        origin: object.origin().clone(),
-        api_server: ApiServerVerdict {
-            server_minor: server.minor,
-            update: stored.is_some(),
-            causes,
-            static_dir: None,
-        },
-        status: None,
-        bound_by: None,
-        effect: None,
-        advice: Vec::new(),
-        undecoded: None,
-    }
+    CheckedPolicy::new(
+        object.kind(),
+        object.name().to_owned(),
+        object.origin().clone(),
+        ApiServerVerdict::new(server.minor, stored.is_some(), causes),
+        None,
+    )
 }
 
 /// The type checking of a MutatingAdmissionPolicy (`None` for bindings, or without schema
@@ -276,26 +267,17 @@ mod tests {
     }
 
     fn entry(source: &str, document: usize, name: &str) -> CheckedPolicy {
-        CheckedPolicy {
-            kind: MUTATING_POLICY_KIND,
-            name: name.into(),
-            origin: Origin {
+        CheckedPolicy::new(
+            MUTATING_POLICY_KIND,
+            name.into(),
+            Origin {
                 source: source.into(),
                 document,
                 item: None,
             },
-            api_server: ApiServerVerdict {
-                server_minor: 37,
-                update: false,
-                causes: Vec::new(),
-                static_dir: None,
-            },
-            status: None,
-            bound_by: None,
-            effect: None,
-            advice: Vec::new(),
-            undecoded: None,
-        }
+            ApiServerVerdict::new(37, false, Vec::new()),
+            None,
+        )
     }
 
     #[test]

@@ -29,6 +29,17 @@ pub struct ApiServerVerdict {
 }
 
 impl ApiServerVerdict {
+    /// The answer of a create (or, `update`, of an update) by the API server of minor version
+    /// `server_minor`: `causes`, empty when it accepts the object.
+    pub fn new(server_minor: u32, update: bool, causes: Vec<crate::finding::Cause>) -> Self {
+        ApiServerVerdict {
+            server_minor,
+            update,
+            causes,
+            static_dir: None,
+        }
+    }
+
     /// Whether the API server accepts the object.
     pub fn accepted(&self) -> bool {
         self.causes.is_empty()
@@ -74,6 +85,30 @@ pub struct CheckedPolicy {
     /// A document that does not decode (or a file that cannot be read): why; its one cause
     /// in `api_server` is the same error.
     pub undecoded: Option<super::input::Undecoded>,
+}
+
+impl CheckedPolicy {
+    /// A decoded object of `kind` named `name` read from `origin`: what the API server answers
+    /// and (policies) what vapcheck computed; no bindings, binding effect or advice yet.
+    pub fn new(
+        kind: &'static str,
+        name: String,
+        origin: Origin,
+        api_server: ApiServerVerdict,
+        status: Option<PolicyStatus>,
+    ) -> Self {
+        CheckedPolicy {
+            kind,
+            name,
+            origin,
+            api_server,
+            status,
+            bound_by: None,
+            effect: None,
+            advice: Vec::new(),
+            undecoded: None,
+        }
+    }
 }
 
 /// The `-o json|yaml` entry: `{"kind": .., "name": .., "apiServer": {..}, "status":
@@ -796,70 +831,40 @@ mod tests {
             checked_kinds: kinds.to_vec(),
             ..PolicyStatus::default()
         };
+        let at = |document| Origin {
+            source: "p.yaml".into(),
+            document,
+            item: None,
+        };
         vec![
-            CheckedPolicy {
-                api_server: ApiServerVerdict {
-                    server_minor: 37,
-                    update: false,
-                    causes: Vec::new(),
-                    static_dir: None,
-                },
-                kind: super::super::input::POLICY_KIND,
-                name: "bad".into(),
-                origin: Origin {
-                    source: "p.yaml".into(),
-                    document: 1,
-                    item: None,
-                },
-                status: Some(bad),
-                bound_by: None,
-                effect: None,
-                advice: Vec::new(),
-                undecoded: None,
-            },
-            CheckedPolicy {
-                api_server: ApiServerVerdict {
-                    server_minor: 37,
-                    update: false,
-                    causes: Vec::new(),
-                    static_dir: None,
-                },
-                kind: super::super::input::POLICY_KIND,
-                name: "good".into(),
-                origin: Origin {
-                    source: "p.yaml".into(),
-                    document: 2,
-                    item: None,
-                },
-                status: Some(good),
-                bound_by: None,
-                effect: None,
-                advice: Vec::new(),
-                undecoded: None,
-            },
-            CheckedPolicy {
-                api_server: ApiServerVerdict {
-                    server_minor: 37,
-                    update: false,
-                    causes: vec![crate::finding::Cause::new(
+            CheckedPolicy::new(
+                super::super::input::POLICY_KIND,
+                "bad".into(),
+                at(1),
+                ApiServerVerdict::new(37, false, Vec::new()),
+                Some(bad),
+            ),
+            CheckedPolicy::new(
+                super::super::input::POLICY_KIND,
+                "good".into(),
+                at(2),
+                ApiServerVerdict::new(37, false, Vec::new()),
+                Some(good),
+            ),
+            CheckedPolicy::new(
+                super::super::input::BINDING_KIND,
+                "bind".into(),
+                at(3),
+                ApiServerVerdict::new(
+                    37,
+                    false,
+                    vec![crate::finding::Cause::new(
                         "spec.validationActions",
                         "spec.validationActions: Required value",
                     )],
-                    static_dir: None,
-                },
-                kind: super::super::input::BINDING_KIND,
-                name: "bind".into(),
-                origin: Origin {
-                    source: "p.yaml".into(),
-                    document: 3,
-                    item: None,
-                },
-                status: None,
-                bound_by: None,
-                effect: None,
-                advice: Vec::new(),
-                undecoded: None,
-            },
+                ),
+                None,
+            ),
         ]
     }
 
@@ -914,7 +919,7 @@ mod proptests {
                 expression_warnings: vec![ExpressionWarning { field_ref: "spec.validations[0].expression".into(), warning: warning.clone() }],
                 ..PolicyStatus::default()
             };
-            let policies = [CheckedPolicy { kind: super::super::input::POLICY_KIND, api_server: ApiServerVerdict { server_minor: 37, update: false, causes: vec![crate::finding::Cause::new("", warning.clone())], static_dir: None }, name, origin: Origin { source: "s".into(), document: 1, item: None }, status: Some(status), bound_by: None, effect: None, advice: Vec::new(), undecoded: None }];
+            let policies = [CheckedPolicy::new(super::super::input::POLICY_KIND, name, Origin { source: "s".into(), document: 1, item: None }, ApiServerVerdict::new(37, false, vec![crate::finding::Cause::new("", warning.clone())]), Some(status))];
             let yaml = render_yaml(&policies).unwrap();
             let from_yaml: serde_json::Value = serde_saphyr::from_str(&yaml).unwrap();
             let from_json: serde_json::Value = serde_json::from_str(&render_json(&policies).unwrap()).unwrap();

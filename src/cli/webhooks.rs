@@ -117,20 +117,18 @@ pub fn verdict(
         None => validate_webhook_configuration_create(config, server),
     };
     CheckedPolicy {
-        kind: config.kind.as_str(),
-        name: config.name().to_owned(),
-        origin: object.origin.clone(),
-        api_server: ApiServerVerdict {
-            server_minor: server.minor,
-            update: stored.is_some(),
-            causes: errors.iter().map(Into::into).collect(),
-            static_dir: None,
-        },
-        status: None,
-        bound_by: None,
-        effect: None,
         advice: crate::webhooks::advise(config),
-        undecoded: None,
+        ..CheckedPolicy::new(
+            config.kind.as_str(),
+            config.name().to_owned(),
+            object.origin.clone(),
+            ApiServerVerdict::new(
+                server.minor,
+                stored.is_some(),
+                errors.iter().map(Into::into).collect(),
+            ),
+            None,
+        )
     }
 }
 

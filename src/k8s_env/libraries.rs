@@ -34,16 +34,25 @@ fn fix_opaque(t: &Type) -> Type {
 
 /// The `cel` overload declaration of a table row.
 pub fn overload_decl(row: &OverloadRow) -> Result<OverloadDecl, EnvError> {
-    let args = row
-        .args
-        .iter()
-        .map(|a| table_type(a))
-        .collect::<Result<Vec<_>, _>>()?;
-    let result = table_type(row.result)?;
-    Ok(if row.member {
-        OverloadDecl::member(row.id, args, result)
+    decl_of(row.id, row.member, row.args, row.result, table_type)
+}
+
+/// The `cel` overload declaration `id` (`member`: called as `receiver.f(...)`) of argument and
+/// result types written in a table's syntax, which `ty` parses (this module's [`table_type`],
+/// or Kyverno's table's).
+pub fn decl_of(
+    id: &str,
+    member: bool,
+    args: &[&str],
+    result: &str,
+    ty: impl Fn(&str) -> Result<Type, EnvError>,
+) -> Result<OverloadDecl, EnvError> {
+    let args = args.iter().map(|a| ty(a)).collect::<Result<Vec<_>, _>>()?;
+    let result = ty(result)?;
+    Ok(if member {
+        OverloadDecl::member(id, args, result)
     } else {
-        OverloadDecl::global(row.id, args, result)
+        OverloadDecl::global(id, args, result)
     })
 }
 
@@ -52,12 +61,25 @@ pub fn add_rows<'a>(
     b: &mut EnvBuilder,
     rows: impl IntoIterator<Item = &'a OverloadRow>,
 ) -> Result<(), EnvError> {
+    add_grouped(
+        b,
+        rows.into_iter()
+            .map(|row| Ok((row.function, overload_decl(row)?))),
+    )
+}
+
+/// Declares `(function name, overload)` pairs as one function a name (in the order of its
+/// first overload), its overloads in the order given; the first `Err` is returned.
+pub fn add_grouped<'a>(
+    b: &mut EnvBuilder,
+    decls: impl IntoIterator<Item = Result<(&'a str, OverloadDecl), EnvError>>,
+) -> Result<(), EnvError> {
     let mut grouped: Vec<(&str, Vec<OverloadDecl>)> = Vec::new();
-    for row in rows {
-        let decl = overload_decl(row)?;
-        match grouped.iter_mut().find(|(n, _)| *n == row.function) {
+    for d in decls {
+        let (function, decl) = d?;
+        match grouped.iter_mut().find(|(n, _)| *n == function) {
             Some((_, list)) => list.push(decl),
-            None => grouped.push((row.function, vec![decl])),
+            None => grouped.push((function, vec![decl])),
         }
     }
     for (name, overloads) in grouped {

@@ -78,6 +78,26 @@ fn call_text(row: &decls::OverloadRow, args: &[String]) -> String {
     }
 }
 
+/// Asserts that `text`, a call of `row` with arguments of `types`, is rejected with cel-go's
+/// no-matching-overload message.
+fn assert_no_matching_overload(
+    env: &PolicyEnv,
+    row: &decls::OverloadRow,
+    text: &str,
+    types: &[String],
+) {
+    assert_eq!(
+        first_message(env, text),
+        format!(
+            "found no matching overload for '{}' applied to '{}'",
+            row.function,
+            signature(row, types)
+        ),
+        "{} ({text})",
+        row.id
+    );
+}
+
 fn signature(row: &decls::OverloadRow, types: &[String]) -> String {
     if row.member {
         let (recv, rest) = types
@@ -154,16 +174,7 @@ fn every_overload_passes_with_its_declared_result_and_fails_with_cel_go_message(
             }
             let mut types: Vec<String> = row.args.iter().map(|a| printed(a)).collect();
             types[0] = wrong_type.to_string();
-            assert_eq!(
-                first_message(&env, &text),
-                format!(
-                    "found no matching overload for '{}' applied to '{}'",
-                    row.function,
-                    signature(row, &types)
-                ),
-                "{} ({text})",
-                row.id
-            );
+            assert_no_matching_overload(&env, row, &text, &types);
             rejected = true;
             break;
         }
@@ -171,16 +182,7 @@ fn every_overload_passes_with_its_declared_result_and_fails_with_cel_go_message(
             // Every argument type is accepted (`includes`): a missing argument is rejected.
             let text = call_text(row, &args[..args.len() - 1]);
             let types: Vec<String> = vec!["dyn".to_string(); args.len() - 1];
-            assert_eq!(
-                first_message(&env, &text),
-                format!(
-                    "found no matching overload for '{}' applied to '{}'",
-                    row.function,
-                    signature(row, &types)
-                ),
-                "{} ({text})",
-                row.id
-            );
+            assert_no_matching_overload(&env, row, &text, &types);
             rejected = true;
         }
         assert!(rejected, "{}: every wrong sample was accepted", row.id);

@@ -66,1395 +66,229 @@ pub struct OverloadRow {
     pub result: &'static str,
 }
 
+/// [`VariableRow`]s, one a line: `Variant "name" -> "type";`.
+macro_rules! variables {
+    ($( $variant:ident $name:literal -> $ty:literal ;)*) => {
+        &[ $( VariableRow { variant: Variant::$variant, name: $name, ty: $ty } ),* ]
+    };
+}
+
+/// [`FieldRow`]s, one a line: `Variant "object" "field" -> "type";`.
+macro_rules! fields {
+    ($( $variant:ident $object:literal $field:literal -> $ty:literal ;)*) => {
+        &[ $( FieldRow { variant: Variant::$variant, object: $object, field: $field, ty: $ty } ),* ]
+    };
+}
+
+/// [`OverloadRow`]s, one a line: `Variant m|g "function" "id" [args] -> "result";`, where `m`
+/// is an overload called as a member (`receiver.function(...)`) and `g` a global one.
+macro_rules! overloads {
+    (@style m) => { true };
+    (@style g) => { false };
+    ($( $variant:ident $style:ident $func:literal $id:literal [$($arg:literal),*] -> $res:literal ;)*) => {
+        &[ $( OverloadRow {
+            variant: Variant::$variant,
+            function: $func,
+            id: $id,
+            member: overloads!(@style $style),
+            args: &[$($arg),*],
+            result: $res,
+        } ),* ]
+    };
+}
+
 /// The variables.
-pub const VARIABLES: &[VariableRow] = &[
+pub const VARIABLES: &[VariableRow] = variables![
     // github.com/kyverno/sdk extensions/cel/libs/globalcontext/lib.go
-    VariableRow {
-        variant: Variant::Both,
-        name: "globalContext",
-        ty: "opaque:globalcontext.Context",
-    },
+    Both "globalContext" -> "opaque:globalcontext.Context";
     // github.com/kyverno/sdk extensions/cel/libs/hash/lib.go
-    VariableRow {
-        variant: Variant::Both,
-        name: "mylib_version",
-        ty: "string",
-    },
+    Both "mylib_version" -> "string";
     // github.com/kyverno/sdk extensions/cel/libs/http/lib.go
-    VariableRow {
-        variant: Variant::Both,
-        name: "http",
-        ty: "opaque:http.Context",
-    },
+    Both "http" -> "opaque:http.Context";
     // github.com/kyverno/sdk extensions/cel/libs/imagedata/lib.go
-    VariableRow {
-        variant: Variant::Both,
-        name: "image",
-        ty: "opaque:imagedata.Context",
-    },
+    Both "image" -> "opaque:imagedata.Context";
     // github.com/kyverno/sdk extensions/cel/libs/json/lib.go
-    VariableRow {
-        variant: Variant::Both,
-        name: "json",
-        ty: "opaque:json.Json",
-    },
+    Both "json" -> "opaque:json.Json";
     // github.com/kyverno/sdk extensions/cel/libs/resource/lib.go
-    VariableRow {
-        variant: Variant::Both,
-        name: "resource",
-        ty: "opaque:resource.Context",
-    },
+    Both "resource" -> "opaque:resource.Context";
     // github.com/kyverno/sdk extensions/cel/libs/yaml/lib.go
-    VariableRow {
-        variant: Variant::Both,
-        name: "yaml",
-        ty: "opaque:yaml.Yaml",
-    },
+    Both "yaml" -> "opaque:yaml.Yaml";
     // pkg/cel/policies/vpol/compiler/compiler.go createBaseVpolEnv (variables)
-    VariableRow {
-        variant: Variant::Both,
-        name: "exceptions",
-        ty: "libs.Exception",
-    },
+    Both "exceptions" -> "libs.Exception";
 ];
 
 /// The fields of the object types.
-pub const FIELDS: &[FieldRow] = &[
+pub const FIELDS: &[FieldRow] = fields![
     // the object types of the rows above (ext.NativeTypes with ParseStructTags)
-    FieldRow {
-        variant: Variant::Both,
-        object: "libs.Exception",
-        field: "allowedImages",
-        ty: "list(string)",
-    },
-    FieldRow {
-        variant: Variant::Both,
-        object: "libs.Exception",
-        field: "allowedValues",
-        ty: "list(string)",
-    },
-    FieldRow {
-        variant: Variant::Both,
-        object: "user.ServiceAccount",
-        field: "Name",
-        ty: "string",
-    },
-    FieldRow {
-        variant: Variant::Both,
-        object: "user.ServiceAccount",
-        field: "Namespace",
-        ty: "string",
-    },
+    Both "libs.Exception" "allowedImages" -> "list(string)";
+    Both "libs.Exception" "allowedValues" -> "list(string)";
+    Both "user.ServiceAccount" "Name" -> "string";
+    Both "user.ServiceAccount" "Namespace" -> "string";
 ];
 
 /// The overloads.
-pub const OVERLOADS: &[OverloadRow] = &[
+pub const OVERLOADS: &[OverloadRow] = overloads![
     // github.com/kyverno/sdk extensions/cel/libs/globalcontext/lib.go
-    OverloadRow {
-        variant: Variant::Both,
-        function: "Get",
-        id: "globalcontext_get_string_pascal",
-        member: true,
-        args: &["opaque:globalcontext.Context", "string"],
-        result: "dyn",
-    },
-    OverloadRow {
-        variant: Variant::Both,
-        function: "Get",
-        id: "globalcontext_get_string_string_pascal",
-        member: true,
-        args: &["opaque:globalcontext.Context", "string", "string"],
-        result: "dyn",
-    },
-    OverloadRow {
-        variant: Variant::Both,
-        function: "get",
-        id: "globalcontext_get_string_camel",
-        member: true,
-        args: &["opaque:globalcontext.Context", "string"],
-        result: "dyn",
-    },
-    OverloadRow {
-        variant: Variant::Both,
-        function: "get",
-        id: "globalcontext_get_string_string_camel",
-        member: true,
-        args: &["opaque:globalcontext.Context", "string", "string"],
-        result: "dyn",
-    },
+    Both m "Get" "globalcontext_get_string_pascal" ["opaque:globalcontext.Context", "string"] -> "dyn";
+    Both m "Get" "globalcontext_get_string_string_pascal" ["opaque:globalcontext.Context", "string", "string"] -> "dyn";
+    Both m "get" "globalcontext_get_string_camel" ["opaque:globalcontext.Context", "string"] -> "dyn";
+    Both m "get" "globalcontext_get_string_string_camel" ["opaque:globalcontext.Context", "string", "string"] -> "dyn";
     // github.com/kyverno/sdk extensions/cel/libs/gzip/lib.go
-    OverloadRow {
-        variant: Variant::Both,
-        function: "gzip.compress",
-        id: "compress_any_bytes",
-        member: false,
-        args: &["dyn"],
-        result: "bytes",
-    },
-    OverloadRow {
-        variant: Variant::Both,
-        function: "gzip.decompress",
-        id: "decompress_bytes_string",
-        member: false,
-        args: &["bytes"],
-        result: "string",
-    },
+    Both g "gzip.compress" "compress_any_bytes" ["dyn"] -> "bytes";
+    Both g "gzip.decompress" "decompress_bytes_string" ["bytes"] -> "string";
     // github.com/kyverno/sdk extensions/cel/libs/hash/lib.go
-    OverloadRow {
-        variant: Variant::Both,
-        function: "hash.md5",
-        id: "md5_string_prefixed",
-        member: false,
-        args: &["string"],
-        result: "string",
-    },
-    OverloadRow {
-        variant: Variant::Both,
-        function: "hash.sha1",
-        id: "sha1_string_prefixed",
-        member: false,
-        args: &["string"],
-        result: "string",
-    },
-    OverloadRow {
-        variant: Variant::Both,
-        function: "hash.sha256",
-        id: "sha256_string_prefixed",
-        member: false,
-        args: &["string"],
-        result: "string",
-    },
-    OverloadRow {
-        variant: Variant::Both,
-        function: "md5",
-        id: "md5_string_non_prefixed",
-        member: false,
-        args: &["string"],
-        result: "string",
-    },
-    OverloadRow {
-        variant: Variant::Both,
-        function: "sha1",
-        id: "sha1_string_non_prefixed",
-        member: false,
-        args: &["string"],
-        result: "string",
-    },
-    OverloadRow {
-        variant: Variant::Both,
-        function: "sha256",
-        id: "sha256_string_non_prefixed",
-        member: false,
-        args: &["string"],
-        result: "string",
-    },
+    Both g "hash.md5" "md5_string_prefixed" ["string"] -> "string";
+    Both g "hash.sha1" "sha1_string_prefixed" ["string"] -> "string";
+    Both g "hash.sha256" "sha256_string_prefixed" ["string"] -> "string";
+    Both g "md5" "md5_string_non_prefixed" ["string"] -> "string";
+    Both g "sha1" "sha1_string_non_prefixed" ["string"] -> "string";
+    Both g "sha256" "sha256_string_non_prefixed" ["string"] -> "string";
     // github.com/kyverno/sdk extensions/cel/libs/http/lib.go
-    OverloadRow {
-        variant: Variant::Both,
-        function: "Client",
-        id: "http_client_string_pascal",
-        member: true,
-        args: &["opaque:http.Context", "string"],
-        result: "opaque:http.Context",
-    },
-    OverloadRow {
-        variant: Variant::Both,
-        function: "Get",
-        id: "http_get_string_headers_pascal",
-        member: true,
-        args: &["opaque:http.Context", "string", "map(string, string)"],
-        result: "any",
-    },
-    OverloadRow {
-        variant: Variant::Both,
-        function: "Get",
-        id: "http_get_string_pascal",
-        member: true,
-        args: &["opaque:http.Context", "string"],
-        result: "any",
-    },
-    OverloadRow {
-        variant: Variant::Both,
-        function: "Post",
-        id: "http_post_string_any_headers_pascal",
-        member: true,
-        args: &[
-            "opaque:http.Context",
-            "string",
-            "any",
-            "map(string, string)",
-        ],
-        result: "any",
-    },
-    OverloadRow {
-        variant: Variant::Both,
-        function: "Post",
-        id: "http_post_string_any_pascal",
-        member: true,
-        args: &["opaque:http.Context", "string", "any"],
-        result: "any",
-    },
-    OverloadRow {
-        variant: Variant::Both,
-        function: "client",
-        id: "http_client_string_camel",
-        member: true,
-        args: &["opaque:http.Context", "string"],
-        result: "opaque:http.Context",
-    },
-    OverloadRow {
-        variant: Variant::Both,
-        function: "get",
-        id: "http_get_string_camel",
-        member: true,
-        args: &["opaque:http.Context", "string"],
-        result: "any",
-    },
-    OverloadRow {
-        variant: Variant::Both,
-        function: "get",
-        id: "http_get_string_headers_camel",
-        member: true,
-        args: &["opaque:http.Context", "string", "map(string, string)"],
-        result: "any",
-    },
-    OverloadRow {
-        variant: Variant::Both,
-        function: "post",
-        id: "http_post_string_any_camel",
-        member: true,
-        args: &["opaque:http.Context", "string", "any"],
-        result: "any",
-    },
-    OverloadRow {
-        variant: Variant::Both,
-        function: "post",
-        id: "http_post_string_any_headers_camel",
-        member: true,
-        args: &[
-            "opaque:http.Context",
-            "string",
-            "any",
-            "map(string, string)",
-        ],
-        result: "any",
-    },
+    Both m "Client" "http_client_string_pascal" ["opaque:http.Context", "string"] -> "opaque:http.Context";
+    Both m "Get" "http_get_string_headers_pascal" ["opaque:http.Context", "string", "map(string, string)"] -> "any";
+    Both m "Get" "http_get_string_pascal" ["opaque:http.Context", "string"] -> "any";
+    Both m "Post" "http_post_string_any_headers_pascal" ["opaque:http.Context", "string", "any", "map(string, string)"] -> "any";
+    Both m "Post" "http_post_string_any_pascal" ["opaque:http.Context", "string", "any"] -> "any";
+    Both m "client" "http_client_string_camel" ["opaque:http.Context", "string"] -> "opaque:http.Context";
+    Both m "get" "http_get_string_camel" ["opaque:http.Context", "string"] -> "any";
+    Both m "get" "http_get_string_headers_camel" ["opaque:http.Context", "string", "map(string, string)"] -> "any";
+    Both m "post" "http_post_string_any_camel" ["opaque:http.Context", "string", "any"] -> "any";
+    Both m "post" "http_post_string_any_headers_camel" ["opaque:http.Context", "string", "any", "map(string, string)"] -> "any";
     // github.com/kyverno/sdk extensions/cel/libs/image/lib.go
-    OverloadRow {
-        variant: Variant::Both,
-        function: "containsDigest",
-        id: "image_contains_digest",
-        member: true,
-        args: &["opaque:kyverno.image"],
-        result: "bool",
-    },
-    OverloadRow {
-        variant: Variant::Both,
-        function: "digest",
-        id: "image_digest",
-        member: true,
-        args: &["opaque:kyverno.image"],
-        result: "string",
-    },
-    OverloadRow {
-        variant: Variant::Both,
-        function: "identifier",
-        id: "image_identifier",
-        member: true,
-        args: &["opaque:kyverno.image"],
-        result: "string",
-    },
-    OverloadRow {
-        variant: Variant::Both,
-        function: "identifierWithSeparator",
-        id: "image_identifier_with_separator",
-        member: true,
-        args: &["opaque:kyverno.image"],
-        result: "string",
-    },
-    OverloadRow {
-        variant: Variant::Both,
-        function: "image",
-        id: "string_to_image_deprecated",
-        member: false,
-        args: &["string"],
-        result: "opaque:kyverno.image",
-    },
-    OverloadRow {
-        variant: Variant::Both,
-        function: "isImage",
-        id: "is_image_string",
-        member: false,
-        args: &["string"],
-        result: "bool",
-    },
-    OverloadRow {
-        variant: Variant::Both,
-        function: "parseImageReference",
-        id: "string_to_image",
-        member: false,
-        args: &["string"],
-        result: "opaque:kyverno.image",
-    },
-    OverloadRow {
-        variant: Variant::Both,
-        function: "registry",
-        id: "image_registry",
-        member: true,
-        args: &["opaque:kyverno.image"],
-        result: "string",
-    },
-    OverloadRow {
-        variant: Variant::Both,
-        function: "repository",
-        id: "image_repository",
-        member: true,
-        args: &["opaque:kyverno.image"],
-        result: "string",
-    },
-    OverloadRow {
-        variant: Variant::Both,
-        function: "tag",
-        id: "image_tag",
-        member: true,
-        args: &["opaque:kyverno.image"],
-        result: "string",
-    },
+    Both m "containsDigest" "image_contains_digest" ["opaque:kyverno.image"] -> "bool";
+    Both m "digest" "image_digest" ["opaque:kyverno.image"] -> "string";
+    Both m "identifier" "image_identifier" ["opaque:kyverno.image"] -> "string";
+    Both m "identifierWithSeparator" "image_identifier_with_separator" ["opaque:kyverno.image"] -> "string";
+    Both g "image" "string_to_image_deprecated" ["string"] -> "opaque:kyverno.image";
+    Both g "isImage" "is_image_string" ["string"] -> "bool";
+    Both g "parseImageReference" "string_to_image" ["string"] -> "opaque:kyverno.image";
+    Both m "registry" "image_registry" ["opaque:kyverno.image"] -> "string";
+    Both m "repository" "image_repository" ["opaque:kyverno.image"] -> "string";
+    Both m "tag" "image_tag" ["opaque:kyverno.image"] -> "string";
     // github.com/kyverno/sdk extensions/cel/libs/imagedata/lib.go
-    OverloadRow {
-        variant: Variant::Both,
-        function: "GetMetadata",
-        id: "imagedata_get_string_pascal",
-        member: true,
-        args: &["opaque:imagedata.Context", "string"],
-        result: "dyn",
-    },
-    OverloadRow {
-        variant: Variant::Both,
-        function: "getMetadata",
-        id: "imagedata_get_string_camel",
-        member: true,
-        args: &["opaque:imagedata.Context", "string"],
-        result: "dyn",
-    },
+    Both m "GetMetadata" "imagedata_get_string_pascal" ["opaque:imagedata.Context", "string"] -> "dyn";
+    Both m "getMetadata" "imagedata_get_string_camel" ["opaque:imagedata.Context", "string"] -> "dyn";
     // github.com/kyverno/sdk extensions/cel/libs/json/lib.go
-    OverloadRow {
-        variant: Variant::Both,
-        function: "marshal",
-        id: "marshal_dyn_string",
-        member: true,
-        args: &["opaque:json.Json", "dyn"],
-        result: "string",
-    },
-    OverloadRow {
-        variant: Variant::Both,
-        function: "unmarshal",
-        id: "unmarshal_string_dyn",
-        member: true,
-        args: &["opaque:json.Json", "dyn"],
-        result: "dyn",
-    },
+    Both m "marshal" "marshal_dyn_string" ["opaque:json.Json", "dyn"] -> "string";
+    Both m "unmarshal" "unmarshal_string_dyn" ["opaque:json.Json", "dyn"] -> "dyn";
     // github.com/kyverno/sdk extensions/cel/libs/math/lib.go
-    OverloadRow {
-        variant: Variant::Both,
-        function: "math.round",
-        id: "math_round_float_int",
-        member: false,
-        args: &["double", "int"],
-        result: "double",
-    },
+    Both g "math.round" "math_round_float_int" ["double", "int"] -> "double";
     // github.com/kyverno/sdk extensions/cel/libs/random/lib.go
-    OverloadRow {
-        variant: Variant::Both,
-        function: "random",
-        id: "random_string_default_expr_non_prefixed",
-        member: false,
-        args: &[],
-        result: "string",
-    },
-    OverloadRow {
-        variant: Variant::Both,
-        function: "random",
-        id: "random_string_non_prefixed",
-        member: false,
-        args: &["string"],
-        result: "string",
-    },
-    OverloadRow {
-        variant: Variant::Both,
-        function: "random.random",
-        id: "random_string_default_expr_prefixed",
-        member: false,
-        args: &[],
-        result: "string",
-    },
-    OverloadRow {
-        variant: Variant::Both,
-        function: "random.random",
-        id: "random_string_prefixed",
-        member: false,
-        args: &["string"],
-        result: "string",
-    },
+    Both g "random" "random_string_default_expr_non_prefixed" [] -> "string";
+    Both g "random" "random_string_non_prefixed" ["string"] -> "string";
+    Both g "random.random" "random_string_default_expr_prefixed" [] -> "string";
+    Both g "random.random" "random_string_prefixed" ["string"] -> "string";
     // github.com/kyverno/sdk extensions/cel/libs/resource/lib.go
-    OverloadRow {
-        variant: Variant::Namespaced,
-        function: "Get",
-        id: "resource_get_gvr_string_pascal",
-        member: true,
-        args: &[
-            "opaque:resource.Context",
-            "opaque:schema.GroupVersionResource",
-            "string",
-        ],
-        result: "map(string, any)",
-    },
-    OverloadRow {
-        variant: Variant::Cluster,
-        function: "Get",
-        id: "resource_get_gvr_string_string_pascal",
-        member: true,
-        args: &[
-            "opaque:resource.Context",
-            "opaque:schema.GroupVersionResource",
-            "string",
-            "string",
-        ],
-        result: "map(string, any)",
-    },
-    OverloadRow {
-        variant: Variant::Namespaced,
-        function: "Get",
-        id: "resource_get_string_string_string_pascal",
-        member: true,
-        args: &["opaque:resource.Context", "string", "string", "string"],
-        result: "map(string, any)",
-    },
-    OverloadRow {
-        variant: Variant::Cluster,
-        function: "Get",
-        id: "resource_get_string_string_string_string_pascal",
-        member: true,
-        args: &[
-            "opaque:resource.Context",
-            "string",
-            "string",
-            "string",
-            "string",
-        ],
-        result: "map(string, any)",
-    },
-    OverloadRow {
-        variant: Variant::Namespaced,
-        function: "List",
-        id: "list_resources_gvr_map_pascal",
-        member: true,
-        args: &[
-            "opaque:resource.Context",
-            "opaque:schema.GroupVersionResource",
-            "map(string, string)",
-        ],
-        result: "map(string, any)",
-    },
-    OverloadRow {
-        variant: Variant::Namespaced,
-        function: "List",
-        id: "list_resources_gvr_pascal",
-        member: true,
-        args: &[
-            "opaque:resource.Context",
-            "opaque:schema.GroupVersionResource",
-        ],
-        result: "map(string, any)",
-    },
-    OverloadRow {
-        variant: Variant::Cluster,
-        function: "List",
-        id: "list_resources_gvr_string_map_pascal",
-        member: true,
-        args: &[
-            "opaque:resource.Context",
-            "opaque:schema.GroupVersionResource",
-            "string",
-            "map(string, string)",
-        ],
-        result: "map(string, any)",
-    },
-    OverloadRow {
-        variant: Variant::Cluster,
-        function: "List",
-        id: "list_resources_gvr_string_pascal",
-        member: true,
-        args: &[
-            "opaque:resource.Context",
-            "opaque:schema.GroupVersionResource",
-            "string",
-        ],
-        result: "map(string, any)",
-    },
-    OverloadRow {
-        variant: Variant::Namespaced,
-        function: "List",
-        id: "resource_list_string_string_map_pascal",
-        member: true,
-        args: &[
-            "opaque:resource.Context",
-            "string",
-            "string",
-            "map(string, string)",
-        ],
-        result: "map(string, any)",
-    },
-    OverloadRow {
-        variant: Variant::Namespaced,
-        function: "List",
-        id: "resource_list_string_string_pascal",
-        member: true,
-        args: &["opaque:resource.Context", "string", "string"],
-        result: "map(string, any)",
-    },
-    OverloadRow {
-        variant: Variant::Cluster,
-        function: "List",
-        id: "resource_list_string_string_string_map_pascal",
-        member: true,
-        args: &[
-            "opaque:resource.Context",
-            "string",
-            "string",
-            "string",
-            "map(string, string)",
-        ],
-        result: "map(string, any)",
-    },
-    OverloadRow {
-        variant: Variant::Cluster,
-        function: "List",
-        id: "resource_list_string_string_string_pascal",
-        member: true,
-        args: &["opaque:resource.Context", "string", "string", "string"],
-        result: "map(string, any)",
-    },
-    OverloadRow {
-        variant: Variant::Both,
-        function: "Post",
-        id: "resource_post_string_string_map_pascal",
-        member: true,
-        args: &[
-            "opaque:resource.Context",
-            "string",
-            "string",
-            "map(string, any)",
-        ],
-        result: "map(string, any)",
-    },
-    OverloadRow {
-        variant: Variant::Cluster,
-        function: "Post",
-        id: "resource_post_string_string_string_map_pascal",
-        member: true,
-        args: &[
-            "opaque:resource.Context",
-            "string",
-            "string",
-            "string",
-            "map(string, any)",
-        ],
-        result: "map(string, any)",
-    },
-    OverloadRow {
-        variant: Variant::Both,
-        function: "ToGVR",
-        id: "convert_to_gvr_string_string_pascal",
-        member: true,
-        args: &["opaque:resource.Context", "string", "string"],
-        result: "opaque:schema.GroupVersionResource",
-    },
-    OverloadRow {
-        variant: Variant::Namespaced,
-        function: "get",
-        id: "resource_get_gvr_string_camel",
-        member: true,
-        args: &[
-            "opaque:resource.Context",
-            "opaque:schema.GroupVersionResource",
-            "string",
-        ],
-        result: "map(string, any)",
-    },
-    OverloadRow {
-        variant: Variant::Cluster,
-        function: "get",
-        id: "resource_get_gvr_string_string_camel",
-        member: true,
-        args: &[
-            "opaque:resource.Context",
-            "opaque:schema.GroupVersionResource",
-            "string",
-            "string",
-        ],
-        result: "map(string, any)",
-    },
-    OverloadRow {
-        variant: Variant::Namespaced,
-        function: "get",
-        id: "resource_get_string_string_string_camel",
-        member: true,
-        args: &["opaque:resource.Context", "string", "string", "string"],
-        result: "map(string, any)",
-    },
-    OverloadRow {
-        variant: Variant::Cluster,
-        function: "get",
-        id: "resource_get_string_string_string_string_camel",
-        member: true,
-        args: &[
-            "opaque:resource.Context",
-            "string",
-            "string",
-            "string",
-            "string",
-        ],
-        result: "map(string, any)",
-    },
-    OverloadRow {
-        variant: Variant::Namespaced,
-        function: "list",
-        id: "list_resources_gvr_camel",
-        member: true,
-        args: &[
-            "opaque:resource.Context",
-            "opaque:schema.GroupVersionResource",
-        ],
-        result: "map(string, any)",
-    },
-    OverloadRow {
-        variant: Variant::Namespaced,
-        function: "list",
-        id: "list_resources_gvr_map_camel",
-        member: true,
-        args: &[
-            "opaque:resource.Context",
-            "opaque:schema.GroupVersionResource",
-            "map(string, string)",
-        ],
-        result: "map(string, any)",
-    },
-    OverloadRow {
-        variant: Variant::Cluster,
-        function: "list",
-        id: "list_resources_gvr_string_camel",
-        member: true,
-        args: &[
-            "opaque:resource.Context",
-            "opaque:schema.GroupVersionResource",
-            "string",
-        ],
-        result: "map(string, any)",
-    },
-    OverloadRow {
-        variant: Variant::Cluster,
-        function: "list",
-        id: "list_resources_gvr_string_map_camel",
-        member: true,
-        args: &[
-            "opaque:resource.Context",
-            "opaque:schema.GroupVersionResource",
-            "string",
-            "map(string, string)",
-        ],
-        result: "map(string, any)",
-    },
-    OverloadRow {
-        variant: Variant::Namespaced,
-        function: "list",
-        id: "resource_list_string_string_camel",
-        member: true,
-        args: &["opaque:resource.Context", "string", "string"],
-        result: "map(string, any)",
-    },
-    OverloadRow {
-        variant: Variant::Namespaced,
-        function: "list",
-        id: "resource_list_string_string_map_camel",
-        member: true,
-        args: &[
-            "opaque:resource.Context",
-            "string",
-            "string",
-            "map(string, string)",
-        ],
-        result: "map(string, any)",
-    },
-    OverloadRow {
-        variant: Variant::Cluster,
-        function: "list",
-        id: "resource_list_string_string_string_camel",
-        member: true,
-        args: &["opaque:resource.Context", "string", "string", "string"],
-        result: "map(string, any)",
-    },
-    OverloadRow {
-        variant: Variant::Cluster,
-        function: "list",
-        id: "resource_list_string_string_string_map_camel",
-        member: true,
-        args: &[
-            "opaque:resource.Context",
-            "string",
-            "string",
-            "string",
-            "map(string, string)",
-        ],
-        result: "map(string, any)",
-    },
-    OverloadRow {
-        variant: Variant::Both,
-        function: "post",
-        id: "resource_post_string_string_map_camel",
-        member: true,
-        args: &[
-            "opaque:resource.Context",
-            "string",
-            "string",
-            "map(string, any)",
-        ],
-        result: "map(string, any)",
-    },
-    OverloadRow {
-        variant: Variant::Cluster,
-        function: "post",
-        id: "resource_post_string_string_string_map_camel",
-        member: true,
-        args: &[
-            "opaque:resource.Context",
-            "string",
-            "string",
-            "string",
-            "map(string, any)",
-        ],
-        result: "map(string, any)",
-    },
-    OverloadRow {
-        variant: Variant::Both,
-        function: "toGVR",
-        id: "convert_to_gvr_string_string_camel",
-        member: true,
-        args: &["opaque:resource.Context", "string", "string"],
-        result: "opaque:schema.GroupVersionResource",
-    },
+    Namespaced m "Get" "resource_get_gvr_string_pascal" ["opaque:resource.Context", "opaque:schema.GroupVersionResource", "string"] -> "map(string, any)";
+    Cluster m "Get" "resource_get_gvr_string_string_pascal" ["opaque:resource.Context", "opaque:schema.GroupVersionResource", "string", "string"] -> "map(string, any)";
+    Namespaced m "Get" "resource_get_string_string_string_pascal" ["opaque:resource.Context", "string", "string", "string"] -> "map(string, any)";
+    Cluster m "Get" "resource_get_string_string_string_string_pascal" ["opaque:resource.Context", "string", "string", "string", "string"] -> "map(string, any)";
+    Namespaced m "List" "list_resources_gvr_map_pascal" ["opaque:resource.Context", "opaque:schema.GroupVersionResource", "map(string, string)"] -> "map(string, any)";
+    Namespaced m "List" "list_resources_gvr_pascal" ["opaque:resource.Context", "opaque:schema.GroupVersionResource"] -> "map(string, any)";
+    Cluster m "List" "list_resources_gvr_string_map_pascal" ["opaque:resource.Context", "opaque:schema.GroupVersionResource", "string", "map(string, string)"] -> "map(string, any)";
+    Cluster m "List" "list_resources_gvr_string_pascal" ["opaque:resource.Context", "opaque:schema.GroupVersionResource", "string"] -> "map(string, any)";
+    Namespaced m "List" "resource_list_string_string_map_pascal" ["opaque:resource.Context", "string", "string", "map(string, string)"] -> "map(string, any)";
+    Namespaced m "List" "resource_list_string_string_pascal" ["opaque:resource.Context", "string", "string"] -> "map(string, any)";
+    Cluster m "List" "resource_list_string_string_string_map_pascal" ["opaque:resource.Context", "string", "string", "string", "map(string, string)"] -> "map(string, any)";
+    Cluster m "List" "resource_list_string_string_string_pascal" ["opaque:resource.Context", "string", "string", "string"] -> "map(string, any)";
+    Both m "Post" "resource_post_string_string_map_pascal" ["opaque:resource.Context", "string", "string", "map(string, any)"] -> "map(string, any)";
+    Cluster m "Post" "resource_post_string_string_string_map_pascal" ["opaque:resource.Context", "string", "string", "string", "map(string, any)"] -> "map(string, any)";
+    Both m "ToGVR" "convert_to_gvr_string_string_pascal" ["opaque:resource.Context", "string", "string"] -> "opaque:schema.GroupVersionResource";
+    Namespaced m "get" "resource_get_gvr_string_camel" ["opaque:resource.Context", "opaque:schema.GroupVersionResource", "string"] -> "map(string, any)";
+    Cluster m "get" "resource_get_gvr_string_string_camel" ["opaque:resource.Context", "opaque:schema.GroupVersionResource", "string", "string"] -> "map(string, any)";
+    Namespaced m "get" "resource_get_string_string_string_camel" ["opaque:resource.Context", "string", "string", "string"] -> "map(string, any)";
+    Cluster m "get" "resource_get_string_string_string_string_camel" ["opaque:resource.Context", "string", "string", "string", "string"] -> "map(string, any)";
+    Namespaced m "list" "list_resources_gvr_camel" ["opaque:resource.Context", "opaque:schema.GroupVersionResource"] -> "map(string, any)";
+    Namespaced m "list" "list_resources_gvr_map_camel" ["opaque:resource.Context", "opaque:schema.GroupVersionResource", "map(string, string)"] -> "map(string, any)";
+    Cluster m "list" "list_resources_gvr_string_camel" ["opaque:resource.Context", "opaque:schema.GroupVersionResource", "string"] -> "map(string, any)";
+    Cluster m "list" "list_resources_gvr_string_map_camel" ["opaque:resource.Context", "opaque:schema.GroupVersionResource", "string", "map(string, string)"] -> "map(string, any)";
+    Namespaced m "list" "resource_list_string_string_camel" ["opaque:resource.Context", "string", "string"] -> "map(string, any)";
+    Namespaced m "list" "resource_list_string_string_map_camel" ["opaque:resource.Context", "string", "string", "map(string, string)"] -> "map(string, any)";
+    Cluster m "list" "resource_list_string_string_string_camel" ["opaque:resource.Context", "string", "string", "string"] -> "map(string, any)";
+    Cluster m "list" "resource_list_string_string_string_map_camel" ["opaque:resource.Context", "string", "string", "string", "map(string, string)"] -> "map(string, any)";
+    Both m "post" "resource_post_string_string_map_camel" ["opaque:resource.Context", "string", "string", "map(string, any)"] -> "map(string, any)";
+    Cluster m "post" "resource_post_string_string_string_map_camel" ["opaque:resource.Context", "string", "string", "string", "map(string, any)"] -> "map(string, any)";
+    Both m "toGVR" "convert_to_gvr_string_string_camel" ["opaque:resource.Context", "string", "string"] -> "opaque:schema.GroupVersionResource";
     // github.com/kyverno/sdk extensions/cel/libs/time/lib.go
-    OverloadRow {
-        variant: Variant::Both,
-        function: "time.now",
-        id: "time_now",
-        member: false,
-        args: &[],
-        result: "timestamp",
-    },
-    OverloadRow {
-        variant: Variant::Both,
-        function: "time.toCron",
-        id: "time_to_cron",
-        member: false,
-        args: &["timestamp"],
-        result: "string",
-    },
-    OverloadRow {
-        variant: Variant::Both,
-        function: "time.truncate",
-        id: "time_truncate",
-        member: false,
-        args: &["timestamp", "duration"],
-        result: "timestamp",
-    },
+    Both g "time.now" "time_now" [] -> "timestamp";
+    Both g "time.toCron" "time_to_cron" ["timestamp"] -> "string";
+    Both g "time.truncate" "time_truncate" ["timestamp", "duration"] -> "timestamp";
     // github.com/kyverno/sdk extensions/cel/libs/transform/lib.go
-    OverloadRow {
-        variant: Variant::Both,
-        function: "listObjToMap",
-        id: "list_of_object_to_map_non_prefixed",
-        member: false,
-        args: &["list(dyn)", "list(dyn)", "string", "string"],
-        result: "map(dyn, dyn)",
-    },
-    OverloadRow {
-        variant: Variant::Both,
-        function: "transform.listObjToMap",
-        id: "list_of_object_to_map_prefixed",
-        member: false,
-        args: &["list(dyn)", "list(dyn)", "string", "string"],
-        result: "map(dyn, dyn)",
-    },
+    Both g "listObjToMap" "list_of_object_to_map_non_prefixed" ["list(dyn)", "list(dyn)", "string", "string"] -> "map(dyn, dyn)";
+    Both g "transform.listObjToMap" "list_of_object_to_map_prefixed" ["list(dyn)", "list(dyn)", "string", "string"] -> "map(dyn, dyn)";
     // github.com/kyverno/sdk extensions/cel/libs/user/lib.go
-    OverloadRow {
-        variant: Variant::Both,
-        function: "parseServiceAccount",
-        id: "parse_service_account_string_non_prefixed",
-        member: false,
-        args: &["string"],
-        result: "user.ServiceAccount",
-    },
-    OverloadRow {
-        variant: Variant::Both,
-        function: "user.parseServiceAccount",
-        id: "parse_service_account_string_prefixed",
-        member: false,
-        args: &["string"],
-        result: "user.ServiceAccount",
-    },
+    Both g "parseServiceAccount" "parse_service_account_string_non_prefixed" ["string"] -> "user.ServiceAccount";
+    Both g "user.parseServiceAccount" "parse_service_account_string_prefixed" ["string"] -> "user.ServiceAccount";
     // github.com/kyverno/sdk extensions/cel/libs/x509/lib.go
-    OverloadRow {
-        variant: Variant::Both,
-        function: "x509.decode",
-        id: "x509_decode_string",
-        member: false,
-        args: &["string"],
-        result: "dyn",
-    },
+    Both g "x509.decode" "x509_decode_string" ["string"] -> "dyn";
     // github.com/kyverno/sdk extensions/cel/libs/yaml/lib.go
-    OverloadRow {
-        variant: Variant::Both,
-        function: "parse",
-        id: "parse_string_dyn",
-        member: true,
-        args: &["opaque:yaml.Yaml", "string"],
-        result: "dyn",
-    },
+    Both m "parse" "parse_string_dyn" ["opaque:yaml.Yaml", "string"] -> "dyn";
     // pkg/cel/compiler/env.go DefaultEnvOptionsWithCompat (cel-go extensions, the orValue compatibility function)
-    OverloadRow {
-        variant: Variant::Both,
-        function: "__orValueCompat__",
-        id: "__orValueCompat___dyn_dyn",
-        member: false,
-        args: &["dyn", "dyn"],
-        result: "dyn",
-    },
-    OverloadRow {
-        variant: Variant::Both,
-        function: "base64.decode",
-        id: "base64_decode_string",
-        member: false,
-        args: &["string"],
-        result: "bytes",
-    },
-    OverloadRow {
-        variant: Variant::Both,
-        function: "base64.encode",
-        id: "base64_encode_bytes",
-        member: false,
-        args: &["bytes"],
-        result: "string",
-    },
-    OverloadRow {
-        variant: Variant::Both,
-        function: "cel.@block",
-        id: "cel_block_list",
-        member: false,
-        args: &["list(dyn)", "T"],
-        result: "T",
-    },
-    OverloadRow {
-        variant: Variant::Both,
-        function: "json.encode",
-        id: "json_encode_dyn",
-        member: false,
-        args: &["dyn"],
-        result: "string",
-    },
-    OverloadRow {
-        variant: Variant::Both,
-        function: "math.@max",
-        id: "math_@max_double",
-        member: false,
-        args: &["double"],
-        result: "double",
-    },
-    OverloadRow {
-        variant: Variant::Both,
-        function: "math.@max",
-        id: "math_@max_double_double",
-        member: false,
-        args: &["double", "double"],
-        result: "double",
-    },
-    OverloadRow {
-        variant: Variant::Both,
-        function: "math.@max",
-        id: "math_@max_double_int",
-        member: false,
-        args: &["double", "int"],
-        result: "dyn",
-    },
-    OverloadRow {
-        variant: Variant::Both,
-        function: "math.@max",
-        id: "math_@max_double_uint",
-        member: false,
-        args: &["double", "uint"],
-        result: "dyn",
-    },
-    OverloadRow {
-        variant: Variant::Both,
-        function: "math.@max",
-        id: "math_@max_int",
-        member: false,
-        args: &["int"],
-        result: "int",
-    },
-    OverloadRow {
-        variant: Variant::Both,
-        function: "math.@max",
-        id: "math_@max_int_double",
-        member: false,
-        args: &["int", "double"],
-        result: "dyn",
-    },
-    OverloadRow {
-        variant: Variant::Both,
-        function: "math.@max",
-        id: "math_@max_int_int",
-        member: false,
-        args: &["int", "int"],
-        result: "int",
-    },
-    OverloadRow {
-        variant: Variant::Both,
-        function: "math.@max",
-        id: "math_@max_int_uint",
-        member: false,
-        args: &["int", "uint"],
-        result: "dyn",
-    },
-    OverloadRow {
-        variant: Variant::Both,
-        function: "math.@max",
-        id: "math_@max_list_double",
-        member: false,
-        args: &["list(double)"],
-        result: "double",
-    },
-    OverloadRow {
-        variant: Variant::Both,
-        function: "math.@max",
-        id: "math_@max_list_int",
-        member: false,
-        args: &["list(int)"],
-        result: "int",
-    },
-    OverloadRow {
-        variant: Variant::Both,
-        function: "math.@max",
-        id: "math_@max_list_uint",
-        member: false,
-        args: &["list(uint)"],
-        result: "uint",
-    },
-    OverloadRow {
-        variant: Variant::Both,
-        function: "math.@max",
-        id: "math_@max_uint",
-        member: false,
-        args: &["uint"],
-        result: "uint",
-    },
-    OverloadRow {
-        variant: Variant::Both,
-        function: "math.@max",
-        id: "math_@max_uint_double",
-        member: false,
-        args: &["uint", "double"],
-        result: "dyn",
-    },
-    OverloadRow {
-        variant: Variant::Both,
-        function: "math.@max",
-        id: "math_@max_uint_int",
-        member: false,
-        args: &["uint", "int"],
-        result: "dyn",
-    },
-    OverloadRow {
-        variant: Variant::Both,
-        function: "math.@max",
-        id: "math_@max_uint_uint",
-        member: false,
-        args: &["uint", "uint"],
-        result: "uint",
-    },
-    OverloadRow {
-        variant: Variant::Both,
-        function: "math.@min",
-        id: "math_@min_double",
-        member: false,
-        args: &["double"],
-        result: "double",
-    },
-    OverloadRow {
-        variant: Variant::Both,
-        function: "math.@min",
-        id: "math_@min_double_double",
-        member: false,
-        args: &["double", "double"],
-        result: "double",
-    },
-    OverloadRow {
-        variant: Variant::Both,
-        function: "math.@min",
-        id: "math_@min_double_int",
-        member: false,
-        args: &["double", "int"],
-        result: "dyn",
-    },
-    OverloadRow {
-        variant: Variant::Both,
-        function: "math.@min",
-        id: "math_@min_double_uint",
-        member: false,
-        args: &["double", "uint"],
-        result: "dyn",
-    },
-    OverloadRow {
-        variant: Variant::Both,
-        function: "math.@min",
-        id: "math_@min_int",
-        member: false,
-        args: &["int"],
-        result: "int",
-    },
-    OverloadRow {
-        variant: Variant::Both,
-        function: "math.@min",
-        id: "math_@min_int_double",
-        member: false,
-        args: &["int", "double"],
-        result: "dyn",
-    },
-    OverloadRow {
-        variant: Variant::Both,
-        function: "math.@min",
-        id: "math_@min_int_int",
-        member: false,
-        args: &["int", "int"],
-        result: "int",
-    },
-    OverloadRow {
-        variant: Variant::Both,
-        function: "math.@min",
-        id: "math_@min_int_uint",
-        member: false,
-        args: &["int", "uint"],
-        result: "dyn",
-    },
-    OverloadRow {
-        variant: Variant::Both,
-        function: "math.@min",
-        id: "math_@min_list_double",
-        member: false,
-        args: &["list(double)"],
-        result: "double",
-    },
-    OverloadRow {
-        variant: Variant::Both,
-        function: "math.@min",
-        id: "math_@min_list_int",
-        member: false,
-        args: &["list(int)"],
-        result: "int",
-    },
-    OverloadRow {
-        variant: Variant::Both,
-        function: "math.@min",
-        id: "math_@min_list_uint",
-        member: false,
-        args: &["list(uint)"],
-        result: "uint",
-    },
-    OverloadRow {
-        variant: Variant::Both,
-        function: "math.@min",
-        id: "math_@min_uint",
-        member: false,
-        args: &["uint"],
-        result: "uint",
-    },
-    OverloadRow {
-        variant: Variant::Both,
-        function: "math.@min",
-        id: "math_@min_uint_double",
-        member: false,
-        args: &["uint", "double"],
-        result: "dyn",
-    },
-    OverloadRow {
-        variant: Variant::Both,
-        function: "math.@min",
-        id: "math_@min_uint_int",
-        member: false,
-        args: &["uint", "int"],
-        result: "dyn",
-    },
-    OverloadRow {
-        variant: Variant::Both,
-        function: "math.@min",
-        id: "math_@min_uint_uint",
-        member: false,
-        args: &["uint", "uint"],
-        result: "uint",
-    },
-    OverloadRow {
-        variant: Variant::Both,
-        function: "math.abs",
-        id: "math_abs_double",
-        member: false,
-        args: &["double"],
-        result: "double",
-    },
-    OverloadRow {
-        variant: Variant::Both,
-        function: "math.abs",
-        id: "math_abs_int",
-        member: false,
-        args: &["int"],
-        result: "int",
-    },
-    OverloadRow {
-        variant: Variant::Both,
-        function: "math.abs",
-        id: "math_abs_uint",
-        member: false,
-        args: &["uint"],
-        result: "uint",
-    },
-    OverloadRow {
-        variant: Variant::Both,
-        function: "math.bitAnd",
-        id: "math_bitAnd_int_int",
-        member: false,
-        args: &["int", "int"],
-        result: "int",
-    },
-    OverloadRow {
-        variant: Variant::Both,
-        function: "math.bitAnd",
-        id: "math_bitAnd_uint_uint",
-        member: false,
-        args: &["uint", "uint"],
-        result: "uint",
-    },
-    OverloadRow {
-        variant: Variant::Both,
-        function: "math.bitNot",
-        id: "math_bitNot_int_int",
-        member: false,
-        args: &["int"],
-        result: "int",
-    },
-    OverloadRow {
-        variant: Variant::Both,
-        function: "math.bitNot",
-        id: "math_bitNot_uint_uint",
-        member: false,
-        args: &["uint"],
-        result: "uint",
-    },
-    OverloadRow {
-        variant: Variant::Both,
-        function: "math.bitOr",
-        id: "math_bitOr_int_int",
-        member: false,
-        args: &["int", "int"],
-        result: "int",
-    },
-    OverloadRow {
-        variant: Variant::Both,
-        function: "math.bitOr",
-        id: "math_bitOr_uint_uint",
-        member: false,
-        args: &["uint", "uint"],
-        result: "uint",
-    },
-    OverloadRow {
-        variant: Variant::Both,
-        function: "math.bitShiftLeft",
-        id: "math_bitShiftLeft_int_int",
-        member: false,
-        args: &["int", "int"],
-        result: "int",
-    },
-    OverloadRow {
-        variant: Variant::Both,
-        function: "math.bitShiftLeft",
-        id: "math_bitShiftLeft_uint_int",
-        member: false,
-        args: &["uint", "int"],
-        result: "uint",
-    },
-    OverloadRow {
-        variant: Variant::Both,
-        function: "math.bitShiftRight",
-        id: "math_bitShiftRight_int_int",
-        member: false,
-        args: &["int", "int"],
-        result: "int",
-    },
-    OverloadRow {
-        variant: Variant::Both,
-        function: "math.bitShiftRight",
-        id: "math_bitShiftRight_uint_int",
-        member: false,
-        args: &["uint", "int"],
-        result: "uint",
-    },
-    OverloadRow {
-        variant: Variant::Both,
-        function: "math.bitXor",
-        id: "math_bitXor_int_int",
-        member: false,
-        args: &["int", "int"],
-        result: "int",
-    },
-    OverloadRow {
-        variant: Variant::Both,
-        function: "math.bitXor",
-        id: "math_bitXor_uint_uint",
-        member: false,
-        args: &["uint", "uint"],
-        result: "uint",
-    },
-    OverloadRow {
-        variant: Variant::Both,
-        function: "math.ceil",
-        id: "math_ceil_double",
-        member: false,
-        args: &["double"],
-        result: "double",
-    },
-    OverloadRow {
-        variant: Variant::Both,
-        function: "math.floor",
-        id: "math_floor_double",
-        member: false,
-        args: &["double"],
-        result: "double",
-    },
-    OverloadRow {
-        variant: Variant::Both,
-        function: "math.isFinite",
-        id: "math_isFinite_double",
-        member: false,
-        args: &["double"],
-        result: "bool",
-    },
-    OverloadRow {
-        variant: Variant::Both,
-        function: "math.isInf",
-        id: "math_isInf_double",
-        member: false,
-        args: &["double"],
-        result: "bool",
-    },
-    OverloadRow {
-        variant: Variant::Both,
-        function: "math.isNaN",
-        id: "math_isNaN_double",
-        member: false,
-        args: &["double"],
-        result: "bool",
-    },
-    OverloadRow {
-        variant: Variant::Both,
-        function: "math.round",
-        id: "math_round_double",
-        member: false,
-        args: &["double"],
-        result: "double",
-    },
-    OverloadRow {
-        variant: Variant::Both,
-        function: "math.sign",
-        id: "math_sign_double",
-        member: false,
-        args: &["double"],
-        result: "double",
-    },
-    OverloadRow {
-        variant: Variant::Both,
-        function: "math.sign",
-        id: "math_sign_int",
-        member: false,
-        args: &["int"],
-        result: "int",
-    },
-    OverloadRow {
-        variant: Variant::Both,
-        function: "math.sign",
-        id: "math_sign_uint",
-        member: false,
-        args: &["uint"],
-        result: "uint",
-    },
-    OverloadRow {
-        variant: Variant::Both,
-        function: "math.sqrt",
-        id: "math_sqrt_double",
-        member: false,
-        args: &["double"],
-        result: "double",
-    },
-    OverloadRow {
-        variant: Variant::Both,
-        function: "math.sqrt",
-        id: "math_sqrt_int",
-        member: false,
-        args: &["int"],
-        result: "double",
-    },
-    OverloadRow {
-        variant: Variant::Both,
-        function: "math.sqrt",
-        id: "math_sqrt_uint",
-        member: false,
-        args: &["uint"],
-        result: "double",
-    },
-    OverloadRow {
-        variant: Variant::Both,
-        function: "math.trunc",
-        id: "math_trunc_double",
-        member: false,
-        args: &["double"],
-        result: "double",
-    },
-    OverloadRow {
-        variant: Variant::Both,
-        function: "regex.extract",
-        id: "regex_extract_string_string",
-        member: false,
-        args: &["string", "string"],
-        result: "optional_type(string)",
-    },
-    OverloadRow {
-        variant: Variant::Both,
-        function: "regex.extractAll",
-        id: "regex_extractAll_string_string",
-        member: false,
-        args: &["string", "string"],
-        result: "list(string)",
-    },
-    OverloadRow {
-        variant: Variant::Both,
-        function: "regex.replace",
-        id: "regex_replace_string_string_string",
-        member: false,
-        args: &["string", "string", "string"],
-        result: "string",
-    },
-    OverloadRow {
-        variant: Variant::Both,
-        function: "regex.replace",
-        id: "regex_replace_string_string_string_int",
-        member: false,
-        args: &["string", "string", "string", "int"],
-        result: "string",
-    },
+    Both g "__orValueCompat__" "__orValueCompat___dyn_dyn" ["dyn", "dyn"] -> "dyn";
+    Both g "base64.decode" "base64_decode_string" ["string"] -> "bytes";
+    Both g "base64.encode" "base64_encode_bytes" ["bytes"] -> "string";
+    Both g "cel.@block" "cel_block_list" ["list(dyn)", "T"] -> "T";
+    Both g "json.encode" "json_encode_dyn" ["dyn"] -> "string";
+    Both g "math.@max" "math_@max_double" ["double"] -> "double";
+    Both g "math.@max" "math_@max_double_double" ["double", "double"] -> "double";
+    Both g "math.@max" "math_@max_double_int" ["double", "int"] -> "dyn";
+    Both g "math.@max" "math_@max_double_uint" ["double", "uint"] -> "dyn";
+    Both g "math.@max" "math_@max_int" ["int"] -> "int";
+    Both g "math.@max" "math_@max_int_double" ["int", "double"] -> "dyn";
+    Both g "math.@max" "math_@max_int_int" ["int", "int"] -> "int";
+    Both g "math.@max" "math_@max_int_uint" ["int", "uint"] -> "dyn";
+    Both g "math.@max" "math_@max_list_double" ["list(double)"] -> "double";
+    Both g "math.@max" "math_@max_list_int" ["list(int)"] -> "int";
+    Both g "math.@max" "math_@max_list_uint" ["list(uint)"] -> "uint";
+    Both g "math.@max" "math_@max_uint" ["uint"] -> "uint";
+    Both g "math.@max" "math_@max_uint_double" ["uint", "double"] -> "dyn";
+    Both g "math.@max" "math_@max_uint_int" ["uint", "int"] -> "dyn";
+    Both g "math.@max" "math_@max_uint_uint" ["uint", "uint"] -> "uint";
+    Both g "math.@min" "math_@min_double" ["double"] -> "double";
+    Both g "math.@min" "math_@min_double_double" ["double", "double"] -> "double";
+    Both g "math.@min" "math_@min_double_int" ["double", "int"] -> "dyn";
+    Both g "math.@min" "math_@min_double_uint" ["double", "uint"] -> "dyn";
+    Both g "math.@min" "math_@min_int" ["int"] -> "int";
+    Both g "math.@min" "math_@min_int_double" ["int", "double"] -> "dyn";
+    Both g "math.@min" "math_@min_int_int" ["int", "int"] -> "int";
+    Both g "math.@min" "math_@min_int_uint" ["int", "uint"] -> "dyn";
+    Both g "math.@min" "math_@min_list_double" ["list(double)"] -> "double";
+    Both g "math.@min" "math_@min_list_int" ["list(int)"] -> "int";
+    Both g "math.@min" "math_@min_list_uint" ["list(uint)"] -> "uint";
+    Both g "math.@min" "math_@min_uint" ["uint"] -> "uint";
+    Both g "math.@min" "math_@min_uint_double" ["uint", "double"] -> "dyn";
+    Both g "math.@min" "math_@min_uint_int" ["uint", "int"] -> "dyn";
+    Both g "math.@min" "math_@min_uint_uint" ["uint", "uint"] -> "uint";
+    Both g "math.abs" "math_abs_double" ["double"] -> "double";
+    Both g "math.abs" "math_abs_int" ["int"] -> "int";
+    Both g "math.abs" "math_abs_uint" ["uint"] -> "uint";
+    Both g "math.bitAnd" "math_bitAnd_int_int" ["int", "int"] -> "int";
+    Both g "math.bitAnd" "math_bitAnd_uint_uint" ["uint", "uint"] -> "uint";
+    Both g "math.bitNot" "math_bitNot_int_int" ["int"] -> "int";
+    Both g "math.bitNot" "math_bitNot_uint_uint" ["uint"] -> "uint";
+    Both g "math.bitOr" "math_bitOr_int_int" ["int", "int"] -> "int";
+    Both g "math.bitOr" "math_bitOr_uint_uint" ["uint", "uint"] -> "uint";
+    Both g "math.bitShiftLeft" "math_bitShiftLeft_int_int" ["int", "int"] -> "int";
+    Both g "math.bitShiftLeft" "math_bitShiftLeft_uint_int" ["uint", "int"] -> "uint";
+    Both g "math.bitShiftRight" "math_bitShiftRight_int_int" ["int", "int"] -> "int";
+    Both g "math.bitShiftRight" "math_bitShiftRight_uint_int" ["uint", "int"] -> "uint";
+    Both g "math.bitXor" "math_bitXor_int_int" ["int", "int"] -> "int";
+    Both g "math.bitXor" "math_bitXor_uint_uint" ["uint", "uint"] -> "uint";
+    Both g "math.ceil" "math_ceil_double" ["double"] -> "double";
+    Both g "math.floor" "math_floor_double" ["double"] -> "double";
+    Both g "math.isFinite" "math_isFinite_double" ["double"] -> "bool";
+    Both g "math.isInf" "math_isInf_double" ["double"] -> "bool";
+    Both g "math.isNaN" "math_isNaN_double" ["double"] -> "bool";
+    Both g "math.round" "math_round_double" ["double"] -> "double";
+    Both g "math.sign" "math_sign_double" ["double"] -> "double";
+    Both g "math.sign" "math_sign_int" ["int"] -> "int";
+    Both g "math.sign" "math_sign_uint" ["uint"] -> "uint";
+    Both g "math.sqrt" "math_sqrt_double" ["double"] -> "double";
+    Both g "math.sqrt" "math_sqrt_int" ["int"] -> "double";
+    Both g "math.sqrt" "math_sqrt_uint" ["uint"] -> "double";
+    Both g "math.trunc" "math_trunc_double" ["double"] -> "double";
+    Both g "regex.extract" "regex_extract_string_string" ["string", "string"] -> "optional_type(string)";
+    Both g "regex.extractAll" "regex_extractAll_string_string" ["string", "string"] -> "list(string)";
+    Both g "regex.replace" "regex_replace_string_string_string" ["string", "string", "string"] -> "string";
+    Both g "regex.replace" "regex_replace_string_string_string_int" ["string", "string", "string", "int"] -> "string";
 ];

@@ -25,10 +25,11 @@ use std::sync::{Arc, OnceLock};
 use cel::common::ast::IdedExpr;
 
 use crate::cel::{
-    CallMacro, Checker, Env, EnvBuilder, EnvError, EnvOptions, FunctionDecl, OverloadDecl, Synth,
-    Type, TypeProvider,
+    CallMacro, Checker, Env, EnvBuilder, EnvError, EnvOptions, Synth, Type, TypeProvider,
 };
-use crate::k8s_env::{KindDecls, KubeVersion, Mode, Params, PolicyEnv, Target, admission};
+use crate::k8s_env::{
+    KindDecls, KubeVersion, Mode, Params, PolicyEnv, Target, admission, libraries,
+};
 
 use super::decls::{self, Variant};
 
@@ -88,9 +89,9 @@ pub fn checker(namespaced: bool) -> Result<crate::engine::KubeChecker, EnvError>
 pub fn build_base_env(namespaced: bool) -> Result<Env, EnvError> {
     let version = target()?.version;
     let mut b = EnvBuilder::standard(EnvOptions::kubernetes());
-    crate::k8s_env::libraries::add_libraries(
+    libraries::add_libraries(
         &mut b,
-        crate::k8s_env::libraries::LibrarySelection {
+        libraries::LibrarySelection {
             minor: version.minor(),
         },
     )?;
@@ -112,27 +113,17 @@ pub fn build_base_env(namespaced: bool) -> Result<Env, EnvError> {
     for v in decls::VARIABLES.iter().filter(|v| v.variant.holds(variant)) {
         b.add_variable(v.name, table_type(v.ty)?)?;
     }
-    let mut grouped: Vec<(&str, Vec<OverloadDecl>)> = Vec::new();
-    for row in decls::OVERLOADS.iter().filter(|r| r.variant.holds(variant)) {
-        let args = row
-            .args
+    libraries::add_grouped(
+        &mut b,
+        decls::OVERLOADS
             .iter()
-            .map(|a| table_type(a))
-            .collect::<Result<Vec<_>, _>>()?;
-        let result = table_type(row.result)?;
-        let decl = if row.member {
-            OverloadDecl::member(row.id, args, result)
-        } else {
-            OverloadDecl::global(row.id, args, result)
-        };
-        match grouped.iter_mut().find(|(n, _)| *n == row.function) {
-            Some((_, list)) => list.push(decl),
-            None => grouped.push((row.function, vec![decl])),
-        }
-    }
-    for (name, overloads) in grouped {
-        b.add_function(FunctionDecl::new(name, overloads))?;
-    }
+            .filter(|r| r.variant.holds(variant))
+            .map(|row| {
+                let decl =
+                    libraries::decl_of(row.id, row.member, row.args, row.result, table_type)?;
+                Ok((row.function, decl))
+            }),
+    )?;
     b.add_call_macro(Arc::new(OrValueCompat));
     Ok(b.build())
 }

@@ -110,47 +110,15 @@ impl ValidatingPolicy {
 /// Reads a policy. `Err((field, cause))` when a field has a type Go's `encoding/json` refuses
 /// for the `v1beta1` type (Kyverno answers with that decoding error).
 pub fn read_validating_policy(value: &Value) -> Result<ValidatingPolicy, (String, String)> {
-    let kind_text = text(value, "/kind")?;
-    let kind = VALIDATING_KINDS
-        .iter()
-        .copied()
-        .find(|k| *k == kind_text)
-        .ok_or_else(|| {
-            (
-                "kind".to_owned(),
-                format!("not a validating policy: {kind_text}"),
-            )
-        })?;
+    let kind = read_kind(value, VALIDATING_KINDS, "not a validating policy")?;
     let api_version = text(value, "/apiVersion")?;
     let name = text(value, "/metadata/name")?;
-    let mut namespace = text(value, "/metadata/namespace")?;
-    if kind == "NamespacedValidatingPolicy" && namespace.is_empty() {
-        namespace = DEFAULT_NAMESPACE.to_owned();
-    }
-    let mode = match text(value, "/spec/evaluation/mode")? {
-        m if m.is_empty() => MODE_KUBERNETES.to_owned(),
-        m => m,
-    };
+    let namespace = read_namespace(value, kind == "NamespacedValidatingPolicy")?;
+    let mode = read_mode(value)?;
     let failure_policy = Some(text(value, "/spec/failurePolicy")?).filter(|s| !s.is_empty());
-    let match_constraints = match value.pointer("/spec/matchConstraints") {
-        None | Some(Value::Null) => None,
-        Some(v) => Some(
-            serde_json::from_value::<MatchResources>(v.clone())
-                .map_err(|e| ("spec.matchConstraints".to_owned(), e.to_string()))?,
-        ),
-    };
-    let match_conditions = entries(value, "matchConditions", |e, at| {
-        Ok(MatchCondition {
-            name: entry_text(e, "name", at)?,
-            expression: entry_text(e, "expression", at)?,
-        })
-    })?;
-    let variables = entries(value, "variables", |e, at| {
-        Ok(Variable {
-            name: entry_text(e, "name", at)?,
-            expression: entry_text(e, "expression", at)?,
-        })
-    })?;
+    let match_constraints = read_match_constraints(value)?;
+    let match_conditions = read_match_conditions(value, "matchConditions")?;
+    let variables = read_variables(value)?;
     let validations = entries(value, "validations", |e, at| {
         let optional = |k: &str| -> Result<Option<String>, (String, String)> {
             Ok(Some(entry_text(e, k, at)?).filter(|s| !s.is_empty()))
@@ -162,12 +130,7 @@ pub fn read_validating_policy(value: &Value) -> Result<ValidatingPolicy, (String
             reason: optional("reason")?,
         })
     })?;
-    let audit_annotations = entries(value, "auditAnnotations", |e, at| {
-        Ok(AuditAnnotation {
-            key: entry_text(e, "key", at)?,
-            value_expression: entry_text(e, "valueExpression", at)?,
-        })
-    })?;
+    let audit_annotations = read_audit_annotations(value)?;
     Ok(ValidatingPolicy {
         kind,
         api_version,
@@ -180,6 +143,84 @@ pub fn read_validating_policy(value: &Value) -> Result<ValidatingPolicy, (String
         variables,
         validations,
         audit_annotations,
+    })
+}
+
+/// `kind`, which must be one of `kinds` (else `Err(("kind", "<refusal>: <kind>"))`).
+pub(super) fn read_kind(
+    value: &Value,
+    kinds: &[&'static str],
+    refusal: &str,
+) -> Result<&'static str, (String, String)> {
+    let kind_text = text(value, "/kind")?;
+    kinds
+        .iter()
+        .copied()
+        .find(|k| *k == kind_text)
+        .ok_or_else(|| ("kind".to_owned(), format!("{refusal}: {kind_text}")))
+}
+
+/// `metadata.namespace`; for a namespaced kind [`DEFAULT_NAMESPACE`] when missing.
+pub(super) fn read_namespace(value: &Value, namespaced: bool) -> Result<String, (String, String)> {
+    let namespace = text(value, "/metadata/namespace")?;
+    if namespaced && namespace.is_empty() {
+        return Ok(DEFAULT_NAMESPACE.to_owned());
+    }
+    Ok(namespace)
+}
+
+/// `spec.evaluation.mode`, [`MODE_KUBERNETES`] when missing (`EvaluationMode()`).
+pub(super) fn read_mode(value: &Value) -> Result<String, (String, String)> {
+    Ok(match text(value, "/spec/evaluation/mode")? {
+        m if m.is_empty() => MODE_KUBERNETES.to_owned(),
+        m => m,
+    })
+}
+
+/// `spec.matchConstraints`, decoded as the admissionregistration type.
+pub(super) fn read_match_constraints(
+    value: &Value,
+) -> Result<Option<MatchResources>, (String, String)> {
+    match value.pointer("/spec/matchConstraints") {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => serde_json::from_value::<MatchResources>(v.clone())
+            .map(Some)
+            .map_err(|e| ("spec.matchConstraints".to_owned(), e.to_string())),
+    }
+}
+
+/// The match conditions in the list `spec.<key>`.
+pub(super) fn read_match_conditions(
+    value: &Value,
+    key: &str,
+) -> Result<Vec<MatchCondition>, (String, String)> {
+    entries(value, key, |e, at| {
+        Ok(MatchCondition {
+            name: entry_text(e, "name", at)?,
+            expression: entry_text(e, "expression", at)?,
+        })
+    })
+}
+
+/// `spec.variables`.
+pub(super) fn read_variables(value: &Value) -> Result<Vec<Variable>, (String, String)> {
+    entries(value, "variables", |e, at| {
+        Ok(Variable {
+            name: entry_text(e, "name", at)?,
+            expression: entry_text(e, "expression", at)?,
+        })
+    })
+}
+
+/// `spec.auditAnnotations`.
+pub(super) fn read_audit_annotations(
+    value: &Value,
+) -> Result<Vec<AuditAnnotation>, (String, String)> {
+    entries(value, "auditAnnotations", |e, at| {
+        Ok(AuditAnnotation {
+            key: entry_text(e, "key", at)?,
+            value_expression: entry_text(e, "valueExpression", at)?,
+        })
     })
 }
 

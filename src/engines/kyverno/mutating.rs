@@ -34,8 +34,8 @@ use crate::apiserver::field::FieldError;
 use crate::apiserver::field::{Cause, CelPos};
 
 use super::{
-    DEFAULT_NAMESPACE, MODE_KUBERNETES, Output, compile_site, entries, entry_text, env,
-    mode_not_checked, namespaced_rules, text, typed_status, uses_ident,
+    Output, compile_site, entries, entry_text, env, mode_not_checked, namespaced_rules, text,
+    typed_status, uses_ident,
 };
 
 /// The mutating kinds `vapcheck check` reads.
@@ -113,41 +113,13 @@ fn configuration(entry: &Value, key: &str, at: &str) -> Result<Option<String>, (
 /// Reads a policy. `Err((field, cause))` when a field has a type Go's `encoding/json` refuses
 /// for the `v1beta1` type.
 pub fn read_mutating_policy(value: &Value) -> Result<MutatingPolicy, (String, String)> {
-    let kind_text = text(value, "/kind")?;
-    let kind = MUTATING_KINDS
-        .iter()
-        .copied()
-        .find(|k| *k == kind_text)
-        .ok_or_else(|| {
-            (
-                "kind".to_owned(),
-                format!("not a mutating policy: {kind_text}"),
-            )
-        })?;
-    let mut namespace = text(value, "/metadata/namespace")?;
-    if kind == "NamespacedMutatingPolicy" && namespace.is_empty() {
-        namespace = DEFAULT_NAMESPACE.to_owned();
-    }
-    let mode = match text(value, "/spec/evaluation/mode")? {
-        m if m.is_empty() => MODE_KUBERNETES.to_owned(),
-        m => m,
-    };
+    let kind = super::read_kind(value, MUTATING_KINDS, "not a mutating policy")?;
+    let namespace = super::read_namespace(value, kind == "NamespacedMutatingPolicy")?;
+    let mode = super::read_mode(value)?;
     let optional = |p: &str| -> Result<Option<String>, (String, String)> {
         Ok(Some(text(value, p)?).filter(|s| !s.is_empty()))
     };
-    let match_constraints = match value.pointer("/spec/matchConstraints") {
-        None | Some(Value::Null) => None,
-        Some(v) => Some(
-            serde_json::from_value::<MatchResources>(v.clone())
-                .map_err(|e| ("spec.matchConstraints".to_owned(), e.to_string()))?,
-        ),
-    };
-    let condition = |e: &Value, at: &str| {
-        Ok(MatchCondition {
-            name: entry_text(e, "name", at)?,
-            expression: entry_text(e, "expression", at)?,
-        })
-    };
+    let match_constraints = super::read_match_constraints(value)?;
     let (target_expression, target_constraints) = match value
         .pointer("/spec/targetMatchConstraints")
     {
@@ -191,22 +163,12 @@ pub fn read_mutating_policy(value: &Value) -> Result<MutatingPolicy, (String, St
         failure_policy: optional("/spec/failurePolicy")?,
         reinvocation_policy: optional("/spec/reinvocationPolicy")?,
         match_constraints,
-        match_conditions: entries(value, "matchConditions", condition)?,
-        variables: entries(value, "variables", |e, at| {
-            Ok(Variable {
-                name: entry_text(e, "name", at)?,
-                expression: entry_text(e, "expression", at)?,
-            })
-        })?,
+        match_conditions: super::read_match_conditions(value, "matchConditions")?,
+        variables: super::read_variables(value)?,
         target_expression,
         target_constraints,
-        target_match_conditions: entries(value, "targetMatchConditions", condition)?,
-        audit_annotations: entries(value, "auditAnnotations", |e, at| {
-            Ok(AuditAnnotation {
-                key: entry_text(e, "key", at)?,
-                value_expression: entry_text(e, "valueExpression", at)?,
-            })
-        })?,
+        target_match_conditions: super::read_match_conditions(value, "targetMatchConditions")?,
+        audit_annotations: super::read_audit_annotations(value)?,
         mutations,
         autogen_map: flag(value, "/spec/autogen/mutatingAdmissionPolicy/enabled")?.unwrap_or(false),
         admission_enabled: flag(value, "/spec/evaluation/admission/enabled")?.unwrap_or(true),

@@ -237,6 +237,37 @@ pub struct OverloadRow {
     pub result: &'static str,
 }
 
+/// [~VariableRow~]s, one a line: ~Variant "name" -> "type";~.
+macro_rules! variables {
+    ($( $variant:ident $name:literal -> $ty:literal ;)*) => {
+        &[ $( VariableRow { variant: Variant::$variant, name: $name, ty: $ty } ),* ]
+    };
+}
+
+/// [~FieldRow~]s, one a line: ~Variant "object" "field" -> "type";~.
+macro_rules! fields {
+    ($( $variant:ident $object:literal $field:literal -> $ty:literal ;)*) => {
+        &[ $( FieldRow { variant: Variant::$variant, object: $object, field: $field, ty: $ty } ),* ]
+    };
+}
+
+/// [~OverloadRow~]s, one a line: ~Variant m|g "function" "id" [args] -> "result";~, where ~m~
+/// is an overload called as a member (~receiver.function(...)~) and ~g~ a global one.
+macro_rules! overloads {
+    (@style m) => { true };
+    (@style g) => { false };
+    ($( $variant:ident $style:ident $func:literal $id:literal [$($arg:literal),*] -> $res:literal ;)*) => {
+        &[ $( OverloadRow {
+            variant: Variant::$variant,
+            function: $func,
+            id: $id,
+            member: overloads!(@style $style),
+            args: &[$($arg),*],
+            result: $res,
+        } ),* ]
+    };
+}
+
 `, "~", "`"))
 	emit := func(what string) {
 		last := ""
@@ -250,26 +281,30 @@ pub struct OverloadRow {
 				last = m.source
 			}
 			if what == "field" {
-				fmt.Fprintf(w, "    FieldRow {\n        variant: Variant::%s,\n        object: %s,\n        field: %s,\n        ty: %s,\n    },\n", m.variant, rustString(m.row.Name), rustString(m.row.Field), rustString(m.row.Result))
+				fmt.Fprintf(w, "    %s %s %s -> %s;\n", m.variant, rustString(m.row.Name), rustString(m.row.Field), rustString(m.row.Result))
 				continue
 			}
 			if what == "variable" {
-				fmt.Fprintf(w, "    VariableRow {\n        variant: Variant::%s,\n        name: %s,\n        ty: %s,\n    },\n", m.variant, rustString(m.row.Name), rustString(m.row.Result))
+				fmt.Fprintf(w, "    %s %s -> %s;\n", m.variant, rustString(m.row.Name), rustString(m.row.Result))
 				continue
 			}
 			var args []string
 			for _, a := range m.row.Args {
 				args = append(args, rustString(a))
 			}
-			fmt.Fprintf(w, "    OverloadRow {\n        variant: Variant::%s,\n        function: %s,\n        id: %s,\n        member: %v,\n        args: &[%s],\n        result: %s,\n    },\n",
-				m.variant, rustString(m.row.Name), rustString(m.row.ID), m.row.Member, strings.Join(args, ", "), rustString(m.row.Result))
+			style := "g"
+			if m.row.Member {
+				style = "m"
+			}
+			fmt.Fprintf(w, "    %s %s %s %s [%s] -> %s;\n",
+				m.variant, style, rustString(m.row.Name), rustString(m.row.ID), strings.Join(args, ", "), rustString(m.row.Result))
 		}
 	}
-	fmt.Fprint(w, "/// The variables.\npub const VARIABLES: &[VariableRow] = &[\n")
+	fmt.Fprint(w, "/// The variables.\npub const VARIABLES: &[VariableRow] = variables![\n")
 	emit("variable")
-	fmt.Fprint(w, "];\n\n/// The fields of the object types.\npub const FIELDS: &[FieldRow] = &[\n")
+	fmt.Fprint(w, "];\n\n/// The fields of the object types.\npub const FIELDS: &[FieldRow] = fields![\n")
 	emit("field")
-	fmt.Fprint(w, "];\n\n/// The overloads.\npub const OVERLOADS: &[OverloadRow] = &[\n")
+	fmt.Fprint(w, "];\n\n/// The overloads.\npub const OVERLOADS: &[OverloadRow] = overloads![\n")
 	emit("overload")
 	fmt.Fprint(w, "];\n")
 }
