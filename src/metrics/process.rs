@@ -123,47 +123,51 @@ pub fn read_process_stats() -> Option<ProcessStats> {
     })
 }
 
+/// One constant metric of the collector, with its descriptor.
+fn encode_const(
+    encoder: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    metric: impl EncodeMetric,
+) -> Result<(), std::fmt::Error> {
+    metric.encode(encoder.encode_descriptor(name, help, None, metric.metric_type())?)
+}
+
+const START_TIME: (&str, &str) = (
+    "process_start_time_seconds",
+    "Start time of the process since unix epoch in seconds.",
+);
+
 impl Collector for ProcessCollector {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let e = &mut encoder;
         let Some(stats) = read_process_stats() else {
-            let start = ConstGauge::new(self.created);
-            start.encode(encoder.encode_descriptor(
-                "process_start_time_seconds",
-                "Start time of the process since unix epoch in seconds.",
-                None,
-                start.metric_type(),
-            )?)?;
-            return Ok(());
+            return encode_const(e, START_TIME.0, START_TIME.1, ConstGauge::new(self.created));
         };
-        let cpu = ConstCounter::new(stats.cpu_seconds);
         // A counter registered as `process_cpu_seconds` is exposed as `process_cpu_seconds_total`.
-        cpu.encode(encoder.encode_descriptor(
+        encode_const(
+            e,
             "process_cpu_seconds",
             "Total user and system CPU time spent in seconds.",
-            None,
-            cpu.metric_type(),
-        )?)?;
-        let fds = ConstGauge::new(gauge_value(stats.open_fds));
-        fds.encode(encoder.encode_descriptor(
+            ConstCounter::new(stats.cpu_seconds),
+        )?;
+        encode_const(
+            e,
             "process_open_fds",
             "Number of open file descriptors.",
-            None,
-            fds.metric_type(),
-        )?)?;
-        let rss = ConstGauge::new(gauge_value(stats.resident_bytes));
-        rss.encode(encoder.encode_descriptor(
+            ConstGauge::new(gauge_value(stats.open_fds)),
+        )?;
+        encode_const(
+            e,
             "process_resident_memory_bytes",
             "Resident memory size in bytes.",
-            None,
-            rss.metric_type(),
-        )?)?;
-        let start = ConstGauge::new(stats.start_time_seconds);
-        start.encode(encoder.encode_descriptor(
-            "process_start_time_seconds",
-            "Start time of the process since unix epoch in seconds.",
-            None,
-            start.metric_type(),
-        )?)?;
-        Ok(())
+            ConstGauge::new(gauge_value(stats.resident_bytes)),
+        )?;
+        encode_const(
+            e,
+            START_TIME.0,
+            START_TIME.1,
+            ConstGauge::new(stats.start_time_seconds),
+        )
     }
 }
