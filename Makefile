@@ -47,14 +47,15 @@ ORACLE_REPLAY_TESTS := cel_oracle_diff::same_as_cel_go \
 # The builds that only later stages need run in the background from the start (scripts/stage
 # --background), beside lint and the oracle stages, so that their serial parts (a link, the
 # front end of one large crate) leave no core idle: the control plane and kubectl (Go), helm
-# (Go), the image's static release binary and the optimised fuzz targets (cargo). Each is waited
+# (Go), the image's static release binary and the fuzz targets (cargo; unoptimised under make test,
+# FUZZ_DEV=1, which builds in a fraction of the optimised build's CPU time). Each is waited
 # for where its stage stood; all of them before cargo-test, whose e2e tests then have the cores.
 test:
 	@scripts/check-tools
 	@scripts/stage --background kubectl scripts/kubectl-path
 	@scripts/stage --background helm scripts/helm-path
 	@scripts/stage --background image scripts/build-image
-	@scripts/stage --background fuzz-build $(MAKE) --no-print-directory fuzz-build
+	@scripts/stage --background fuzz-build env FUZZ_DEV=1 $(MAKE) --no-print-directory fuzz-build
 	@scripts/stage lint $(MAKE) --no-print-directory lint
 	@scripts/stage clustertool-go-test sh -c 'cd e2e/cluster && go test ./cmd/clustertool'
 	@scripts/stage oracle-go-test e2e/oracle/test -count=1 -v
@@ -82,7 +83,7 @@ test:
 	@scripts/stage action scripts/test-action
 	@scripts/stage doc-test cargo test --workspace --doc
 	@scripts/stage bench-smoke $(MAKE) --no-print-directory bench-smoke
-	@scripts/stage fuzz-smoke $(MAKE) --no-print-directory fuzz-smoke
+	@scripts/stage fuzz-smoke env FUZZ_DEV=1 $(MAKE) --no-print-directory fuzz-smoke
 
 ## The benchmarks on a real control plane at their smoke size (e2e/bench/README.md), with the
 ## debug build the cargo-test stage compiled: cold start with 500 policies, kube-controller-manager
@@ -136,7 +137,8 @@ bench:
 ## kinds and by the API server's create validation), policy (VAP and MAP documents through the
 ## `vapcheck check` pipeline), schema (OpenAPI documents and CRDs through the schema conversion)
 ## and manifests (static-manifest folders, CI positions); cargo-fuzz on stable, no sanitizer, an
-## optimised build with debug assertions; each target prints its executions (`Done N runs`,
+## optimised build with debug assertions (under make test an unoptimised one, FUZZ_DEV=1: the
+## smoke proves the targets run, `make fuzz` measures); each target prints its executions (`Done N runs`,
 ## `stat::number_of_executed_units`). It proves every target builds, loads every seed and
 ## committed corpus entry (fuzz/corpus/, checked by fuzz/keep-corpus first) and fuzzes; its
 ## finds go to a scratch folder. `make fuzz` (FUZZ_SECONDS per target, default 600) is the run
