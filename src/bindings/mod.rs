@@ -607,6 +607,14 @@ fn analyse_binding<P: PolicyAccessor>(
             };
             let deny_error = "no params found for policy binding with `Deny` parameterNotFoundAction";
             let skip_text = "CollectParams returns no params, so the binding is skipped without evaluating";
+            // No params: Deny fails the request, otherwise the binding is skipped.
+            let no_params = |report: &mut BindingReport, cause: &str| {
+                if deny_not_found {
+                    finish(report, ctx.config_error(cause, deny_error, false));
+                } else {
+                    report.reason = format!("{head}: {cause}; {skip_text}");
+                }
+            };
             if scope == ParamScope::Namespaced && pr_ns.is_empty() {
                 // "paramsNamespace := namespace" (the request's); cluster-scoped requests fail.
                 if !rules::only_namespaced(&constraints, binding.match_resources()) {
@@ -621,12 +629,7 @@ fn analyse_binding<P: PolicyAccessor>(
                     let cause = format!(
                         "{what} (looked up in the request's namespace) matches no {kind} in any namespace and {not_found_tail}"
                     );
-                    if deny_not_found {
-                        let out = ctx.config_error(&cause, deny_error, false);
-                        finish(&mut report, out);
-                    } else {
-                        report.reason = format!("{head}: {cause}; {skip_text}");
-                    }
+                    no_params(&mut report, &cause);
                     return report;
                 }
                 report.params = picked.iter().map(|p| id(p)).collect();
@@ -656,12 +659,7 @@ fn analyse_binding<P: PolicyAccessor>(
                     };
                     let cause = format!("{what}{place} matches no {kind} and {not_found_tail}");
                     note_other_kinds(&mut report, params, g, pr_name);
-                    if deny_not_found {
-                        let out = ctx.config_error(&cause, deny_error, false);
-                        finish(&mut report, out);
-                    } else {
-                        report.reason = format!("{head}: {cause}; {skip_text}");
-                    }
+                    no_params(&mut report, &cause);
                     return report;
                 }
                 report.params = picked.iter().map(|p| id(p)).collect();

@@ -359,26 +359,15 @@ mod tests {
             super::super::metrics_router(crate::metrics::Metrics::new()),
             MetricsAuth::new(fake.clone()),
         );
-        assert_eq!(
-            status_of(router.clone(), None).await,
-            StatusCode::UNAUTHORIZED
-        );
-        assert_eq!(
-            status_of(router.clone(), Some("Basic abc")).await,
-            StatusCode::UNAUTHORIZED
-        );
-        assert_eq!(
-            status_of(router.clone(), Some("Bearer wrong")).await,
-            StatusCode::UNAUTHORIZED
-        );
-        assert_eq!(
-            status_of(router.clone(), Some("Bearer other-token")).await,
-            StatusCode::FORBIDDEN
-        );
-        assert_eq!(
-            status_of(router.clone(), Some("Bearer prom-token")).await,
-            StatusCode::OK
-        );
+        for (auth, status) in [
+            (None, StatusCode::UNAUTHORIZED),
+            (Some("Basic abc"), StatusCode::UNAUTHORIZED),
+            (Some("Bearer wrong"), StatusCode::UNAUTHORIZED),
+            (Some("Bearer other-token"), StatusCode::FORBIDDEN),
+            (Some("Bearer prom-token"), StatusCode::OK),
+        ] {
+            assert_eq!(status_of(router.clone(), auth).await, status, "{auth:?}");
+        }
         let (authn, authz) = (
             fake.authn_calls.load(Ordering::SeqCst),
             fake.authz_calls.load(Ordering::SeqCst),

@@ -358,16 +358,7 @@ mod tests {
     async fn https_metrics_serve_with_a_configured_certificate() {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-        let generated = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()])
-            .unwrap_or_else(|e| panic!("{e}"));
-        let (c, k) = (dir.path().join("tls.crt"), dir.path().join("tls.key"));
-        std::fs::write(&c, pem_encode("CERTIFICATE", generated.cert.der()))
-            .unwrap_or_else(|e| panic!("{e}"));
-        std::fs::write(
-            &k,
-            pem_encode("PRIVATE KEY", &generated.signing_key.serialize_der()),
-        )
-        .unwrap_or_else(|e| panic!("{e}"));
+        let (c, k, cert) = write_pair(dir.path(), "localhost");
 
         let mut config = crate::config::Config::default();
         config.metrics.bind_address = "127.0.0.1:0".to_owned();
@@ -393,9 +384,7 @@ mod tests {
         let task = tokio::spawn(servers.run(shutdown.clone()));
 
         let mut roots = rustls::RootCertStore::empty();
-        roots
-            .add(generated.cert.der().clone())
-            .unwrap_or_else(|e| panic!("{e}"));
+        roots.add(cert).unwrap_or_else(|e| panic!("{e}"));
         let client_config = rustls::ClientConfig::builder_with_provider(Arc::new(
             rustls::crypto::ring::default_provider(),
         ))

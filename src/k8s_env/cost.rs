@@ -621,32 +621,20 @@ impl CostEstimator for KubeCostEstimator<'_> {
                 let sz = self.size(target?);
                 let to_replace = self.size(&args[0]);
                 let replace_with = self.size(&args[1]);
-                let mut count = SizeEstimate { min: 0, max: 0 };
-                let mut retained = SizeEstimate { min: 0, max: 0 };
-                if to_replace.min == 0 {
-                    count.max = if sz.max < u64::MAX {
-                        sz.max + 1
-                    } else {
-                        sz.max
-                    };
-                    retained.max = sz.max;
-                } else if replace_with.max <= to_replace.min {
-                    retained.max = sz.max;
-                } else {
-                    count.max = go_ceil_div(sz.max, to_replace.min);
-                }
-                if to_replace.max == 0 {
-                    count.min = if sz.min < u64::MAX {
-                        sz.min + 1
-                    } else {
-                        sz.min
-                    };
-                    retained.min = sz.min;
-                } else if to_replace.max <= replace_with.min {
-                    retained.min = sz.min;
-                } else {
-                    count.min = go_ceil_div(sz.min, to_replace.max);
-                }
+                // The largest result: the fewest characters per replacement; the smallest: the
+                // most.
+                let (count_max, retained_max) =
+                    replacement_bound(sz.max, to_replace.min, replace_with.max <= to_replace.min);
+                let (count_min, retained_min) =
+                    replacement_bound(sz.min, to_replace.max, to_replace.max <= replace_with.min);
+                let count = SizeEstimate {
+                    min: count_min,
+                    max: count_max,
+                };
+                let retained = SizeEstimate {
+                    min: retained_min,
+                    max: retained_max,
+                };
                 let size = count.multiply(replace_with).add(retained);
                 Some(CallEstimate {
                     cost: sz.multiply_by_cost_factor(2.0 * trav),
@@ -795,6 +783,21 @@ impl CostEstimator for KubeCostEstimator<'_> {
 }
 
 /// Go `uint64(math.Ceil(float64(a) / float64(b)))`.
+/// One bound of `replace`'s (replacement count, retained size) for a string of `size`
+/// characters and a searched string of `to_replace` characters (the same computation for the
+/// max and the min in `CostEstimator.EstimateCallCost`, case `replace`): an
+/// empty searched string matches between every two characters, and `no_growth` (the
+/// replacement is not longer than the searched string) keeps the input's size.
+fn replacement_bound(size: u64, to_replace: u64, no_growth: bool) -> (u64, u64) {
+    if to_replace == 0 {
+        (size.saturating_add(1), size)
+    } else if no_growth {
+        (0, size)
+    } else {
+        (go_ceil_div(size, to_replace), 0)
+    }
+}
+
 fn go_ceil_div(a: u64, b: u64) -> u64 {
     let v = ((a as f64) / (b as f64)).ceil();
     if v >= 18_446_744_073_709_551_616.0 {

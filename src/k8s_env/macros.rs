@@ -22,6 +22,40 @@ const INPUT_VAR: &str = "@__sortBy_input__";
 /// cel-go's accumulator name for macros (`AccuIdentName`).
 const ACCU_VAR: &str = "@result";
 
+fn input<'e>() -> Synth<'e> {
+    Synth::Ident(INPUT_VAR.to_string())
+}
+
+/// `cel.bind(@__sortBy_input__, target, result)` as cel-go ext/lists.go `sortByMacro` builds it:
+/// a comprehension over `[]` whose accumulator is initialised with the target.
+fn bind<'e>(target: &'e IdedExpr, result: Synth<'e>) -> SynthComprehension<'e> {
+    SynthComprehension {
+        iter_range: Synth::List(vec![]),
+        iter_var: "#unused".to_string(),
+        iter_var2: None,
+        accu_var: INPUT_VAR.to_string(),
+        accu_init: Synth::Real(target),
+        loop_cond: Synth::Literal(Type::bool()),
+        loop_step: input(),
+        result,
+    }
+}
+
+/// `range.map(var, key)` (parser/macro.go `MakeMap`).
+fn map_keys<'e>(range: Synth<'e>, var: &str, key: &'e IdedExpr) -> SynthComprehension<'e> {
+    let accu = || Synth::Ident(ACCU_VAR.to_string());
+    SynthComprehension {
+        iter_range: range,
+        iter_var: var.to_owned(),
+        iter_var2: None,
+        accu_var: ACCU_VAR.to_string(),
+        accu_init: Synth::List(vec![]),
+        loop_cond: Synth::Literal(Type::bool()),
+        loop_step: Synth::Call("_+_", vec![accu(), Synth::List(vec![Synth::Real(key)])]),
+        result: accu(),
+    }
+}
+
 /// Registers the `sortBy` macro.
 pub fn add_sort_by(b: &mut EnvBuilder) {
     b.add_call_macro(Arc::new(SortBy));
@@ -86,31 +120,14 @@ impl CallMacro for SortBy {
         let Expr::Ident(var) = &var.expr else {
             return None;
         };
-        let input = || Synth::Ident(INPUT_VAR.to_string());
-        let accu = || Synth::Ident(ACCU_VAR.to_string());
-        let keys = SynthComprehension {
-            iter_range: input(),
-            iter_var: var.clone(),
-            iter_var2: None,
-            accu_var: ACCU_VAR.to_string(),
-            accu_init: Synth::List(vec![]),
-            loop_cond: Synth::Literal(Type::bool()),
-            loop_step: Synth::Call("_+_", vec![accu(), Synth::List(vec![Synth::Real(key)])]),
-            result: accu(),
-        };
-        Some(Synth::Comprehension(Box::new(SynthComprehension {
-            iter_range: Synth::List(vec![]),
-            iter_var: "#unused".to_string(),
-            iter_var2: None,
-            accu_var: INPUT_VAR.to_string(),
-            accu_init: Synth::Real(target),
-            loop_cond: Synth::Literal(Type::bool()),
-            loop_step: input(),
-            result: Synth::MemberCall(
+        let keys = map_keys(input(), var, key);
+        Some(Synth::Comprehension(Box::new(bind(
+            target,
+            Synth::MemberCall(
                 "@sortByAssociatedKeys",
                 vec![input(), Synth::Comprehension(Box::new(keys))],
             ),
-        })))
+        ))))
     }
 
     fn check(
@@ -126,34 +143,13 @@ impl CallMacro for SortBy {
         let Expr::Ident(var) = &var.expr else {
             return Type::error();
         };
-        let input = || Synth::Ident(INPUT_VAR.to_string());
-        let accu = || Synth::Ident(ACCU_VAR.to_string());
         // The bind: `[]` range, accumulator initialised with the target. Its result is the
         // `@sortByAssociatedKeys` call below, whose type is computed after the bind's other
         // parts in the same order as cel-go (the key comprehension cannot see the bind's
         // variables: their names are not valid identifiers).
-        let bind = SynthComprehension {
-            iter_range: Synth::List(vec![]),
-            iter_var: "#unused".to_string(),
-            iter_var2: None,
-            accu_var: INPUT_VAR.to_string(),
-            accu_init: Synth::Real(target),
-            loop_cond: Synth::Literal(Type::bool()),
-            loop_step: input(),
-            result: input(),
-        };
-        let input_t = ctx.check_synth_comprehension(call_id, &bind);
+        let input_t = ctx.check_synth_comprehension(call_id, &bind(target, input()));
         // `@__sortBy_input__.map(var, key)` (parser/macro.go MakeMap).
-        let keys = SynthComprehension {
-            iter_range: Synth::Literal(input_t.clone()),
-            iter_var: var.clone(),
-            iter_var2: None,
-            accu_var: ACCU_VAR.to_string(),
-            accu_init: Synth::List(vec![]),
-            loop_cond: Synth::Literal(Type::bool()),
-            loop_step: Synth::Call("_+_", vec![accu(), Synth::List(vec![Synth::Real(key)])]),
-            result: accu(),
-        };
+        let keys = map_keys(Synth::Literal(input_t.clone()), var, key);
         let keys_t = ctx.check_synth_comprehension(call_id, &keys);
         ctx.check_synth(
             call_id,

@@ -1042,19 +1042,28 @@ mod tests {
                 "namespaceObject.metadata|*"
             ])
         );
-        let p = parse("namespaceObject == null || namespaceObject.metadata.name != 'x'");
+        // The other side of `||` must be false for it to decide: `namespaceObject != null`.
+        assert_only_where_not_null(
+            "namespaceObject == null || namespaceObject.metadata.name != 'x'",
+            Root::NamespaceObject,
+        );
+    }
+
+    /// The chain of `root` in `expression` is evaluated only where `root != null`.
+    fn assert_only_where_not_null(expression: &str, root: Root) {
+        let p = parse(expression);
         let chains = access_chains(&p, &[], &[]);
         let chain = chains
             .iter()
-            .find(|c| c.root == Root::NamespaceObject)
-            .expect("a namespaceObject chain");
-        // The other side of `||` must be false for it to decide: `namespaceObject != null`.
+            .find(|c| c.root == root)
+            .unwrap_or_else(|| panic!("a {root:?} chain in {expression}"));
         assert_eq!(
             chain.conds,
             vec![Cond::Not(Box::new(Cond::Eq(
-                Term::Path(Root::NamespaceObject, vec![]),
+                Term::Path(root, vec![]),
                 Term::Lit(serde_json::Value::Null)
-            )))]
+            )))],
+            "{expression}"
         );
     }
 
@@ -1107,19 +1116,7 @@ mod tests {
             u(&[])
         );
         // `params == null ||`: the chain is evaluated only where params is not null.
-        let p = parse("params == null || params.data.x == 'a'");
-        let chains = access_chains(&p, &[], &[]);
-        let chain = chains
-            .iter()
-            .find(|c| c.root == Root::Params)
-            .expect("a params chain");
-        assert_eq!(
-            chain.conds,
-            vec![Cond::Not(Box::new(Cond::Eq(
-                Term::Path(Root::Params, vec![]),
-                Term::Lit(serde_json::Value::Null)
-            )))]
-        );
+        assert_only_where_not_null("params == null || params.data.x == 'a'", Root::Params);
     }
 
     #[test]

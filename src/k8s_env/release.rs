@@ -53,6 +53,21 @@ impl fmt::Display for KubernetesVersion {
     }
 }
 
+/// The text form (`1.37`, `1.37.1`), as [`fmt::Display`] writes it.
+impl serde::Serialize for KubernetesVersion {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+/// From the text form, as [`FromStr`] reads it; the error names the value.
+impl<'de> serde::Deserialize<'de> for KubernetesVersion {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = <std::borrow::Cow<'de, str>>::deserialize(deserializer)?;
+        text.parse().map_err(serde::de::Error::custom)
+    }
+}
+
 impl KubernetesVersion {
     /// A minor release `X.Y` (optionally `vX.Y`), without a patch: `--kubernetes-version` and
     /// `kubernetesVersion` of `.vapcheck.yaml` (clap's value parser; the message is clap's
@@ -138,6 +153,25 @@ mod tests {
             "1.37.1"
         );
         assert_eq!(parse("v1.33").map(|_| ()), Ok(()));
+    }
+
+    #[test]
+    fn serde_uses_the_text_form() {
+        let v: KubernetesVersion = serde_json::from_str("\"v1.37.1\"").expect("parses");
+        assert_eq!(
+            serde_json::to_string(&v).ok().as_deref(),
+            Some("\"1.37.1\"")
+        );
+        let e = serde_json::from_str::<KubernetesVersion>("\"1.x\"")
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        // serde_json appends the position.
+        assert!(
+            e.starts_with("`1.x` is not a version like 1.37 or 1.37.1"),
+            "{e}"
+        );
+        assert!(serde_json::from_str::<KubernetesVersion>("137").is_err());
     }
 
     #[test]

@@ -9,6 +9,13 @@ fn upstream_env(params: Params) -> PolicyEnv {
     PolicyEnv::new(Target::upstream(), KindDecls::untyped(params)).expect("env builds")
 }
 
+/// Each expression's first error message is the one given.
+fn assert_first_messages(env: &PolicyEnv, cases: &[(&str, &str)]) {
+    for (expr, msg) in cases {
+        assert_eq!(first_message(env, expr), *msg, "{expr}");
+    }
+}
+
 fn first_message(env: &PolicyEnv, expr: &str) -> String {
     match env.compile(expr) {
         Ok(c) => format!("<no error, type {}>", c.result_type()),
@@ -244,14 +251,13 @@ fn request_and_namespace_types() {
         "timestamp"
     );
     assert_eq!(ty("namespaceObject.spec.finalizers"), "list(string)");
-    assert_eq!(first_message(&env, "request.uid"), "undefined field 'uid'");
-    assert_eq!(
-        first_message(&env, "namespaceObject.metadata.uid"),
-        "undefined field 'uid'"
-    );
-    assert_eq!(
-        first_message(&env, "request.object"),
-        "undefined field 'object'"
+    assert_first_messages(
+        &env,
+        &[
+            ("request.uid", "undefined field 'uid'"),
+            ("namespaceObject.metadata.uid", "undefined field 'uid'"),
+            ("request.object", "undefined field 'object'"),
+        ],
     );
 }
 
@@ -339,13 +345,15 @@ fn variables_compose_in_order() {
         ]
     );
     assert!(outcomes[2].result.is_err());
-    assert_eq!(
-        first_message(&env, "variables.nonExisting"),
-        "undefined field 'nonExisting'"
-    );
-    assert_eq!(
-        first_message(&env, "variables.d == 1"),
-        "found no matching overload for '_==_' applied to '(string, int)'"
+    assert_first_messages(
+        &env,
+        &[
+            ("variables.nonExisting", "undefined field 'nonExisting'"),
+            (
+                "variables.d == 1",
+                "found no matching overload for '_==_' applied to '(string, int)'",
+            ),
+        ],
     );
     assert!(env.compile("variables.c.anything && variables.e.x").is_ok());
 }
@@ -515,9 +523,7 @@ fn strings_format_validator() {
             "error during formatting: fixed-point clause can only be used on doubles, was given int",
         ),
     ];
-    for (expr, msg) in cases {
-        assert_eq!(first_message(&env, expr), msg, "{expr}");
-    }
+    assert_first_messages(&env, &cases);
     let err = env.compile("'%d'.format(['a'])").unwrap_err();
     assert_eq!(
         err.to_display_string(),
@@ -541,17 +547,19 @@ fn sort_by_macro() {
     // types: cel-go widens the call to dyn.
     assert_eq!(ty("params.items.sortBy(e, e.name)"), "dyn");
     assert_eq!(ty("[1, 2].sortBy(e, -e)"), "list(int)");
-    assert_eq!(
-        first_message(&env, "[1].sortBy(1, 2)"),
-        "argument is not an identifier"
-    );
-    assert_eq!(
-        first_message(&env, "{'a': 1}.sortBy(k, k)"),
-        "sortBy can only be applied to a list, identifier, comprehension, call or select expression"
-    );
-    assert_eq!(
-        first_message(&env, "[{'a': 1}].sortBy(e, e)"),
-        "found no matching overload for '@sortByAssociatedKeys' applied to 'list(map(string, int)).(list(map(string, int)))'"
+    assert_first_messages(
+        &env,
+        &[
+            ("[1].sortBy(1, 2)", "argument is not an identifier"),
+            (
+                "{'a': 1}.sortBy(k, k)",
+                "sortBy can only be applied to a list, identifier, comprehension, call or select expression",
+            ),
+            (
+                "[{'a': 1}].sortBy(e, e)",
+                "found no matching overload for '@sortByAssociatedKeys' applied to 'list(map(string, int)).(list(map(string, int)))'",
+            ),
+        ],
     );
 }
 

@@ -65,18 +65,17 @@ pub fn mutation_sites(policy: &MutatingAdmissionPolicy, mode: Mode) -> Vec<Expre
         }
     }
     if mode == Mode::Extended {
-        for (i, m) in spec.match_conditions.iter().flatten().enumerate() {
-            out.push(ExpressionSite {
-                field: ExpressionField::MatchCondition(i),
-                expression: &m.expression,
-            });
-        }
-        for (i, v) in spec.variables.iter().flatten().enumerate() {
-            out.push(ExpressionSite {
-                field: ExpressionField::Variable(i),
-                expression: &v.expression,
-            });
-        }
+        crate::policy::expressions::push_condition_and_variable_sites(
+            &mut out,
+            spec.match_conditions
+                .iter()
+                .flatten()
+                .map(|m| m.expression.as_str()),
+            spec.variables
+                .iter()
+                .flatten()
+                .map(|v| v.expression.as_str()),
+        );
     }
     out
 }

@@ -927,15 +927,7 @@ mod tests {
     use crate::policy::restmapper::DiscoveryRestMapper;
     use crate::policy::restmapper::tests::sample_discovery;
 
-    fn rule(groups: &[&str], versions: &[&str], resources: &[&str]) -> NamedRuleWithOperations {
-        let s = |v: &[&str]| Some(v.iter().map(|x| (*x).to_owned()).collect());
-        NamedRuleWithOperations {
-            api_groups: s(groups),
-            api_versions: s(versions),
-            resources: s(resources),
-            ..Default::default()
-        }
-    }
+    use crate::policy::fakes::rule;
 
     fn validation(expr: &str, msg: Option<&str>) -> Validation {
         Validation {

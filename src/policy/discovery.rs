@@ -46,15 +46,7 @@ impl Builder {
                     })
                     .collect();
                 versions.sort_by(|a, b| compare_version_priority(&a.version, &b.version));
-                let preferred_version = versions
-                    .first()
-                    .map(|v| v.version.clone())
-                    .unwrap_or_default();
-                ApiGroupResources {
-                    name,
-                    preferred_version,
-                    versions,
-                }
+                ApiGroupResources::with_versions(name, versions)
             })
             .collect();
         // BTreeMap order already puts "" (core) first.
@@ -288,125 +280,21 @@ pub fn discovery_from_resource_list(list: &Value) -> Result<ApiGroupResources, S
             })
         })
         .collect();
-    Ok(ApiGroupResources {
-        name: group.to_owned(),
-        preferred_version: version.to_owned(),
-        versions: vec![ApiVersionResources {
+    Ok(ApiGroupResources::with_versions(
+        group.to_owned(),
+        vec![ApiVersionResources {
             version: version.to_owned(),
             resources,
         }],
-    })
+    ))
 }
 
 /// Reads an aggregated discovery document (`apidiscovery.k8s.io/v2` `APIGroupDiscoveryList`,
-/// what `/api` and `/apis` serve to clients asking for it). Groups and versions keep their
-/// order (the first version is the preferred one); an empty `responseKind` group or version
-/// means the listing group version; subresources become `<resource>/<subresource>` entries.
+/// what `/api` and `/apis` serve to clients asking for it): the schema layer's
+/// [`crate::schema::discovery::parse_aggregated`], which the live schema source reads the same
+/// documents with.
 pub fn discovery_from_aggregated(list: &Value) -> Result<Vec<ApiGroupResources>, String> {
-    let items = list
-        .get("items")
-        .and_then(Value::as_array)
-        .ok_or("APIGroupDiscoveryList without items")?;
-    let mut out = Vec::new();
-    for item in items {
-        let name = item
-            .pointer("/metadata/name")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_owned();
-        let mut versions = Vec::new();
-        for v in item
-            .get("versions")
-            .and_then(Value::as_array)
-            .map(Vec::as_slice)
-            .unwrap_or(&[])
-        {
-            let Some(version) = v.get("version").and_then(Value::as_str) else {
-                continue;
-            };
-            let mut resources = Vec::new();
-            for r in v
-                .get("resources")
-                .and_then(Value::as_array)
-                .map(Vec::as_slice)
-                .unwrap_or(&[])
-            {
-                let Some(resource) = r.get("resource").and_then(Value::as_str) else {
-                    continue;
-                };
-                let namespaced = r.get("scope").and_then(Value::as_str) == Some("Namespaced");
-                let kind_of = |rk: Option<&Value>| -> (String, Option<String>, Option<String>) {
-                    let f = |k: &str| {
-                        rk.and_then(|x| x.get(k))
-                            .and_then(Value::as_str)
-                            .unwrap_or("")
-                            .to_owned()
-                    };
-                    let (g, ver, kind) = (f("group"), f("version"), f("kind"));
-                    // Empty group and version mean the listing group version.
-                    let differs =
-                        (!g.is_empty() && g != name) || (!ver.is_empty() && ver != version);
-                    if differs {
-                        let g = if g.is_empty() { name.clone() } else { g };
-                        let ver = if ver.is_empty() {
-                            version.to_owned()
-                        } else {
-                            ver
-                        };
-                        (kind, Some(g), Some(ver))
-                    } else {
-                        (kind, None, None)
-                    }
-                };
-                let (kind, group, kversion) = kind_of(r.get("responseKind"));
-                resources.push(ApiResource {
-                    name: resource.to_owned(),
-                    singular_name: r
-                        .get("singularResource")
-                        .and_then(Value::as_str)
-                        .unwrap_or("")
-                        .to_owned(),
-                    kind,
-                    group,
-                    version: kversion,
-                    namespaced,
-                });
-                for sub in r
-                    .get("subresources")
-                    .and_then(Value::as_array)
-                    .map(Vec::as_slice)
-                    .unwrap_or(&[])
-                {
-                    let Some(sub_name) = sub.get("subresource").and_then(Value::as_str) else {
-                        continue;
-                    };
-                    let (kind, group, kversion) = kind_of(sub.get("responseKind"));
-                    resources.push(ApiResource {
-                        name: format!("{resource}/{sub_name}"),
-                        singular_name: String::new(),
-                        kind,
-                        group,
-                        version: kversion,
-                        namespaced,
-                    });
-                }
-            }
-            versions.push(ApiVersionResources {
-                version: version.to_owned(),
-                resources,
-            });
-        }
-        let preferred_version = versions
-            .first()
-            .map(|v| v.version.clone())
-            .unwrap_or_default();
-        out.push(ApiGroupResources {
-            name,
-            preferred_version,
-            versions,
-        });
-    }
-    Ok(out)
+    crate::schema::discovery::parse_aggregated(list)
 }
 
 /// Merges snapshots; for a resource present in several, the first one wins.

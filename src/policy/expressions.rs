@@ -130,6 +130,27 @@ pub struct ExpressionSite<'a> {
     pub expression: &'a str,
 }
 
+/// Extended mode's `matchConditions[i].expression` then `variables[i].expression` sites, shared
+/// by the validating and the mutating policies' spec.
+pub(crate) fn push_condition_and_variable_sites<'a>(
+    out: &mut Vec<ExpressionSite<'a>>,
+    match_conditions: impl Iterator<Item = &'a str>,
+    variables: impl Iterator<Item = &'a str>,
+) {
+    for (i, expression) in match_conditions.enumerate() {
+        out.push(ExpressionSite {
+            field: ExpressionField::MatchCondition(i),
+            expression,
+        });
+    }
+    for (i, expression) in variables.enumerate() {
+        out.push(ExpressionSite {
+            field: ExpressionField::Variable(i),
+            expression,
+        });
+    }
+}
+
 /// The expressions checked in `mode`, in output order.
 ///
 /// Strict (upstream `TypeChecker.Check`): for each validation, its `expression`, then its
@@ -155,18 +176,17 @@ pub fn expression_sites(policy: &ValidatingAdmissionPolicy, mode: Mode) -> Vec<E
         }
     }
     if mode == Mode::Extended {
-        for (i, m) in spec.match_conditions.iter().flatten().enumerate() {
-            out.push(ExpressionSite {
-                field: ExpressionField::MatchCondition(i),
-                expression: &m.expression,
-            });
-        }
-        for (i, v) in spec.variables.iter().flatten().enumerate() {
-            out.push(ExpressionSite {
-                field: ExpressionField::Variable(i),
-                expression: &v.expression,
-            });
-        }
+        push_condition_and_variable_sites(
+            &mut out,
+            spec.match_conditions
+                .iter()
+                .flatten()
+                .map(|m| m.expression.as_str()),
+            spec.variables
+                .iter()
+                .flatten()
+                .map(|v| v.expression.as_str()),
+        );
         for (i, a) in spec.audit_annotations.iter().flatten().enumerate() {
             out.push(ExpressionSite {
                 field: ExpressionField::AuditAnnotation(i),

@@ -203,3 +203,18 @@ impl CheckEnv for Env {
         self.variables.insert(name.to_owned(), ty.clone());
     }
 }
+
+/// A rule for `groups`, `versions` and `resources`, without operations (tests).
+pub(crate) fn rule(
+    groups: &[&str],
+    versions: &[&str],
+    resources: &[&str],
+) -> k8s_openapi::api::admissionregistration::v1::NamedRuleWithOperations {
+    let s = |v: &[&str]| Some(v.iter().map(|x| (*x).to_owned()).collect());
+    k8s_openapi::api::admissionregistration::v1::NamedRuleWithOperations {
+        api_groups: s(groups),
+        api_versions: s(versions),
+        resources: s(resources),
+        ..Default::default()
+    }
+}

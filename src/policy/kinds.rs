@@ -599,14 +599,11 @@ mod tests {
         }
     }
 
+    /// [`crate::policy::fakes::rule`] for CREATE.
     fn rule(groups: &[&str], versions: &[&str], resources: &[&str]) -> NamedRuleWithOperations {
-        let s = |v: &[&str]| Some(v.iter().map(|x| (*x).to_owned()).collect());
         NamedRuleWithOperations {
-            api_groups: s(groups),
-            api_versions: s(versions),
-            resources: s(resources),
-            operations: s(&["CREATE"]),
-            ..Default::default()
+            operations: Some(vec!["CREATE".to_owned()]),
+            ..crate::policy::fakes::rule(groups, versions, resources)
         }
     }
 

@@ -37,43 +37,9 @@ pub trait RestMapper: Send + Sync {
     fn reset(&self) {}
 }
 
-/// One resource or subresource of a group version, as served by API discovery
-/// (`metav1.APIResource`).
-#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
-pub struct ApiResource {
-    /// Plural name; subresources are `<resource>/<subresource>`, e.g. `deployments/scale`.
-    pub name: String,
-    /// Singular name; empty for servers that do not publish one (then guessed from the kind).
-    pub singular_name: String,
-    /// The kind served (for subresources: the subresource's kind, e.g. `Scale`).
-    pub kind: String,
-    /// Group of the kind when it differs from the group version being listed (subresources).
-    pub group: Option<String>,
-    /// Version of the kind when it differs from the group version being listed.
-    pub version: Option<String>,
-    /// Namespaced or cluster-scoped.
-    pub namespaced: bool,
-}
-
-/// The resources of one version of an API group.
-#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
-pub struct ApiVersionResources {
-    /// Version, e.g. `v1`.
-    pub version: String,
-    /// Resources and subresources in discovery order.
-    pub resources: Vec<ApiResource>,
-}
-
-/// One API group with its versions, in discovery order (`restmapper.APIGroupResources`).
-#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
-pub struct ApiGroupResources {
-    /// Group name, `""` for the core group.
-    pub name: String,
-    /// Preferred version.
-    pub preferred_version: String,
-    /// Versions in discovery order.
-    pub versions: Vec<ApiVersionResources>,
-}
+/// The discovery snapshot (the schema layer's one type: groups, versions, resources and
+/// subresources in discovery order).
+pub use crate::schema::discovery::{ApiGroupResources, ApiResource, ApiVersionResources};
 
 /// A discovery snapshot: every group, version and resource the API server serves. Used by
 /// the extended mode to expand wildcard rules and to find the kinds of subresources.
@@ -90,7 +56,7 @@ pub use crate::schema::mapper::guess_resource_for_kind;
 /// ([`crate::schema::RestMapper`]: one mapper per group version in discovery order, each
 /// resource under its plural and its singular name, guessed from the kind when discovery has
 /// none, plus the `<Kind>List` and `List` kinds client-go registers by guessing) over the
-/// snapshot's resources, subresources left out, with apimachinery's errors.
+/// snapshot, subresources not mapped, with apimachinery's errors.
 #[derive(Debug, Clone)]
 pub struct DiscoveryRestMapper {
     groups: Arc<Vec<ApiGroupResources>>,
@@ -105,32 +71,7 @@ impl DiscoveryRestMapper {
 
     /// Builds the mapper from a shared discovery snapshot.
     pub fn from_shared(groups: Arc<Vec<ApiGroupResources>>) -> Self {
-        let versions = groups.iter().flat_map(|group| {
-            group
-                .versions
-                .iter()
-                .map(|version| crate::schema::GroupVersionResources {
-                    gv: crate::schema::GroupVersion::new(
-                        group.name.clone(),
-                        version.version.clone(),
-                    ),
-                    // Subresources are not mapped (client-go skips them).
-                    resources: version
-                        .resources
-                        .iter()
-                        .filter(|r| !r.name.contains('/'))
-                        .map(|r| crate::schema::ResourceInfo {
-                            plural: r.name.clone(),
-                            singular: r.singular_name.clone(),
-                            kind: r.kind.clone(),
-                            namespaced: r.namespaced,
-                            subresources: Vec::new(),
-                        })
-                        .collect(),
-                })
-                .collect::<Vec<_>>()
-        });
-        let mapper = crate::schema::RestMapper::new(versions);
+        let mapper = crate::schema::RestMapper::new(groups.iter());
         Self { groups, mapper }
     }
 }
@@ -151,9 +92,13 @@ impl RestMapper for DiscoveryRestMapper {
                 Gvr::new(gvr.group.clone(), version, resource)
             )));
         }
+        // A `/` names a subresource, which maps to nothing here (client-go's mapper does not
+        // list subresources).
+        if resource.contains('/') {
+            return Err(MappingError::NoMatch(gvr.clone()));
+        }
         // MultiRESTMapper: every per-group-version mapper answers independently; results are
-        // concatenated in discovery order without duplicates. A `/` names a subresource,
-        // which maps to nothing here.
+        // concatenated in discovery order without duplicates.
         let out = self
             .mapper
             .kinds_for(&Gvr::new(gvr.group.clone(), version, resource));
@@ -174,113 +119,101 @@ impl Discovery for DiscoveryRestMapper {
 pub(crate) mod tests {
     use super::*;
 
-    fn res(name: &str, singular: &str, kind: &str) -> ApiResource {
-        ApiResource {
-            name: name.into(),
-            singular_name: singular.into(),
-            kind: kind.into(),
-            namespaced: true,
-            ..ApiResource::default()
+    /// `(name, singular, kind, kind's group/version when it differs, namespaced)`.
+    type Row<'a> = (&'a str, &'a str, &'a str, Option<(&'a str, &'a str)>, bool);
+
+    fn version(version: &str, rows: &[Row<'_>]) -> ApiVersionResources {
+        let resources = rows
+            .iter()
+            .map(|&(name, singular, kind, gv, namespaced)| ApiResource {
+                name: name.into(),
+                singular_name: singular.into(),
+                kind: kind.into(),
+                group: gv.map(|(g, _)| g.to_owned()),
+                version: gv.map(|(_, v)| v.to_owned()),
+                namespaced,
+            })
+            .collect();
+        ApiVersionResources {
+            version: version.into(),
+            resources,
         }
     }
 
-    /// A small cluster: core v1, apps v1, events.k8s.io v1, autoscaling v1/v2, policy v1.
+    /// A small cluster: core v1, apps v1, events.k8s.io v1, autoscaling v2/v1, policy v1.
     pub(crate) fn sample_discovery() -> Vec<ApiGroupResources> {
-        let sub =
-            |name: &str, kind: &str, group: Option<&str>, version: Option<&str>| ApiResource {
-                name: name.into(),
-                kind: kind.into(),
-                group: group.map(str::to_owned),
-                version: version.map(str::to_owned),
-                namespaced: true,
-                ..ApiResource::default()
-            };
+        let hpa: &[Row<'_>] = &[(
+            "horizontalpodautoscalers",
+            "horizontalpodautoscaler",
+            "HorizontalPodAutoscaler",
+            None,
+            true,
+        )];
+        let group = |name: &str, versions| ApiGroupResources::with_versions(name.into(), versions);
         vec![
-            ApiGroupResources {
-                name: String::new(),
-                preferred_version: "v1".into(),
-                versions: vec![ApiVersionResources {
-                    version: "v1".into(),
-                    resources: vec![
-                        res("configmaps", "configmap", "ConfigMap"),
-                        res("endpoints", "endpoints", "Endpoints"),
-                        res("events", "event", "Event"),
-                        ApiResource {
-                            namespaced: false,
-                            ..res("namespaces", "namespace", "Namespace")
-                        },
-                        res("pods", "pod", "Pod"),
-                        sub("pods/eviction", "Eviction", Some("policy"), Some("v1")),
-                        sub("pods/status", "Pod", None, None),
-                        res("secrets", "secret", "Secret"),
-                        res("services", "service", "Service"),
-                        // a legacy server without singular names
-                        res("serviceaccounts", "", "ServiceAccount"),
-                    ],
-                }],
-            },
-            ApiGroupResources {
-                name: "apps".into(),
-                preferred_version: "v1".into(),
-                versions: vec![ApiVersionResources {
-                    version: "v1".into(),
-                    resources: vec![
-                        res("daemonsets", "daemonset", "DaemonSet"),
-                        res("deployments", "deployment", "Deployment"),
-                        sub(
-                            "deployments/scale",
-                            "Scale",
-                            Some("autoscaling"),
-                            Some("v1"),
+            group(
+                "",
+                vec![version(
+                    "v1",
+                    &[
+                        ("configmaps", "configmap", "ConfigMap", None, true),
+                        ("endpoints", "endpoints", "Endpoints", None, true),
+                        ("events", "event", "Event", None, true),
+                        ("namespaces", "namespace", "Namespace", None, false),
+                        ("pods", "pod", "Pod", None, true),
+                        (
+                            "pods/eviction",
+                            "",
+                            "Eviction",
+                            Some(("policy", "v1")),
+                            true,
                         ),
-                        sub("deployments/status", "Deployment", None, None),
-                        res("replicasets", "replicaset", "ReplicaSet"),
-                        res("statefulsets", "statefulset", "StatefulSet"),
+                        ("pods/status", "", "Pod", None, true),
+                        ("secrets", "secret", "Secret", None, true),
+                        ("services", "service", "Service", None, true),
+                        // a legacy server without singular names
+                        ("serviceaccounts", "", "ServiceAccount", None, true),
                     ],
-                }],
-            },
-            ApiGroupResources {
-                name: "events.k8s.io".into(),
-                preferred_version: "v1".into(),
-                versions: vec![ApiVersionResources {
-                    version: "v1".into(),
-                    resources: vec![res("events", "event", "Event")],
-                }],
-            },
-            ApiGroupResources {
-                name: "autoscaling".into(),
-                preferred_version: "v2".into(),
-                versions: vec![
-                    ApiVersionResources {
-                        version: "v2".into(),
-                        resources: vec![res(
-                            "horizontalpodautoscalers",
-                            "horizontalpodautoscaler",
-                            "HorizontalPodAutoscaler",
-                        )],
-                    },
-                    ApiVersionResources {
-                        version: "v1".into(),
-                        resources: vec![res(
-                            "horizontalpodautoscalers",
-                            "horizontalpodautoscaler",
-                            "HorizontalPodAutoscaler",
-                        )],
-                    },
-                ],
-            },
-            ApiGroupResources {
-                name: "policy".into(),
-                preferred_version: "v1".into(),
-                versions: vec![ApiVersionResources {
-                    version: "v1".into(),
-                    resources: vec![res(
+                )],
+            ),
+            group(
+                "apps",
+                vec![version(
+                    "v1",
+                    &[
+                        ("daemonsets", "daemonset", "DaemonSet", None, true),
+                        ("deployments", "deployment", "Deployment", None, true),
+                        (
+                            "deployments/scale",
+                            "",
+                            "Scale",
+                            Some(("autoscaling", "v1")),
+                            true,
+                        ),
+                        ("deployments/status", "", "Deployment", None, true),
+                        ("replicasets", "replicaset", "ReplicaSet", None, true),
+                        ("statefulsets", "statefulset", "StatefulSet", None, true),
+                    ],
+                )],
+            ),
+            group(
+                "events.k8s.io",
+                vec![version("v1", &[("events", "event", "Event", None, true)])],
+            ),
+            group("autoscaling", vec![version("v2", hpa), version("v1", hpa)]),
+            group(
+                "policy",
+                vec![version(
+                    "v1",
+                    &[(
                         "poddisruptionbudgets",
                         "poddisruptionbudget",
                         "PodDisruptionBudget",
+                        None,
+                        true,
                     )],
-                }],
-            },
+                )],
+            ),
         ]
     }
 
@@ -366,26 +299,6 @@ pub(crate) mod tests {
         assert!(
             m.kinds_for(&Gvr::new("apps", "v1", "deployments/scale"))
                 .is_err()
-        );
-    }
-
-    #[test]
-    fn guessing() {
-        assert_eq!(
-            guess_resource_for_kind("Policy"),
-            ("policies".into(), "policy".into())
-        );
-        assert_eq!(
-            guess_resource_for_kind("Ingress"),
-            ("ingresses".into(), "ingress".into())
-        );
-        assert_eq!(
-            guess_resource_for_kind("Endpoints"),
-            ("endpoints".into(), "endpoints".into())
-        );
-        assert_eq!(
-            guess_resource_for_kind("Pod"),
-            ("pods".into(), "pod".into())
         );
     }
 }

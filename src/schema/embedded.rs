@@ -10,6 +10,7 @@ use std::path::Path;
 
 use serde::Deserialize;
 
+use super::discovery::ApiGroupResources;
 use super::document::{DocumentIndex, OpenApiDocument};
 
 /// The archive.
@@ -146,10 +147,16 @@ pub fn built_in_documents(minor: &str) -> Result<Vec<OpenApiDocument>, String> {
         .collect())
 }
 
-/// The discovery snapshot of the built-in documents of `minor`, as JSON (the policy layer's
-/// `ApiGroupResources` list, which this layer does not know).
+/// The discovery snapshot of the built-in documents of `minor`, as JSON (a list of
+/// [`ApiGroupResources`]; [`discovery`] reads it).
 pub fn discovery_json(minor: &str) -> Result<&'static str, String> {
     Ok(minor_index(minor)?.discovery.get())
+}
+
+/// The discovery snapshot of the built-in documents of `minor`.
+pub fn discovery(minor: &str) -> Result<Vec<ApiGroupResources>, String> {
+    serde_json::from_str(discovery_json(minor)?)
+        .map_err(|e| format!("built-in discovery of Kubernetes {minor}: {e}"))
 }
 
 /// Writes the documents of `minor` under `dir` (created), as `--openapi DIR` expects them.

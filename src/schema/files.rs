@@ -10,9 +10,7 @@ use serde_json::{Map, Value};
 use super::convert::{ConvertOptions, Limits};
 use super::crd::{self, CrdVersion};
 use super::document::{MAX_DOCUMENT_BYTES, OpenApiDocument};
-use super::gvk::compare_version_priority;
 use super::gvk::{GroupVersion, GroupVersionKind, GroupVersionResource};
-use super::mapper::GroupVersionResources;
 use super::source::{Catalog, SchemaError, SchemaErrorKind, SchemaSource};
 use super::types::RootType;
 
@@ -201,7 +199,7 @@ impl FilesSource {
         }
         let catalog = Catalog::new(
             documents.into_values().map(Arc::new),
-            discovery_order(resources),
+            &super::discovery::from_resource_infos(resources),
             limits,
             options,
         );
@@ -232,23 +230,6 @@ impl SchemaSource for FilesSource {
     fn kinds_for(&self, gvr: &GroupVersionResource) -> Vec<GroupVersionKind> {
         self.catalog.kinds_for(gvr)
     }
-}
-
-/// Orders group-versions like discovery does as far as files allow: the core group first, then
-/// groups by name; within a group, versions by Kubernetes priority (GA, beta, alpha).
-fn discovery_order(
-    resources: BTreeMap<GroupVersion, Vec<super::mapper::ResourceInfo>>,
-) -> Vec<GroupVersionResources> {
-    let mut list: Vec<GroupVersionResources> = resources
-        .into_iter()
-        .map(|(gv, resources)| GroupVersionResources { gv, resources })
-        .collect();
-    list.sort_by(|a, b| {
-        (!a.gv.group.is_empty(), &a.gv.group)
-            .cmp(&(!b.gv.group.is_empty(), &b.gv.group))
-            .then_with(|| compare_version_priority(&a.gv.version, &b.gv.version))
-    });
-    list
 }
 
 /// Reads a document unless it is larger than [`MAX_DOCUMENT_BYTES`] (`Ok(None)`).

@@ -14,9 +14,9 @@ use futures::StreamExt;
 use serde_json::Value;
 
 use super::convert::{ConvertOptions, Limits};
+use super::discovery::{ApiGroupResources, from_aggregated};
 use super::document::OpenApiDocument;
 use super::gvk::{GroupVersion, GroupVersionKind, GroupVersionResource};
-use super::mapper::{GroupVersionResources, ResourceInfo, SubresourceInfo};
 use super::source::{Catalog, SchemaError, SchemaErrorKind, SchemaSource};
 use super::types::RootType;
 
@@ -93,7 +93,8 @@ struct State {
     catalog: Option<Arc<Catalog>>,
     /// Group-versions whose download failed, with the reason.
     failures: HashMap<GroupVersion, String>,
-    resources: Vec<GroupVersionResources>,
+    /// The discovery snapshot of the last poll that read discovery.
+    resources: Arc<Vec<ApiGroupResources>>,
 }
 
 /// Schemas read from a live API server.
@@ -135,63 +136,6 @@ pub fn parse_index(index: &Value) -> HashMap<GroupVersion, (String, String)> {
             continue;
         };
         out.insert(gv, (url.to_owned(), hash_of_url(url)));
-    }
-    out
-}
-
-/// Converts aggregated discovery (`/api` then `/apis`) into the mapper's input, in discovery
-/// order.
-pub fn resources_from_discovery(
-    lists: &[kube::client::APIGroupDiscoveryList],
-) -> Vec<GroupVersionResources> {
-    let mut out = Vec::new();
-    for list in lists {
-        for group in &list.items {
-            let group_name = group
-                .metadata
-                .as_ref()
-                .and_then(|m| m.name.clone())
-                .unwrap_or_default();
-            for version in &group.versions {
-                let Some(v) = version.version.clone() else {
-                    continue;
-                };
-                let gv = GroupVersion::new(group_name.clone(), v);
-                let resources = version
-                    .resources
-                    .iter()
-                    .filter_map(|r| {
-                        let plural = r.resource.clone()?;
-                        let kind = r.response_kind.as_ref().and_then(|k| k.kind.clone())?;
-                        let subresources = r
-                            .subresources
-                            .iter()
-                            .filter_map(|s| {
-                                let name = s.subresource.clone()?;
-                                let k = s.response_kind.as_ref()?;
-                                let version = k.version.clone().filter(|v| !v.is_empty());
-                                let (g, v) = match version {
-                                    Some(v) => (k.group.clone().unwrap_or_default(), v),
-                                    None => (gv.group.clone(), gv.version.clone()),
-                                };
-                                Some(SubresourceInfo {
-                                    name,
-                                    kind: GroupVersionKind::new(g, v, k.kind.clone()?),
-                                })
-                            })
-                            .collect();
-                        Some(ResourceInfo {
-                            plural,
-                            singular: r.singular_resource.clone().unwrap_or_default(),
-                            kind,
-                            namespaced: r.scope.as_deref() == Some("Namespaced"),
-                            subresources,
-                        })
-                    })
-                    .collect();
-                out.push(GroupVersionResources { gv, resources });
-            }
-        }
     }
     out
 }
@@ -345,11 +289,11 @@ impl LiveSource {
                     what: "aggregated discovery GET /apis".into(),
                     source: Box::new(e),
                 })?;
-            resources_from_discovery(&[core, groups])
+            Arc::new(from_aggregated(&[core, groups]))
         } else {
             previous_resources
         };
-        let catalog = Catalog::new(documents, resources.clone(), self.limits, self.options);
+        let catalog = Catalog::new(documents, &resources, self.limits, self.options);
         let mut s = self.state.write().unwrap_or_else(|p| p.into_inner());
         *s = State {
             hashes,

@@ -11,9 +11,12 @@
 
 use std::collections::HashMap;
 
+use super::discovery::{ApiGroupResources, ApiVersionResources};
 use super::gvk::{GroupVersion, GroupVersionKind, GroupVersionResource};
 
-/// A resource of a group-version.
+/// A resource of a group-version as an OpenAPI document's paths ([`super::DocumentIndex`] of the
+/// embedded schemas) and a CRD manifest give it; [`super::discovery::from_resource_infos`] turns
+/// these into the discovery snapshot.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ResourceInfo {
     /// Plural name, e.g. `deployments`.
@@ -35,15 +38,6 @@ pub struct SubresourceInfo {
     pub name: String,
     /// Its kind.
     pub kind: GroupVersionKind,
-}
-
-/// The resources of one group-version.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct GroupVersionResources {
-    /// The group-version.
-    pub gv: GroupVersion,
-    /// Its resources.
-    pub resources: Vec<ResourceInfo>,
 }
 
 /// One DefaultRESTMapper: resource (plural or singular) → kind, for one group-version.
@@ -84,37 +78,18 @@ pub fn guess_resource_for_kind(kind: &str) -> (String, String) {
 }
 
 impl RestMapper {
-    /// Builds the mapper from group-versions in discovery order (the order matters only for the
-    /// order of [`RestMapper::kinds_for`] results, as upstream).
-    pub fn new(group_versions: impl IntoIterator<Item = GroupVersionResources>) -> Self {
-        let mappers = group_versions
+    /// Builds the mapper from a discovery snapshot: one mapper per group-version in discovery
+    /// order (the order matters only for the order of [`RestMapper::kinds_for`] results, as
+    /// upstream). `<resource>/<subresource>` entries are not mapped as resources (client-go
+    /// skips them) but give the kinds of subresources; entries without a kind are skipped.
+    pub fn new<'a>(groups: impl IntoIterator<Item = &'a ApiGroupResources>) -> Self {
+        let mappers = groups
             .into_iter()
-            .map(|gvr| {
-                let mut m = VersionMapper {
-                    gv: gvr.gv,
-                    resource_to_kind: HashMap::new(),
-                    subresources: HashMap::new(),
-                    singular_to_plural: HashMap::new(),
-                };
-                for r in gvr.resources {
-                    if r.plural.contains('/') {
-                        continue;
-                    }
-                    let singular = if r.singular.is_empty() {
-                        guess_resource_for_kind(&r.kind).1
-                    } else {
-                        r.singular.clone()
-                    };
-                    // AddSpecific(lower-case kind) then AddSpecific(kind): the second wins.
-                    m.add(&r.plural, &singular, &r.kind);
-                    let list_kind = format!("{}List", r.kind);
-                    let (lp, ls) = guess_resource_for_kind(&list_kind);
-                    m.add(&lp, &ls, &list_kind);
-                    m.subresources.insert(r.plural.clone(), r.subresources);
-                }
-                let (lp, ls) = guess_resource_for_kind("List");
-                m.add(&lp, &ls, "List");
-                m
+            .flat_map(|group| {
+                group
+                    .versions
+                    .iter()
+                    .map(|version| VersionMapper::new(&group.name, version))
             })
             .collect();
         RestMapper { mappers }
@@ -184,6 +159,40 @@ impl RestMapper {
 }
 
 impl VersionMapper {
+    /// client-go `NewDiscoveryRESTMapper`'s mapper of one group-version.
+    fn new(group: &str, version: &ApiVersionResources) -> Self {
+        let mut m = VersionMapper {
+            gv: GroupVersion::new(group, version.version.clone()),
+            resource_to_kind: HashMap::new(),
+            subresources: HashMap::new(),
+            singular_to_plural: HashMap::new(),
+        };
+        for r in version.resources.iter().filter(|r| !r.kind.is_empty()) {
+            if let Some((plural, sub)) = r.name.split_once('/') {
+                let subresources: &mut Vec<SubresourceInfo> =
+                    m.subresources.entry(plural.to_owned()).or_default();
+                subresources.push(SubresourceInfo {
+                    name: sub.to_owned(),
+                    kind: r.kind_in(&m.gv),
+                });
+                continue;
+            }
+            let singular = if r.singular_name.is_empty() {
+                guess_resource_for_kind(&r.kind).1
+            } else {
+                r.singular_name.clone()
+            };
+            // AddSpecific(lower-case kind) then AddSpecific(kind): the second wins.
+            m.add(&r.name, &singular, &r.kind);
+            let list_kind = format!("{}List", r.kind);
+            let (lp, ls) = guess_resource_for_kind(&list_kind);
+            m.add(&lp, &ls, &list_kind);
+        }
+        let (lp, ls) = guess_resource_for_kind("List");
+        m.add(&lp, &ls, "List");
+        m
+    }
+
     fn add(&mut self, plural: &str, singular: &str, kind: &str) {
         self.resource_to_kind
             .insert(plural.to_owned(), kind.to_owned());
@@ -197,44 +206,57 @@ impl VersionMapper {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::schema::discovery::ApiResource;
 
-    fn res(plural: &str, singular: &str, kind: &str) -> ResourceInfo {
-        ResourceInfo {
-            plural: plural.into(),
-            singular: singular.into(),
+    fn res(name: &str, singular: &str, kind: &str) -> ApiResource {
+        ApiResource {
+            name: name.into(),
+            singular_name: singular.into(),
             kind: kind.into(),
             namespaced: true,
-            subresources: Vec::new(),
+            ..ApiResource::default()
         }
     }
 
+    fn group(name: &str, resources: Vec<ApiResource>) -> ApiGroupResources {
+        ApiGroupResources::with_versions(
+            name.into(),
+            vec![ApiVersionResources {
+                version: "v1".into(),
+                resources,
+            }],
+        )
+    }
+
     fn mapper() -> RestMapper {
-        let mut deployments = res("deployments", "deployment", "Deployment");
-        deployments.subresources.push(SubresourceInfo {
-            name: "scale".into(),
-            kind: GroupVersionKind::new("autoscaling", "v1", "Scale"),
-        });
-        RestMapper::new([
-            GroupVersionResources {
-                gv: GroupVersion::new("", "v1"),
-                resources: vec![
+        let scale = ApiResource {
+            group: Some("autoscaling".into()),
+            version: Some("v1".into()),
+            ..res("deployments/scale", "", "Scale")
+        };
+        RestMapper::new(&[
+            group(
+                "",
+                vec![
                     res("events", "", "Event"),
                     res("endpoints", "endpoints", "Endpoints"),
                     res("pods", "pod", "Pod"),
                 ],
-            },
-            GroupVersionResources {
-                gv: GroupVersion::new("apps", "v1"),
-                resources: vec![deployments],
-            },
-            GroupVersionResources {
-                gv: GroupVersion::new("events.k8s.io", "v1"),
-                resources: vec![res("events", "event", "Event")],
-            },
-            GroupVersionResources {
-                gv: GroupVersion::new("storage.k8s.io", "v1"),
-                resources: vec![res("storageclasses", "storageclass", "StorageClass")],
-            },
+            ),
+            group(
+                "apps",
+                vec![
+                    res("deployments", "deployment", "Deployment"),
+                    scale,
+                    // Without a kind: not mapped.
+                    res("deployments/status", "", ""),
+                ],
+            ),
+            group("events.k8s.io", vec![res("events", "event", "Event")]),
+            group(
+                "storage.k8s.io",
+                vec![res("storageclasses", "storageclass", "StorageClass")],
+            ),
         ])
     }
 

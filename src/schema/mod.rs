@@ -5,12 +5,15 @@
 //! - [`convert`]: upstream's `SchemaDeclType` + ref inlining over an OpenAPI v3 document.
 //! - [`escape`]: property-name escaping.
 //! - [`document`], [`mapper`], [`crd`]: OpenAPI documents, RESTMapper semantics, CRD manifests.
+//! - [`discovery`]: the one discovery snapshot ([`ApiGroupResources`]) the mapper, the sources
+//!   and the policy checks read.
 //! - [`source`]: the [`SchemaSource`] trait and [`Catalog`]; [`files`] and [`live`] implement it.
 //!
 //! Design notes and the list of deliberate upstream facts are in `docs/schemas.md`.
 
 pub mod convert;
 pub mod crd;
+pub mod discovery;
 pub mod document;
 pub mod embedded;
 pub mod escape;
@@ -23,11 +26,13 @@ pub mod source;
 pub mod types;
 
 pub use convert::{Components, ConvertError, ConvertOptions, Limits};
+pub use discovery::{ApiGroupResources, ApiResource, ApiVersionResources};
+pub use document::DocumentIndex;
 pub use document::{KindError, OpenApiDocument};
 pub use files::{FilesConfig, FilesError, FilesSource};
 pub use gvk::{GroupVersion, GroupVersionKind, GroupVersionResource};
 pub use live::{Changes, LiveError, LiveSource};
-pub use mapper::{GroupVersionResources, ResourceInfo, RestMapper, SubresourceInfo};
+pub use mapper::{ResourceInfo, RestMapper, SubresourceInfo};
 pub use source::{Catalog, SchemaError, SchemaErrorKind, SchemaSource};
 pub use types::{DeclType, ObjectType, RootType, Scalar};
 

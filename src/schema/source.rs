@@ -5,9 +5,10 @@ use std::fmt;
 use std::sync::Arc;
 
 use super::convert::{ConvertOptions, Limits};
+use super::discovery::ApiGroupResources;
 use super::document::{KindError, OpenApiDocument};
 use super::gvk::{GroupVersion, GroupVersionKind, GroupVersionResource};
-use super::mapper::{GroupVersionResources, RestMapper};
+use super::mapper::RestMapper;
 use super::types::RootType;
 
 /// Class of a [`SchemaError`].
@@ -97,10 +98,11 @@ pub struct Catalog {
 }
 
 impl Catalog {
-    /// Builds a catalog. `resources` gives the resource mapping in discovery order.
+    /// Builds a catalog. `resources` (a discovery snapshot) gives the resource mapping in
+    /// discovery order.
     pub fn new(
         documents: impl IntoIterator<Item = Arc<OpenApiDocument>>,
-        resources: impl IntoIterator<Item = GroupVersionResources>,
+        resources: &[ApiGroupResources],
         limits: Limits,
         options: ConvertOptions,
     ) -> Self {

@@ -107,6 +107,24 @@ fn core_doc() -> Value {
     }}})
 }
 
+/// A server with the core and the widget document (hashes `c1`, `w1`) and discovery, and a
+/// source over it that has not polled yet.
+fn core_and_widget() -> (Fake, LiveSource) {
+    let fake = Fake::default();
+    fake.set(
+        "/openapi/v3",
+        index(&[("api/v1", "c1"), ("apis/example.com/v1", "w1")]),
+    );
+    fake.set("/openapi/v3/api/v1?hash=c1", core_doc());
+    fake.set(
+        "/openapi/v3/apis/example.com/v1?hash=w1",
+        widget_doc("replicas"),
+    );
+    discovery(&fake);
+    let src = LiveSource::new(fake.client(), Limits::default(), ConvertOptions::default());
+    (fake, src)
+}
+
 fn discovery(fake: &Fake) {
     fake.set(
         "/api",
@@ -138,7 +156,8 @@ fn gvk(g: &str, v: &str, k: &str) -> GroupVersionKind {
 
 #[tokio::test]
 async fn first_poll_reads_everything_and_types_kinds() {
-    let fake = Fake::default();
+    let (fake, src) = core_and_widget();
+    // Paths that are not group-versions are ignored.
     fake.set(
         "/openapi/v3",
         index(&[
@@ -147,13 +166,6 @@ async fn first_poll_reads_everything_and_types_kinds() {
             ("version", "x"),
         ]),
     );
-    fake.set("/openapi/v3/api/v1?hash=c1", core_doc());
-    fake.set(
-        "/openapi/v3/apis/example.com/v1?hash=w1",
-        widget_doc("replicas"),
-    );
-    discovery(&fake);
-    let src = LiveSource::new(fake.client(), Limits::default(), ConvertOptions::default());
 
     let before = src
         .resolve(&gvk("example.com", "v1", "Widget"))
@@ -229,18 +241,7 @@ async fn first_poll_reads_everything_and_types_kinds() {
 
 #[tokio::test]
 async fn unchanged_index_costs_one_request_and_keeps_types() {
-    let fake = Fake::default();
-    fake.set(
-        "/openapi/v3",
-        index(&[("api/v1", "c1"), ("apis/example.com/v1", "w1")]),
-    );
-    fake.set("/openapi/v3/api/v1?hash=c1", core_doc());
-    fake.set(
-        "/openapi/v3/apis/example.com/v1?hash=w1",
-        widget_doc("replicas"),
-    );
-    discovery(&fake);
-    let src = LiveSource::new(fake.client(), Limits::default(), ConvertOptions::default());
+    let (fake, src) = core_and_widget();
     src.poll().await.expect("poll");
     let first = src
         .resolve(&gvk("example.com", "v1", "Widget"))
@@ -258,18 +259,7 @@ async fn unchanged_index_costs_one_request_and_keeps_types() {
 
 #[tokio::test]
 async fn changed_added_and_removed_documents_are_reported() {
-    let fake = Fake::default();
-    fake.set(
-        "/openapi/v3",
-        index(&[("api/v1", "c1"), ("apis/example.com/v1", "w1")]),
-    );
-    fake.set("/openapi/v3/api/v1?hash=c1", core_doc());
-    fake.set(
-        "/openapi/v3/apis/example.com/v1?hash=w1",
-        widget_doc("replicas"),
-    );
-    discovery(&fake);
-    let src = LiveSource::new(fake.client(), Limits::default(), ConvertOptions::default());
+    let (fake, src) = core_and_widget();
     src.poll().await.expect("poll");
     let core_before = src.resolve(&gvk("", "v1", "ConfigMap")).expect("cm");
     fake.take_log();
