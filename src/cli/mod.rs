@@ -35,8 +35,9 @@ use crate::policy::{
     ExpressionChecker, Gvk, Mode, RestMapper, SchemaSource,
 };
 
+use self::emit::{render_json, render_yaml, use_colour};
 use self::input::{InputError, InputObject, InputOther, InputPolicy, read_all};
-use self::output::{ApiServerVerdict, CheckedPolicy, render_json, render_yaml, use_colour};
+use self::output::{ApiServerVerdict, CheckedPolicy};
 use crate::apiserver::static_manifests::{self, ManifestFile, StaticLoad};
 use crate::apiserver::{self, Server};
 
@@ -567,10 +568,10 @@ pub fn run_check(
     let marks = marks_of(baselined.as_deref());
     let rendered = match args.output {
         OutputFormat::Json if suppressing => {
-            output::render_json_suppressed(&checked, &findings, &suppressions)
+            emit::render_json_suppressed(&checked, &findings, &suppressions)
         }
         OutputFormat::Yaml if suppressing => {
-            output::render_yaml_suppressed(&checked, &findings, &suppressions)
+            emit::render_yaml_suppressed(&checked, &findings, &suppressions)
         }
         OutputFormat::Json => render_json(&checked),
         OutputFormat::Yaml => render_yaml(&checked),
@@ -579,24 +580,9 @@ pub fn run_check(
         // Annotations for new findings only.
         OutputFormat::Github => Ok(emit::render_github_marked(&findings, marks)),
         OutputFormat::Text => {
-            let locate = |p: &CheckedPolicy, field: &str| {
-                findings
-                    .iter()
-                    .find(|f| {
-                        f.object.kind == p.kind
-                            && f.object.name == p.name
-                            && f.file() == p.origin.source
-                            && f.field_ref == field
-                    })
-                    .and_then(|f| f.position)
-                    .map(|pos| format!("{}:{}:{}", p.origin.source, pos.line, pos.column))
-            };
-            let mut text = output::render_text_at(
-                &checked,
-                use_colour(stdout_is_terminal, no_color.as_deref()),
-                &locate,
-            );
-            text.push_str(&output::render_suppressed_text(&findings, &suppressions));
+            let colour = use_colour(stdout_is_terminal, no_color.as_deref());
+            let mut text = emit::render_text(&checked, &findings, colour);
+            text.push_str(&emit::render_suppressed_text(&findings, &suppressions));
             if let (Some(old), Some(path)) = (&baselined, &gate.baseline) {
                 let n = old.iter().filter(|b| **b).count();
                 text.push_str(&format!(

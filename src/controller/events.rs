@@ -11,6 +11,10 @@
 //! policy. Nothing is written to the policy. After a restart (or when another replica takes
 //! the lease) the record is empty: each current finding is reported once more, and findings
 //! fixed while no replica ran get no `Normal` Event (docs/mutating.md, "In the cluster").
+//!
+//! Both read the status, not the findings (`crate::finding`): an Event's note is upstream's
+//! text of the field (`expressionWarnings`, or the condition's message), which the findings'
+//! per-kind, per-error messages do not give back (docs/architecture.md, "Findings as data").
 
 use std::collections::BTreeMap;
 use std::hash::{Hash, Hasher};

@@ -36,21 +36,10 @@ pub(super) fn rejected_on_create(computed: &PolicyStatus) -> bool {
         .any(|c| c.type_ == crate::policy::status::ACCEPTED_ON_CREATE && c.status == "False")
 }
 
-/// The `vapcheck_policies` state of a check result (both policy kinds).
+/// The `vapcheck_policies` state of a check result (both policy kinds): from its findings
+/// ([`PolicyState::of_status`]).
 pub(super) fn state_of(computed: &PolicyStatus) -> PolicyState {
-    let failed = computed
-        .conditions
-        .iter()
-        .any(|c| c.type_ == crate::policy::status::TYPE_CHECKED && c.status != "True");
-    if failed {
-        PolicyState::Failed
-    } else if computed.has_warnings() || !computed.runtime.is_empty() {
-        PolicyState::Warnings
-    } else if !computed.skipped.is_empty() {
-        PolicyState::Partial
-    } else {
-        PolicyState::Clean
-    }
+    PolicyState::of_status(computed)
 }
 
 /// Reconciles one policy: check, compare, write if needed, record an event on change.

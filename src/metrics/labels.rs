@@ -1,8 +1,12 @@
-//! The bounded label values of the families: one enum per label, with every value.
+//! The bounded label values of the families: one enum per label, with every value. A
+//! policy's state is derived from the classes of its findings ([`PolicyState::of_findings`]).
 
 use std::fmt::Write as _;
 
 use prometheus_client::encoding::{EncodeLabelValue, LabelValueEncoder};
+
+use crate::finding::{Analysed, Class, Finding, ObjectRef, Origin, produce};
+use crate::policy::PolicyStatus;
 
 macro_rules! label_enum {
     ($(#[$doc:meta])* $name:ident { $($(#[$vdoc:meta])* $variant:ident => $text:literal),+ $(,)? }) => {
@@ -57,6 +61,60 @@ label_enum! {
         Partial => "partial",
         /// Could not be checked at all (internal error, unusable policy).
         Failed => "failed",
+    }
+}
+
+impl PolicyState {
+    /// The state of a policy from the classes of its findings ([`crate::finding::Class`]):
+    /// `failed` when its type check could not run; else `warnings` with a finding that fails
+    /// at admission or errors on valid objects, `partial` with a kind not checked, `clean`
+    /// without either.
+    pub fn of_findings<'a>(failed: bool, findings: impl IntoIterator<Item = &'a Finding>) -> Self {
+        if failed {
+            return PolicyState::Failed;
+        }
+        let mut state = PolicyState::Clean;
+        for f in findings {
+            match f.class {
+                Class::FailsAtAdmission | Class::ErrorsOnValidObjects => {
+                    return PolicyState::Warnings;
+                }
+                Class::NotChecked => state = PolicyState::Partial,
+                _ => {}
+            }
+        }
+        state
+    }
+
+    /// The state of a checked policy (both policy kinds, the engines' policies): from the
+    /// findings [`crate::finding::produce`] makes of its status, `failed` when its
+    /// `TypeChecked` condition is not `True`.
+    pub fn of_status(status: &PolicyStatus) -> Self {
+        let failed = status
+            .conditions
+            .iter()
+            .any(|c| c.type_ == crate::policy::status::TYPE_CHECKED && c.status != "True");
+        // The classes of a status's findings do not depend on the object they are on.
+        let object = ObjectRef {
+            entry: 0,
+            kind: "",
+            name: String::new(),
+            origin: Origin {
+                source: String::new(),
+                document: 0,
+                item: None,
+            },
+        };
+        let findings = produce(Analysed {
+            object: &object,
+            engine: None,
+            static_manifests: false,
+            undecoded: None,
+            causes: &[],
+            status: Some(status),
+            advice: &[],
+        });
+        Self::of_findings(failed, &findings)
     }
 }
 
@@ -132,5 +190,80 @@ label_enum! {
         Conflict => "conflict",
         /// Any other failure.
         Error => "error",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::status::{PolicyCondition, TYPE_CHECKED};
+    use crate::policy::{SkipReason as Skip, SkipSubject, Skipped};
+
+    /// The state follows the findings' classes: a finding that fails at admission (or errors
+    /// on valid objects) over a kind not checked, a failed type check over both.
+    #[test]
+    fn a_policy_state_is_the_classes_of_its_findings() {
+        let clean = PolicyStatus::default();
+        assert_eq!(PolicyState::of_status(&clean), PolicyState::Clean);
+        let skipped = PolicyStatus {
+            skipped: vec![Skipped {
+                subject: SkipSubject::Rule(0),
+                reason: Skip::Wildcard,
+            }],
+            ..PolicyStatus::default()
+        };
+        assert_eq!(PolicyState::of_status(&skipped), PolicyState::Partial);
+        let failed = PolicyStatus {
+            conditions: vec![PolicyCondition {
+                type_: TYPE_CHECKED.into(),
+                status: "False".into(),
+                observed_generation: None,
+                reason: "R".into(),
+                message: "m".into(),
+            }],
+            ..skipped.clone()
+        };
+        assert_eq!(PolicyState::of_status(&failed), PolicyState::Failed);
+        let finding = |class| Finding {
+            class,
+            ..produce(Analysed {
+                object: &ObjectRef {
+                    entry: 0,
+                    kind: "",
+                    name: String::new(),
+                    origin: Origin {
+                        source: String::new(),
+                        document: 0,
+                        item: None,
+                    },
+                },
+                engine: None,
+                static_manifests: false,
+                undecoded: None,
+                causes: &[],
+                status: Some(&skipped),
+                advice: &[],
+            })
+            .remove(0)
+        };
+        let partial = finding(Class::NotChecked);
+        let warning = finding(Class::FailsAtAdmission);
+        let runtime = finding(Class::ErrorsOnValidObjects);
+        assert_eq!(
+            PolicyState::of_findings(false, [&partial, &warning]),
+            PolicyState::Warnings
+        );
+        assert_eq!(
+            PolicyState::of_findings(false, [&runtime, &partial]),
+            PolicyState::Warnings
+        );
+        assert_eq!(
+            PolicyState::of_findings(false, [&partial]),
+            PolicyState::Partial
+        );
+        assert_eq!(
+            PolicyState::of_findings(true, [&warning]),
+            PolicyState::Failed
+        );
     }
 }

@@ -1,18 +1,27 @@
-//! The formats of `vapcheck check` that CI systems read, each an emitter over the findings
-//! ([`crate::finding::Finding`]): GitHub Actions workflow commands (`github`), SARIF 2.1.0
+//! The formats of `vapcheck check`, one emitter each over the findings
+//! ([`crate::finding::Finding`]) and the checked objects: text for humans (`text`), the
+//! entries of `-o json` (`json`) and `-o yaml` (`yaml`) with their schema (`entries`), and
+//! the formats CI systems read: GitHub Actions workflow commands (`github`), SARIF 2.1.0
 //! (`sarif`) and JUnit XML (`junit`); and what they share: the title and message of a
 //! finding, its fingerprint, and what a run marks on it ([`Marks`]). The findings are placed
 //! in the source files by [`locate`].
 
+mod entries;
 mod github;
+mod json;
 mod junit;
 pub mod locate;
 mod sarif;
+mod text;
+mod yaml;
 
 pub use github::{render_github, render_github_marked};
+pub use json::{render_json, render_json_suppressed};
 pub use junit::{render_junit, render_junit_marked};
 pub use locate::findings;
 pub use sarif::{render_sarif, render_sarif_baselined, render_sarif_marked};
+pub use text::{render_suppressed_text, render_text, use_colour};
+pub use yaml::{render_yaml, render_yaml_suppressed};
 
 use super::suppressed::{Level, RuleSettings, Suppression};
 use crate::finding::{Class, Finding, Rule};
