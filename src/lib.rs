@@ -8,6 +8,7 @@
 /// estimator, standard library and validators, with no Kubernetes in it.
 pub use vapcheck_cel as cel;
 
+pub mod analysis;
 pub mod apiserver;
 pub mod bindings;
 pub mod cli;

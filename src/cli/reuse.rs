@@ -14,6 +14,7 @@
 use std::collections::HashMap;
 
 use super::{BackendProvider, LoadedBackends, SchemaOptions};
+use crate::analysis::Memo;
 use crate::policy::PolicyStatus;
 
 /// The backends and statuses kept between checks, and how the last check used them.
@@ -30,15 +31,6 @@ struct Loaded {
     options: SchemaOptions,
     backends: LoadedBackends,
     statuses: HashMap<String, PolicyStatus>,
-}
-
-/// The backends of one check and the statuses to reuse in it ([`Reuse::begin`]).
-pub(super) struct Pass<'a> {
-    pub backends: &'a LoadedBackends,
-    kept: HashMap<String, PolicyStatus>,
-    statuses: &'a mut HashMap<String, PolicyStatus>,
-    checked: &'a mut usize,
-    reused: &'a mut usize,
 }
 
 impl Reuse {
@@ -62,13 +54,14 @@ impl Reuse {
         Ok(&load(&mut self.loaded, options, provider)?.backends)
     }
 
-    /// Starts a check with the backends of `options` (the counts are the caller's to reset). The statuses the check does not ask for
-    /// are dropped (a policy edited away is not kept).
+    /// Starts a check with the backends of `options` (the counts are the caller's to reset):
+    /// the backends, and the statuses to reuse in it ([`Memo`], which drops those the check
+    /// does not ask for: a policy edited away is not kept).
     pub(super) fn begin(
         &mut self,
         options: &SchemaOptions,
         provider: &dyn BackendProvider,
-    ) -> Result<Pass<'_>, String> {
+    ) -> Result<(&LoadedBackends, Memo<'_>), String> {
         let Reuse {
             loaded,
             checked,
@@ -77,13 +70,7 @@ impl Reuse {
         let Loaded {
             backends, statuses, ..
         } = load(loaded, options, provider)?;
-        Ok(Pass {
-            backends,
-            kept: std::mem::take(statuses),
-            statuses,
-            checked,
-            reused,
-        })
+        Ok((&*backends, Memo::new(statuses, checked, reused)))
     }
 }
 
@@ -107,37 +94,4 @@ fn load<'a>(
     loaded
         .as_mut()
         .ok_or_else(|| "the backends were not loaded".to_owned())
-}
-
-impl Pass<'_> {
-    /// The status of the policy `object` (serialised as the key, with `options`): the one kept
-    /// for the same key, else `check()`'s. An object that does not serialise is checked.
-    pub fn status<T: serde::Serialize>(
-        &mut self,
-        object: &T,
-        options: &crate::policy::CheckOptions,
-        check: impl FnOnce() -> PolicyStatus,
-    ) -> PolicyStatus {
-        let Ok(json) = serde_json::to_string(object) else {
-            *self.checked += 1;
-            return check();
-        };
-        let key = format!("{}\n{options:?}\n{json}", std::any::type_name::<T>());
-        if let Some(s) = self.statuses.get(&key) {
-            *self.reused += 1;
-            return s.clone();
-        }
-        let status = match self.kept.remove(&key) {
-            Some(s) => {
-                *self.reused += 1;
-                s
-            }
-            None => {
-                *self.checked += 1;
-                check()
-            }
-        };
-        self.statuses.insert(key, status.clone());
-        status
-    }
 }

@@ -9,16 +9,14 @@ use k8s_openapi::api::admissionregistration::v1::{
 };
 use k8s_openapi::apimachinery::pkg::version::Info;
 
+use crate::analysis::{analyse_mutating_policy, analyse_policy};
 use crate::config::{self, Config};
 use crate::engine::{KubeChecker, Schemas};
 use crate::k8s_env::KubeVersion;
 use crate::k8s_env::apiserver::Parses;
 use crate::metrics::SchemaFetchResult;
 use crate::policy::status::PolicyCondition;
-use crate::policy::{
-    Backends, CheckOptions, DiscoveryRestMapper, Mode, ParsedTexts, PolicyStatus,
-    check_policy_parsed,
-};
+use crate::policy::{Backends, CheckOptions, DiscoveryRestMapper, Mode, ParsedTexts, PolicyStatus};
 use crate::schema::{self, Changes, ConvertOptions, Limits, LiveSource};
 use crate::sources::DiscoveryCache;
 
@@ -122,15 +120,16 @@ impl LiveInputs {
             .clone()
     }
 
-    /// Checks one policy against the current snapshot. CPU-bound: call it from a blocking
-    /// task.
+    /// Checks one policy against the current snapshot, as `vapcheck check` checks each policy
+    /// of its input ([`crate::analysis::analyse_policy`]; the controller knows no params of
+    /// its bindings here). CPU-bound: call it from a blocking task.
     ///
     /// The `AcceptedOnCreate` verdict reuses the type check's parses of the same texts
     /// ([`crate::engine::apiserver_parses`]): parsing is the largest part of both.
     pub fn check(&self, policy: &ValidatingAdmissionPolicy) -> Result<PolicyStatus, String> {
         let mut parsed = ParsedTexts::new();
         let mut status = self.with_backends(|options, backends| {
-            check_policy_parsed(policy, options, backends, &mut parsed)
+            analyse_policy(policy, Vec::new(), options, backends, &mut parsed)
         })?;
         let parses = Arc::new(crate::engine::apiserver_parses(&parsed));
         status
@@ -140,12 +139,13 @@ impl LiveInputs {
     }
 
     /// Checks one MutatingAdmissionPolicy against the same snapshot, schemas and checker as
-    /// [`LiveInputs::check`] ([`crate::mutating::check_mutating_policy`]), with its
+    /// [`LiveInputs::check`] ([`crate::analysis::analyse_mutating_policy`], as `vapcheck check`
+    /// does it), with its
     /// `AcceptedOnCreate` verdict ([`mutating_accepted_on_create`]). CPU-bound.
     pub fn check_mutating(&self, policy: &MutatingAdmissionPolicy) -> Result<PolicyStatus, String> {
         let mut parsed = ParsedTexts::new();
         let mut status = self.with_backends(|options, backends| {
-            crate::mutating::check_mutating_policy_parsed(policy, options, backends, &mut parsed)
+            analyse_mutating_policy(policy, options, backends, &mut parsed)
         })?;
         let parses = Arc::new(crate::engine::apiserver_parses(&parsed));
         status.conditions.push(mutating_accepted_on_create_parsed(
@@ -510,7 +510,7 @@ mod tests {
             };
             for p in &vaps {
                 let mut parsed = ParsedTexts::new();
-                check_policy_parsed(p, &options, &backends, &mut parsed);
+                crate::policy::check_policy_parsed(p, &options, &backends, &mut parsed);
                 let parses = Arc::new(crate::engine::apiserver_parses(&parsed));
                 handed_over += parses.len();
                 let shared = accepted_on_create_parsed(p, 37, parses);

@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 const CHECKER: &[&str] = &["cel"];
 /// The analysis core: no I/O, no front end.
 const CORE: &[&str] = &[
+    "analysis",
     "k8s_env",
     "policy",
     "mutating",

@@ -11,8 +11,8 @@ use crate::apiserver::Server;
 use crate::engines::kyverno::mutating::{self, MutatingPolicy};
 use crate::engines::kyverno::{self, ValidatingPolicy};
 
+use super::entry::{ApiServerVerdict, CheckedPolicy};
 use super::input::{InputOther, Sourced, Undecoded, decode_others};
-use super::output::{ApiServerVerdict, CheckedPolicy};
 
 /// Whether `kind` is one this module reports (for the text output's "REJECTED by Kyverno").
 pub fn is_kind(kind: &str) -> bool {

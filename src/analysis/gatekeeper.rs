@@ -11,8 +11,8 @@ use serde_json::Value;
 use crate::apiserver::Server;
 use crate::engines::gatekeeper::{self, MatchedKind, Template};
 
+use super::entry::{ApiServerVerdict, CheckedPolicy};
 use super::input::{InputOther, Sourced, Undecoded, decode_others};
-use super::output::{ApiServerVerdict, CheckedPolicy};
 
 /// The kind of the entries.
 pub const KIND: &str = "ConstraintTemplate";

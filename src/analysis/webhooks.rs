@@ -11,8 +11,8 @@ use crate::apiserver::webhook::{
     validate_webhook_configuration_update,
 };
 
+use super::entry::{ApiServerVerdict, CheckedPolicy};
 use super::input::{DecodeFailure, InputError, InputOther, Origin, Undecoded, undecoded};
-use super::output::{ApiServerVerdict, CheckedPolicy};
 
 /// A webhook configuration of the input, with where it came from.
 #[derive(Debug, Clone)]

@@ -12,8 +12,8 @@ use k8s_openapi::api::admissionregistration::v1::{
 
 use crate::apiserver::{self, Server, map};
 
+use super::entry::{ApiServerVerdict, CheckedPolicy};
 use super::input::{InputError, InputOther, Origin, Undecoded, decode_v1, undecoded, v1_object_of};
-use super::output::{ApiServerVerdict, CheckedPolicy};
 
 /// The policy kind.
 pub const MUTATING_POLICY_KIND: &str = "MutatingAdmissionPolicy";
@@ -177,7 +177,7 @@ pub fn type_check(
 ) -> Option<crate::policy::PolicyStatus> {
     match object {
         MutatingObject::Policy(_, p) => {
-            backends.map(|b| crate::mutating::check_mutating_policy(p, options, b))
+            backends.map(|b| super::analyse_mutating_policy(p, options, b, &mut Default::default()))
         }
         MutatingObject::Binding(..) => None,
     }
