@@ -3,7 +3,7 @@
 //!
 //! Both corpora are checked in-process as `vapcheck check` does by default, with the same
 //! backends: the built-in schemas of Kubernetes 1.37 (written once to a temporary folder,
-//! converted by `src/schema`), the same REST mapper and the same CEL checker. The MAP corpus is
+//! converted by `crates/core/src/schema`), the same REST mapper and the same CEL checker. The MAP corpus is
 //! `../shared/corpus/mutating` (the files that deserialise), the VAP corpus
 //! `../shared/corpus/policies`.
 //!
@@ -13,7 +13,7 @@
 //! 2. Where the time goes: one more set of passes through a timing wrapper around the checker
 //!    backend, which splits it into parsing (once per expression, whatever the number of
 //!    kinds: per byte of expression text), the per-kind steps (environment, type check, cost,
-//!    notes, guards, and for MAPs the literal checks of `src/mutating/schema.rs`, per
+//!    notes, guards, and for MAPs the literal checks of `crates/core/src/mutating/schema.rs`, per
 //!    expression×kind), and the rest (kind selection, schema lookups, rendering, per policy).
 //!
 //! Run: `cargo bench --bench mutating`.

@@ -2,7 +2,7 @@
 //! orchestration, rendering) with a REST mapper built from `../shared/openapi/v1.35` and a
 //! trivial checker (every expression is `bool`), so CEL checking time is excluded; then the
 //! real thing, `vapcheck check --openapi ../shared/openapi/v1.35` in-process (schemas
-//! converted by `src/schema`, expressions parsed once per policy and checked per kind in the
+//! converted by `crates/core/src/schema`, expressions parsed once per policy and checked per kind in the
 //! Kubernetes environment); and kube-apiserver's create-time verdict for every policy.
 //!
 //! Run: `cargo bench --bench policy_layer`.

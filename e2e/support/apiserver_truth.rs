@@ -867,7 +867,7 @@ fn validation_expressions() -> Vec<(&'static str, String)> {
         ("bytes-compare", "b'a' == b'a'"),
         ("uint", "1u == 1u"),
         ("string-escape-bad", "'\\q' == 'a'"),
-        // cel-go's planner with Kubernetes' OptOptimize (src/k8s_env/plan.rs): constant
+        // cel-go's planner with Kubernetes' OptOptimize (crates/core/src/k8s_env/plan.rs): constant
         // conversions are evaluated and constant indexes become qualifiers when the program is
         // built, after the expression compiled.
         ("plan-bool-string", "bool('x')"),

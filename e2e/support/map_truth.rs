@@ -6,7 +6,7 @@
 //!   `shared/corpus/mutating`, with `apiVersion` set to `admissionregistration.k8s.io/v1` (the
 //!   corpus also has v1alpha1 and v1beta1 documents; the fields are the same);
 //! - [`variant_cases`]: a deterministic set of variants of three hand-written policies and one
-//!   binding, covering every rule of `src/apiserver/map.rs` and, through the mutations shared
+//!   binding, covering every rule of `crates/core/src/apiserver/map.rs` and, through the mutations shared
 //!   with the validating cases, metadata, match resources, variables and match conditions;
 //! - [`update_cases`]: (stored, new) pairs, some stored straight into etcd.
 

@@ -4,7 +4,7 @@
 //!
 //! - [`corpus_cases`]: every webhook configuration document of `shared/corpus/webhooks`;
 //! - [`variant_cases`]: a deterministic set of variants of one validating and one mutating
-//!   configuration, covering every rule of `src/apiserver/webhook.rs` (metadata and match
+//!   configuration, covering every rule of `crates/core/src/apiserver/webhook.rs` (metadata and match
 //!   conditions through the mutations shared with the policy cases);
 //! - [`update_cases`]: (stored, new) pairs, some stored straight into etcd.
 //!

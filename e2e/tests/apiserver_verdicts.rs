@@ -627,7 +627,7 @@ async fn require_mutating_policies_served(client: &Client) -> anyhow::Result<()>
     Ok(())
 }
 
-/// One cause of each rule of `src/apiserver/map.rs` (and of the shared rules as a mutating
+/// One cause of each rule of `crates/core/src/apiserver/map.rs` (and of the shared rules as a mutating
 /// policy or binding meets them): every fragment of an entry must occur in one cause.
 const MAP_RULES: &[&[&str]] = &[
     &["spec.reinvocationPolicy: Required value"],
@@ -738,7 +738,7 @@ async fn vapcheck_mutating_create_verdicts_match_the_api_server() -> anyhow::Res
     );
     let missing = unseen_rules(&truth.outcomes);
     eprintln!(
-        "map create: {}/{} rules of src/apiserver/map.rs seen in the server's causes",
+        "map create: {}/{} rules of crates/core/src/apiserver/map.rs seen in the server's causes",
         MAP_RULES.len() - missing.len(),
         MAP_RULES.len()
     );
@@ -871,7 +871,7 @@ async fn vapcheck_mutating_update_verdicts_match_the_api_server() -> anyhow::Res
     keep_on_failure(tmp, result)
 }
 
-/// One cause of each rule of `src/apiserver/webhook.rs`: every fragment of an entry must occur
+/// One cause of each rule of `crates/core/src/apiserver/webhook.rs`: every fragment of an entry must occur
 /// in one cause of the webhook truth.
 const WEBHOOK_RULES: &[&[&str]] = &[
     &["webhooks[0].name: Required value"],
@@ -987,7 +987,7 @@ async fn vapcheck_webhook_create_verdicts_match_the_api_server() -> anyhow::Resu
         .map(|fragments| fragments.join(" … "))
         .collect();
     eprintln!(
-        "webhook create: {}/{} rules of src/apiserver/webhook.rs seen in the server's causes",
+        "webhook create: {}/{} rules of crates/core/src/apiserver/webhook.rs seen in the server's causes",
         WEBHOOK_RULES.len() - missing.len(),
         WEBHOOK_RULES.len()
     );

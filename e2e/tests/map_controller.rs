@@ -215,8 +215,8 @@ struct Case {
     apiserver: Consequence,
 }
 
-/// Every finding class vapcheck's MAP checks can report on a stored MAP (src/mutating/schema.rs,
-/// the typed environment of src/policy), one row each, on ConfigMap creates. The probe object
+/// Every finding class vapcheck's MAP checks can report on a stored MAP (crates/core/src/mutating/schema.rs,
+/// the typed environment of crates/core/src/policy), one row each, on ConfigMap creates. The probe object
 /// (see [`request`]) has labels, `data: {a: b}`, a finalizer and an owner reference, so that
 /// the paths a mistake is about exist up to the mistake.
 fn cases() -> Vec<Case> {
@@ -430,7 +430,7 @@ fn cases() -> Vec<Case> {
 
 /// Finding classes whose MAP the API server refuses to store (it compiles every mutation on
 /// create and update, with `object` as `dyn`): vapcheck's create-time verdict
-/// (src/apiserver/map.rs) and `vapcheck check` report them; the controller never sees such a
+/// (crates/core/src/apiserver/map.rs) and `vapcheck check` report them; the controller never sees such a
 /// MAP. The case, the mutation, and the API server's refusal.
 fn refused_cases() -> Vec<(&'static str, Patch, &'static str)> {
     vec![

@@ -1,5 +1,5 @@
 //! Static-manifest files and source positions: any bytes as one file of a
-//! `--static-manifests` folder through the loader (src/apiserver/static_manifests.rs), and as
+//! `--static-manifests` folder through the loader (crates/core/src/apiserver/static_manifests.rs), and as
 //! a policy document through the position mapping of CI output (src/cli/positions.rs): never
 //! a panic, and a mapped position always lies inside the text.
 #![no_main]

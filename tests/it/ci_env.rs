@@ -80,7 +80,7 @@ fn scan(path: &Path, out: &mut BTreeSet<String>) {
 fn mentioned() -> BTreeSet<String> {
     let mut names = BTreeSet::new();
     for part in [
-        "src", "tests", "e2e", "benches", "fuzz", "scripts", ".ci", "Makefile",
+        "src", "crates", "tests", "e2e", "benches", "fuzz", "scripts", ".ci", "Makefile",
     ] {
         scan(&repo().join(part), &mut names);
     }

@@ -1,5 +1,5 @@
 //! `vapcheck check` with no schema flags: the built-in kinds of every supported Kubernetes
-//! version are compiled in (src/schema/embedded.rs, data/embedded-openapi.bin).
+//! version are compiled in (crates/core/src/schema/embedded.rs, data/embedded-openapi.bin).
 
 use std::path::Path;
 use std::process::Command;

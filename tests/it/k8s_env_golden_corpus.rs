@@ -1,7 +1,7 @@
 //! Replays the oracle's per-GVK results of the policy corpus
 //! (`tests/golden/upstream-corpus-1.37.jsonl`: every checked expression of the 263 corpus
 //! policies, for every kind upstream's `typesToCheck` picked, as the real 1.37.1 checker
-//! reported it) with the kinds typed by `src/schema/` from `shared/openapi/v1.35`, params
+//! reported it) with the kinds typed by `crates/core/src/schema/` from `shared/openapi/v1.35`, params
 //! from the policy's `paramKind`, and the policy's variables. Compared: the warning text
 //! (without the `<gvk>: ` prefix) byte for byte.
 

@@ -4,7 +4,7 @@
 //! `object`/`oldObject`/`params`), with the kinds typed by `common.SchemaDeclType` from the
 //! published OpenAPI v3 documents of Kubernetes 1.37.1 plus the fixture document
 //! `tests/fixtures/cost-openapi` (see docs/cost.md). vapcheck types the same documents (its
-//! embedded 1.37 schemas and the fixture) with `src/schema/` and estimates with
+//! embedded 1.37 schemas and the fixture) with `crates/core/src/schema/` and estimates with
 //! `k8s_env::cost::estimate_cost_sized`; every min and max must be identical.
 
 use std::sync::Arc;

@@ -1,10 +1,10 @@
 //! Replays every `vap` case of the oracle's golden file
 //! `tests/golden/upstream-exprs-1.37.jsonl` (the real 1.37.1 `TypeChecker` on Deployment, Pod,
 //! ConfigMap, a `Widget` CRD, with params and variables) with the kinds typed by
-//! `src/schema/` from the published OpenAPI v3 documents in `shared/openapi/v1.35` and the
+//! `crates/core/src/schema/` from the published OpenAPI v3 documents in `shared/openapi/v1.35` and the
 //! cases' CRD manifests, bridged to a `cel::TypeProvider`
 //! here. Compared: the per-GVK warning text byte for byte, or the deduced type. The oracle
-//! names root types `<Kind>` (upstream appends random digits), as `src/schema/` does.
+//! names root types `<Kind>` (upstream appends random digits), as `crates/core/src/schema/` does.
 //!
 //! This checks the combination of the environment with converted schemas; cases exercising
 //! the parser are left to `crates/cel/src/`'s tests.

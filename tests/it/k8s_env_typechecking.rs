@@ -2,7 +2,7 @@
 //! `k8s.io/apiserver/pkg/admission/plugin/policy/validating/typechecking_test.go`
 //! (`TestTypeCheck`), replayed on the Kubernetes environment: the schema the fake resolver
 //! returns is written as hand-built object types (the schema conversion itself is
-//! `src/schema/`'s job), and the policy walk (validations, then messageExpressions, after
+//! `crates/core/src/schema/`'s job), and the policy walk (validations, then messageExpressions, after
 //! compiling `spec.variables` in order) is the one of `TypeChecker.CheckExpression`.
 
 use std::sync::Arc;

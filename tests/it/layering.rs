@@ -1,17 +1,22 @@
-//! The layering of `src/` (docs/architecture.md), checked on the sources: which top-level
-//! module may use which, which may do I/O, and no import cycle between top-level modules.
+//! The layering of the workspace (docs/architecture.md). The crates' dependencies are what
+//! the compiler enforces: checked here on Cargo.lock (the checker and the core reach no kube
+//! client, no runtime, no HTTP stack, and the core depends on neither the sources nor
+//! `vapcheck`). Inside the crates, checked on the sources: which top-level module may use
+//! which, which may do I/O, and no import cycle between the top-level modules of a crate.
 //!
 //! The production code of each file is read: `//` comment lines and items marked
 //! `#[cfg(test)]` (a `mod x;` line, or a block to its closing brace) are left out, and so are
 //! the files such a `mod x;` declares. A module "uses" another when its code names
-//! `crate::<other>` (every cross-module path in this crate is written so).
+//! `crate::<other>` (every cross-module path in these crates is written so).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 /// The CEL checker, the crate vapcheck-cel (crates/cel), re-exported as `crate::cel`.
 const CHECKER: &[&str] = &["cel"];
-/// The analysis core: no I/O, no front end.
+/// The analysis core, the crate vapcheck-core: no I/O, no front end.
+const CORE_DIR: &str = "crates/core/src";
+/// The core's top-level modules (`vapcheck` re-exports them under the same names).
 const CORE: &[&str] = &[
     "analysis",
     "k8s_env",
@@ -25,15 +30,15 @@ const CORE: &[&str] = &[
     "webhooks",
     "reports",
     "suppress",
+    "schema",
 ];
-/// Schemas: types used by the core, and the files, embedded and live sources of them.
+/// Schemas, inside the core: types and conversion used by the rest of the core, which they
+/// do not use in turn.
 const SCHEMA: &[&str] = &["schema"];
-/// Reading the API server for the front ends.
-const SOURCES: &[&str] = &["sources"];
-
-/// Files of the schema module that do I/O (the sources still inside it; moving them out
-/// shrinks this list, and a new one fails).
-const SCHEMA_IO_FILES: &[&str] = &["schema/embedded.rs", "schema/files.rs", "schema/live.rs"];
+/// The sources that read files and the cluster, the crate vapcheck-sources.
+const SOURCES_DIR: &str = "crates/sources/src";
+/// The front ends and the runtime, the package `vapcheck`.
+const SHELL_DIR: &str = "src";
 
 /// Paths that mean I/O or a runtime: forbidden in the core and the checker.
 const IO_PATHS: &[&str] = &[
@@ -122,9 +127,10 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-/// Production text of every production file, by path relative to `src/`.
-fn sources() -> BTreeMap<String, String> {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+/// Production text of every production file below `dir` (relative to the workspace root,
+/// e.g. `crates/core/src`), by path relative to `dir`.
+fn sources(dir: &str) -> BTreeMap<String, String> {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(dir);
     let mut files = Vec::new();
     rust_files(&src, &mut files);
     let mut texts = BTreeMap::new();
@@ -191,8 +197,24 @@ fn graph(texts: &BTreeMap<String, String>) -> BTreeMap<String, BTreeSet<String>>
 
 #[test]
 fn top_level_modules_form_no_cycle() {
-    let g = graph(&sources());
-    assert!(g.len() >= 15, "top-level modules found: {:?}", g.keys());
+    for (dir, at_least) in [(CORE_DIR, 12), (SOURCES_DIR, 3), (SHELL_DIR, 8)] {
+        let g = graph(&sources(dir));
+        assert!(
+            g.len() >= at_least,
+            "{dir}: top-level modules found: {:?}",
+            g.keys()
+        );
+        if let Some(cycle) = cycle(&g) {
+            panic!(
+                "{dir}: import cycle between top-level modules: {}",
+                cycle.join(" -> ")
+            );
+        }
+    }
+}
+
+/// A cycle of the module graph `g`, if any.
+fn cycle(g: &BTreeMap<String, BTreeSet<String>>) -> Option<Vec<String>> {
     // Depth-first search for a back edge; the path to it is the cycle.
     fn visit(
         n: &str,
@@ -222,50 +244,32 @@ fn top_level_modules_form_no_cycle() {
         None
     }
     let mut state = BTreeMap::new();
-    for n in g.keys() {
-        if let Some(cycle) = visit(n, &g, &mut state, &mut Vec::new()) {
-            panic!(
-                "import cycle between top-level modules: {}",
-                cycle.join(" -> ")
-            );
-        }
-    }
+    g.keys()
+        .find_map(|n| visit(n, g, &mut state, &mut Vec::new()))
 }
 
 #[test]
 fn each_layer_uses_only_the_layers_below_it() {
-    let g = graph(&sources());
-    let allowed = |module: &str| -> Option<BTreeSet<&str>> {
-        let mut below: BTreeSet<&str> = BTreeSet::new();
-        if CHECKER.contains(&module) {
-            return Some(below);
-        }
-        below.extend(CHECKER);
-        if SCHEMA.contains(&module) {
-            return Some(below);
-        }
-        below.extend(SCHEMA);
-        if CORE.contains(&module) {
-            below.extend(CORE);
-            return Some(below);
-        }
-        below.extend(CORE);
-        if SOURCES.contains(&module) {
-            return Some(below);
-        }
-        None
-    };
+    // Between the crates the compiler enforces it (Cargo.lock: the tests below). Inside the
+    // core, the schemas use the checker only.
+    let core = graph(&sources(CORE_DIR));
+    assert_eq!(
+        core.keys()
+            .map(String::as_str)
+            .filter(|m| *m != "lib")
+            .collect::<BTreeSet<_>>(),
+        CORE.iter().copied().collect::<BTreeSet<_>>(),
+        "the core's top-level modules"
+    );
     let mut violations = Vec::new();
-    for (module, deps) in &g {
-        let Some(ok) = allowed(module) else {
-            continue;
-        };
-        for d in deps {
-            if !ok.contains(d.as_str()) {
+    for module in SCHEMA {
+        for d in core.get(*module).into_iter().flatten() {
+            if !CHECKER.contains(&d.as_str()) {
                 violations.push(format!("{module} uses {d}"));
             }
         }
     }
+    let g = graph(&sources(SHELL_DIR));
     // The front ends: `vapcheck check` (cli) and the editor server (lsp) never reach into
     // the controller's runtime, and `check` does not depend on the editor server.
     for front in ["cli", "lsp"] {
@@ -286,33 +290,22 @@ fn each_layer_uses_only_the_layers_below_it() {
 
 #[test]
 fn the_checker_and_the_core_do_no_io() {
-    let texts = sources();
-    let mut io_files = BTreeMap::new();
-    for (rel, text) in &texts {
-        let found: Vec<&str> = IO_PATHS
-            .iter()
-            .copied()
-            .filter(|p| text.contains(p))
-            .collect();
-        if !found.is_empty() {
-            io_files.insert(rel.clone(), found);
-        }
-    }
-    let in_layer = |layer: &[&str]| -> Vec<String> {
-        io_files
-            .iter()
-            .filter(|(rel, _)| layer.contains(&top(rel)))
-            .map(|(rel, p)| format!("{rel} ({})", p.join(", ")))
-            .collect()
-    };
-    // The checker is a crate of its own: the_checker_knows_nothing_of_kubernetes reads it.
-    assert_eq!(in_layer(CORE), Vec::<String>::new(), "the core does I/O");
-    let schema: Vec<&str> = io_files
-        .keys()
-        .filter(|rel| SCHEMA.contains(&top(rel)))
-        .map(String::as_str)
+    // The whole core crate's production code; the checker is a crate of its own:
+    // the_checker_knows_nothing_of_kubernetes reads it.
+    let texts = sources(CORE_DIR);
+    assert!(texts.len() >= 50, "crates/core/src files: {}", texts.len());
+    let io_files: Vec<String> = texts
+        .iter()
+        .filter_map(|(rel, text)| {
+            let found: Vec<&str> = IO_PATHS
+                .iter()
+                .copied()
+                .filter(|p| text.contains(p))
+                .collect();
+            (!found.is_empty()).then(|| format!("{rel} ({})", found.join(", ")))
+        })
         .collect();
-    assert_eq!(schema, SCHEMA_IO_FILES, "schema files that do I/O");
+    assert_eq!(io_files, Vec::<String>::new(), "the core does I/O");
 }
 
 /// The checker crate's files (crates/cel/src), tests included.
@@ -428,5 +421,73 @@ fn the_checker_crate_depends_on_no_kubernetes_and_no_runtime() {
     assert!(
         forbidden.is_empty(),
         "the checker crate's dependencies reach {forbidden:?} (closure: {closure:?})"
+    );
+}
+
+/// The dependency closure of `package` in Cargo.lock (`graph`), dev-dependencies included.
+fn closure(graph: &BTreeMap<String, BTreeSet<String>>, package: &str) -> BTreeSet<String> {
+    let mut closure = BTreeSet::new();
+    let mut todo = vec![package.to_owned()];
+    while let Some(p) = todo.pop() {
+        for d in graph.get(&p).into_iter().flatten() {
+            if closure.insert(d.clone()) {
+                todo.push(d.clone());
+            }
+        }
+    }
+    closure
+}
+
+/// What the compiler enforces: the core crate's whole dependency closure (Cargo.lock) has no
+/// kube client, no async runtime and no HTTP stack, and neither the sources crate nor
+/// `vapcheck`; the sources crate and `vapcheck` depend on it.
+#[test]
+fn the_core_crate_depends_on_no_client_and_no_runtime() {
+    let graph = lock_graph();
+    assert!(
+        graph
+            .get("vapcheck")
+            .is_some_and(|d| d.contains("vapcheck-core") && d.contains("vapcheck-sources")),
+        "vapcheck depends on vapcheck-core and vapcheck-sources"
+    );
+    assert!(
+        graph
+            .get("vapcheck-sources")
+            .is_some_and(|d| d.contains("vapcheck-core")),
+        "vapcheck-sources depends on vapcheck-core"
+    );
+    let direct = graph
+        .get("vapcheck-core")
+        .expect("vapcheck-core in Cargo.lock");
+    assert!(
+        direct.contains("vapcheck-cel"),
+        "vapcheck-core depends on the checker: {direct:?}"
+    );
+    let closure = closure(&graph, "vapcheck-core");
+    assert!(
+        closure.contains("k8s-openapi") && closure.contains("kube-core"),
+        "the core has the Kubernetes types: {closure:?}"
+    );
+    let forbidden: Vec<&String> = closure
+        .iter()
+        .filter(|d| {
+            d.starts_with("tokio")
+                || d.starts_with("hyper")
+                || d.starts_with("tower")
+                || [
+                    "kube",
+                    "kube-client",
+                    "kube-runtime",
+                    "axum",
+                    "reqwest",
+                    "vapcheck",
+                    "vapcheck-sources",
+                ]
+                .contains(&d.as_str())
+        })
+        .collect();
+    assert!(
+        forbidden.is_empty(),
+        "the core crate's dependencies reach {forbidden:?} (closure: {closure:?})"
     );
 }

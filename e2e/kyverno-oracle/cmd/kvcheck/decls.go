@@ -3,7 +3,7 @@ package main
 // `kvcheck -decls`: the declarations Kyverno's ValidatingPolicy environment adds to the
 // Kubernetes base environment it extends, one JSON object a line, for the cluster-wide
 // (namespace "") and the namespaced ("default") variants. vapcheck's table of Kyverno's
-// libraries (src/engines/kyverno/decls.rs) is compared with this output.
+// libraries (crates/core/src/engines/kyverno/decls.rs) is compared with this output.
 //
 // The environment is built as pkg/cel/policies/vpol/compiler/compiler.go,
 // (*compilerImpl).createBaseVpolEnv builds it (unexported there, so its steps are repeated
@@ -45,7 +45,7 @@ import (
 )
 
 // compilerVariables are the variables the compiler declares itself (createBaseVpolEnv's
-// baseOpts), which vapcheck declares in code (src/engines/kyverno/env.rs), not in the table.
+// baseOpts), which vapcheck declares in code (crates/core/src/engines/kyverno/env.rs), not in the table.
 var compilerVariables = map[string]bool{
 	compiler.NamespaceObjectKey: true,
 	compiler.ObjectKey:          true,
@@ -227,7 +227,7 @@ func dumpDecls() {
 
 // dumpMpolDecls is `kvcheck -decls-mpol`: the same rows for the MutatingPolicy environment
 // (mpolEnv), which vapcheck builds as the ValidatingPolicy one plus the mutation types and
-// jsonpatch.escapeKey (src/engines/kyverno/env.rs, mutating_verdict_env).
+// jsonpatch.escapeKey (crates/core/src/engines/kyverno/env.rs, mutating_verdict_env).
 func dumpMpolDecls() {
 	dumpRows(collectDecls(mpolEnv))
 }

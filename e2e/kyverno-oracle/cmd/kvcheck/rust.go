@@ -1,7 +1,7 @@
 package main
 
 // `kvcheck -decls-rust`: the declarations of `kvcheck -decls` written as vapcheck's Rust table
-// (src/engines/kyverno/decls.rs), each row under the library that declares it: the library is
+// (crates/core/src/engines/kyverno/decls.rs), each row under the library that declares it: the library is
 // found by building the base environment with that library's option alone.
 
 import (

@@ -21,7 +21,7 @@ use crate::policy::Gvk;
 use crate::policy::runtime::{KindWitnesses, WitnessObject};
 
 /// The recorded objects.
-pub const WITNESSES_JSON: &str = include_str!("../../data/witnesses.json");
+pub const WITNESSES_JSON: &str = include_str!("../../../../data/witnesses.json");
 
 #[derive(Deserialize)]
 struct Entry {

@@ -1,5 +1,5 @@
 //! Reading the API server's discovery: the sources layer that both `vapcheck check` (against a
-//! live cluster, [`crate::cli::live`]) and the controller use. Above the I/O-free core, below
+//! live cluster, `vapcheck::cli::live`) and the controller use. Above the I/O-free core, below
 //! the front ends; neither front end imports the other for it.
 
 use serde_json::Value;

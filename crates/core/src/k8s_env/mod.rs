@@ -61,7 +61,7 @@ pub struct KubeVersion {
 impl KubeVersion {
     /// The oldest supported version, 1.30.
     pub const MIN: KubeVersion = KubeVersion { minor: 30 };
-    /// The pinned release's minor version, 1.37 (see [`crate::KUBERNETES_VERSION`]).
+    /// The pinned release's minor version, 1.37 (see `vapcheck::KUBERNETES_VERSION`).
     pub const PINNED: KubeVersion = KubeVersion { minor: 37 };
 
     /// `1.<minor>`, if within [`KubeVersion::MIN`]..=[`KubeVersion::PINNED`].

@@ -188,7 +188,7 @@ mod tests {
     /// its index, id, name and default level.
     #[test]
     fn the_rules_table_in_the_docs_is_the_rules() {
-        let doc = include_str!("../../docs/architecture.md");
+        let doc = include_str!("../../../../docs/architecture.md");
         let rows: Vec<Vec<&str>> = doc
             .lines()
             .filter(|l| l.starts_with("| ") && l.contains(" | VAP"))
