@@ -19,8 +19,9 @@ use cel::common::ast::{
     CallExpr, ComprehensionExpr, EntryExpr, Expr, IdedExpr, ListExpr, LiteralValue, MapExpr,
 };
 
-use super::checker::{CheckedTypes, Synth, SynthComprehension};
+use super::checker::CheckedTypes;
 use super::env::{Env, WordMap};
+use super::macros::{Synth, SynthComprehension};
 use super::parse::ParsedExpr;
 use super::types::{Kind, Type};
 

@@ -370,8 +370,8 @@ impl EnvOptions {
 
 /// A call-shaped macro the checker types itself (the `cel` parser leaves calls such as
 /// two-variable `all`, `transformList` or `optMap` unexpanded). See
-/// [`crate::checker::CallMacro`].
-pub use super::checker::CallMacro;
+/// [`crate::macros::CallMacro`].
+pub use super::macros::CallMacro;
 
 /// A checking environment. Immutable; cheap to share in an `Arc`; overlays reference their
 /// base instead of copying it.
@@ -548,7 +548,7 @@ pub struct EnvBuilder {
 }
 
 impl EnvBuilder {
-    fn empty(options: EnvOptions) -> Self {
+    pub(crate) fn empty(options: EnvOptions) -> Self {
         EnvBuilder {
             env: Env {
                 base: None,
@@ -559,18 +559,6 @@ impl EnvBuilder {
                 options,
             },
         }
-    }
-
-    /// A builder holding the cel-go v0.29.2 standard library (and the optional library when
-    /// `options.optional_types` is set).
-    pub fn standard(options: EnvOptions) -> Self {
-        let optional = options.optional_types;
-        let mut b = Self::empty(options);
-        super::stdlib::add_standard(&mut b);
-        if optional {
-            super::stdlib::add_optional(&mut b, u32::MAX);
-        }
-        b
     }
 
     /// Replaces the options.

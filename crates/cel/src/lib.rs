@@ -26,20 +26,22 @@ pub mod checker;
 pub mod cost;
 pub mod env;
 pub mod errors;
+pub mod macros;
 pub mod parse;
 pub mod stdlib;
 pub mod types;
 pub mod validators;
 
-pub use checker::{
-    CallMacro, CheckedTypes, Checker, OptMapMacro, Synth, SynthComprehension, TwoVarComprehension,
-    add_two_var_comprehensions,
-};
+pub use checker::{CheckedTypes, Checker};
 pub use env::{
     Env, EnvBuilder, EnvError, EnvOptions, FunctionDecl, OverloadDecl, StructTypes, TypeProvider,
 };
 pub use errors::{CelError, Issues, Location, Source};
+pub use macros::{
+    CallMacro, MacroChecker, OptMapMacro, Synth, SynthComprehension, TwoVarComprehension,
+};
 pub use parse::{ParsedExpr, parse, parse_with_options};
+pub use stdlib::add_two_var_comprehensions;
 pub use types::{Kind, Type, TypeKind};
 
 /// A parsed and type-checked expression.

@@ -2,7 +2,9 @@
 //! optional types library (`cel/library.go`, `optionalLib`). Overload ids and their order are
 //! those of cel-go: the order decides the result type of a call matching several overloads.
 
-use super::env::{EnvBuilder, FunctionDecl, OverloadDecl, TypeProvider};
+use std::sync::Arc;
+
+use super::env::{EnvBuilder, EnvOptions, FunctionDecl, OverloadDecl, TypeProvider};
 use super::types::Type;
 fn by() -> Type {
     Type::bytes()
@@ -528,13 +530,9 @@ pub fn add_optional(b: &mut EnvBuilder, version: u32) {
             ),
         ],
     );
-    b.add_call_macro(std::sync::Arc::new(super::checker::OptMapMacro {
-        flat: false,
-    }));
+    b.add_call_macro(Arc::new(super::macros::OptMapMacro { flat: false }));
     if version >= 1 {
-        b.add_call_macro(std::sync::Arc::new(super::checker::OptMapMacro {
-            flat: true,
-        }));
+        b.add_call_macro(Arc::new(super::macros::OptMapMacro { flat: true }));
     }
     if version >= 2 {
         f(b, "last", vec![m("list_last", vec![lv()], ov())]);
@@ -657,5 +655,41 @@ impl TypeProvider for BuiltinTypes {
             "optional_type" if self.optional => Type::optional(Type::dyn_type()),
             _ => return None,
         })
+    }
+}
+
+/// Adds cel-go's `ext.TwoVarComprehensions()` library: the macros of
+/// [`crate::macros::TwoVarComprehension`] and the
+/// `cel.@mapInsert` function their expansions call.
+pub fn add_two_var_comprehensions(b: &mut EnvBuilder) -> Result<(), super::env::EnvError> {
+    let k = Type::type_param("K");
+    let v = Type::type_param("V");
+    let m = Type::map(k.clone(), v.clone());
+    b.add_function(FunctionDecl::new(
+        "cel.@mapInsert",
+        vec![
+            OverloadDecl::global("@mapInsert_map_key_value", vec![m.clone(), k, v], m.clone()),
+            OverloadDecl::global("@mapInsert_map_map", vec![m.clone(), m.clone()], m),
+        ],
+    ))?;
+    for mac in super::macros::TwoVarComprehension::all_macros() {
+        b.add_call_macro(Arc::new(mac));
+    }
+    Ok(())
+}
+
+/// The standard environment, here beside the declarations it holds (the environment module
+/// knows no library).
+impl EnvBuilder {
+    /// A builder holding the cel-go v0.29.2 standard library (and the optional library when
+    /// `options.optional_types` is set).
+    pub fn standard(options: EnvOptions) -> Self {
+        let optional = options.optional_types;
+        let mut b = Self::empty(options);
+        add_standard(&mut b);
+        if optional {
+            add_optional(&mut b, u32::MAX);
+        }
+        b
     }
 }

@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use cel::common::ast::{Expr, IdedExpr};
 
-use crate::cel::{CallMacro, Checker, EnvBuilder, Synth, SynthComprehension, Type};
+use crate::cel::{CallMacro, EnvBuilder, MacroChecker, Synth, SynthComprehension, Type};
 
 const INPUT_VAR: &str = "@__sortBy_input__";
 /// cel-go's accumulator name for macros (`AccuIdentName`).
@@ -132,7 +132,7 @@ impl CallMacro for SortBy {
 
     fn check(
         &self,
-        ctx: &mut Checker<'_>,
+        ctx: &mut dyn MacroChecker,
         call_id: u64,
         target: Option<&IdedExpr>,
         args: &[IdedExpr],

@@ -25,7 +25,7 @@ use std::sync::{Arc, OnceLock};
 use cel::common::ast::IdedExpr;
 
 use crate::cel::{
-    CallMacro, Checker, Env, EnvBuilder, EnvError, EnvOptions, Synth, Type, TypeProvider,
+    CallMacro, Env, EnvBuilder, EnvError, EnvOptions, MacroChecker, Synth, Type, TypeProvider,
 };
 use crate::k8s_env::{
     KindDecls, KubeVersion, Mode, Params, PolicyEnv, Target, admission, libraries,
@@ -256,7 +256,7 @@ impl CallMacro for OrValueCompat {
 
     fn check(
         &self,
-        ctx: &mut Checker<'_>,
+        ctx: &mut dyn MacroChecker,
         call_id: u64,
         target: Option<&IdedExpr>,
         args: &[IdedExpr],
