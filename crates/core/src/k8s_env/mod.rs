@@ -12,7 +12,7 @@
 //!   uses that the target cluster version does not have yet.
 //!
 //! ```
-//! use vapcheck::k8s_env::{KindDecls, KubeVersion, Mode, Params, PolicyEnv, Target};
+//! use vapcheck_core::k8s_env::{KindDecls, KubeVersion, Mode, Params, PolicyEnv, Target};
 //!
 //! let target = Target::upstream();
 //! let mut env = PolicyEnv::new(target, KindDecls::untyped(Params::Untyped)).unwrap();
