@@ -31,7 +31,7 @@ source_fingerprint() {
 # Go's -ldflags that stamp the release into the binaries (what `kubectl version` and /version
 # report), the same variables the Kubernetes release build sets (hack/lib/version.sh). The build
 # below also links with `-s -w` (no symbol table, no DWARF), as the release build does when not
-# debugging (hack/lib/golang.sh, `goldflags`): the links of the large binaries are much shorter.
+# debugging (hack/lib/golang.sh, `goldflags`), which leaves the linker less to write (not timed here).
 version_ldflags() {
 	local major="${KUBE_VERSION%%.*}" rest="${KUBE_VERSION#*.}"
 	local minor="${rest%%.*}" flags="" pkg
