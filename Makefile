@@ -23,7 +23,8 @@ SHELL := /bin/bash
 ## scripts/pre-commit-path) on a scratch git repository, with the debug binary the cargo tests
 ## built (scripts/test-pre-commit; the language: rust hook is `make pre-commit-rust`); the krew
 ## stage validates plugins/vapcheck.yaml as `make dist` fills it in and installs it with krew
-## (scripts/test-krew); the action stage runs the GitHub action's script (action.yml,
+## (scripts/test-krew); the vscode-extension stage builds, tests (against the debug binary) and
+## packages editors/vscode with its pinned npm packages (scripts/test-vscode-extension); the action stage runs the GitHub action's script (action.yml,
 ## scripts/action-run) with the GitHub Actions variables faked (scripts/test-action).
 # One Go build configuration for every Go command of the run (the control plane's build sets
 # CGO_ENABLED=0, e2e/cluster/lib.sh): with cgo on, the standard library's `net` and every
@@ -98,6 +99,7 @@ test:
 			scripts/test-binaries --workspace --all-targets -- --exact $(addprefix --skip ,$(ORACLE_REPLAY_TESTS))
 	@scripts/stage pre-commit scripts/test-pre-commit
 	@scripts/stage krew scripts/test-krew
+	@scripts/stage vscode-extension scripts/test-vscode-extension
 	@scripts/stage action scripts/test-action
 	@scripts/stage doc-test cargo test --workspace --doc
 	@scripts/stage bench-smoke $(MAKE) --no-print-directory bench-smoke
