@@ -1,7 +1,8 @@
 //! Hover on a CEL expression of a ValidatingAdmissionPolicy: the type of the selection under
 //! the cursor (`object.spec.replicas`: the schema field's type), or a called function's
 //! signatures in the environment, and the type of the whole expression, per kind the policy
-//! is checked against ([`crate::policy::probe::types_per_kind`]).
+//! is checked against ([`crate::policy::probe::types_per_kind`]), and the schema field's
+//! description ([`super::describe`]).
 
 use std::fmt::Write as _;
 
@@ -154,9 +155,15 @@ pub fn call_signatures(selection: &str, dotted: bool, backends: &Backends<'_>) -
 }
 
 /// The hover text (Markdown) of the expression at the cursor: on a function's name, its
-/// signatures in the environment; on another identifier, the selection's type; then the
-/// expression's result type; each type per kind.
-pub fn hover_text(at: &AtCursor, options: &CheckOptions, backends: &Backends<'_>) -> String {
+/// signatures in the environment; on another identifier, the selection's type, and for a
+/// field of `object` or `oldObject` its schema description from `descriptions`
+/// ([`super::describe`]); then the expression's result type; each type per kind.
+pub fn hover_text(
+    at: &AtCursor,
+    options: &CheckOptions,
+    backends: &Backends<'_>,
+    descriptions: Option<&super::describe::Source>,
+) -> String {
     let mut out = String::new();
     let signatures = call_at(&at.expression, at.index)
         .map(|(s, dotted)| (call_signatures(&s, dotted, backends), s))
@@ -191,6 +198,13 @@ pub fn hover_text(at: &AtCursor, options: &CheckOptions, backends: &Backends<'_>
         let _ = writeln!(out, "`{selection}`\n");
         list(&mut out, &selection);
         out.push('\n');
+        out.push_str(&super::describe::section(
+            &at.policy,
+            &selection,
+            options,
+            backends,
+            descriptions,
+        ));
     }
     let _ = writeln!(out, "`{}` (the expression)\n", at.field);
     list(&mut out, &at.expression);

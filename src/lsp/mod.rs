@@ -9,6 +9,7 @@
 
 pub mod actions;
 pub mod complete;
+pub mod describe;
 pub mod hover;
 pub mod text;
 
@@ -469,8 +470,9 @@ impl Server<'_> {
     /// Hover: the types at the cursor ([`hover`]); `None` outside an expression.
     fn hover(&mut self, at: &lsp_types::TextDocumentPositionParams) -> Option<lsp_types::Hover> {
         let (found, args) = self.expression_at(at)?;
+        let descriptions = describe::Source::of(&schema_options(&args));
         let value = self.with_backends(&args, |options, backends| {
-            hover::hover_text(&found, options, backends)
+            hover::hover_text(&found, options, backends, descriptions.as_ref())
         })?;
         Some(lsp_types::Hover {
             contents: lsp_types::HoverContents::Markup(lsp_types::MarkupContent {

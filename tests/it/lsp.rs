@@ -584,7 +584,7 @@ fn neovim_shows_diagnostics_hover_and_completion() {
     // Neovim's diagnostics (0-based line and columns in bytes, severity, code, message) as
     // published, the code action applied, then the diagnostics after it: none; the hover on
     // `replicas` and the completion after `object.spec.`.
-    let hover = "`object.spec.replicas`\\n\\n- `apps/v1, Kind=Deployment`: `int`\\n\\n`spec.validations[0].expression` (the expression)\\n\\n- `apps/v1, Kind=Deployment`: `bool`\\n";
+    let hover = "`object.spec.replicas`\\n\\n- `apps/v1, Kind=Deployment`: `int`\\n\\nNumber of desired pods. This is a pointer to distinguish between explicit zero and not specified. Defaults to 1.\\n\\n`spec.validations[0].expression` (the expression)\\n\\n- `apps/v1, Kind=Deployment`: `bool`\\n";
     let completion = "minReadySeconds,paused,progressDeadlineSeconds,replicas,revisionHistoryLimit,selector,strategy,template";
     let message = "ValidatingAdmissionPolicy replicas: type-checking warning (apps/v1, Kind=Deployment): spec.validations[0].expression: ERROR: <input>:1:12: undefined field 'replicsa'\\n | object.spec.replicsa <= 5\\n | ...........^";
     assert_eq!(
@@ -632,10 +632,13 @@ fn hover_gives_the_selection_and_expression_types_per_kind() {
     let deployment = "apps/v1, Kind=Deployment";
     let expression =
         format!("`spec.validations[0].expression` (the expression)\n\n- `{deployment}`: `bool`\n");
+    // With the field's description from the published apps/v1 document of Kubernetes 1.37
+    // (the embedded copy of k8s.io/kubernetes v1.37.1 api/openapi-spec/v3).
+    let replicas = "Number of desired pods. This is a pointer to distinguish between explicit zero and not specified. Defaults to 1.";
     assert_eq!(
         hover(&mut server, &policy, 12, 33),
         json!(format!(
-            "`object.spec.replicas`\n\n- `{deployment}`: `int`\n\n{expression}"
+            "`object.spec.replicas`\n\n- `{deployment}`: `int`\n\n{replicas}\n\n{expression}"
         ))
     );
     // The cursor just after the identifier still names it.
@@ -646,7 +649,7 @@ fn hover_gives_the_selection_and_expression_types_per_kind() {
     assert_eq!(
         hover(&mut server, &policy, 12, 25),
         json!(format!(
-            "`object.spec`\n\n- `{deployment}`: `Deployment.spec`\n\n{expression}"
+            "`object.spec`\n\n- `{deployment}`: `Deployment.spec`\n\nSpecification of the desired behavior of the Deployment.\n\n{expression}"
         ))
     );
     // On an operator: the expression only.

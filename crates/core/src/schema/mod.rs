@@ -14,6 +14,7 @@
 
 pub mod convert;
 pub mod crd;
+pub mod describe;
 pub mod discovery;
 pub mod document;
 pub mod embedded;

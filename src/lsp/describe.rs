@@ -1,0 +1,159 @@
+//! The schema field's description in the hover of a selection of `object` or `oldObject`
+//! (`object.spec.replicas`): read from the OpenAPI document of each kind the policy is checked
+//! against, as published — the embedded documents of the target Kubernetes version, or the
+//! `--openapi` folder of the settings — through [`crate::schema::describe`]. The documents the
+//! checks hold have their documentation dropped, so the hover parses its own copy of a
+//! document once and keeps it (one per group-version hovered, for the life of the server).
+//! Custom resources of CRD files (`crds:`) have no description here yet.
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::SystemTime;
+
+use serde_json::Value;
+
+use crate::cli::SchemaOptions;
+use crate::policy::probe::object_types;
+use crate::policy::{Backends, CheckOptions, Gvk};
+use crate::schema::describe::{document_path, field_description};
+
+/// Where the published documents come from.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Source {
+    /// The embedded documents of a Kubernetes minor (`1.37`).
+    BuiltIn(String),
+    /// An `--openapi` folder (`api/v1.json`, `apis/<group>/<version>.json`).
+    Folder(PathBuf),
+}
+
+impl Source {
+    /// The source the settings' schemas come from; `None` for a cluster (the server never
+    /// talks to one) or no source.
+    pub fn of(options: &SchemaOptions) -> Option<Self> {
+        match (&options.openapi, &options.built_in) {
+            (Some(folder), _) => Some(Self::Folder(folder.clone())),
+            (None, Some(minor)) => Some(Self::BuiltIn(minor.clone())),
+            (None, None) => None,
+        }
+    }
+}
+
+/// A parsed document, under its source, path and (for a folder's file) modification time.
+type Key = (Source, String, Option<SystemTime>);
+
+fn documents() -> &'static Mutex<HashMap<Key, Option<Arc<Value>>>> {
+    static DOCUMENTS: OnceLock<Mutex<HashMap<Key, Option<Arc<Value>>>>> = OnceLock::new();
+    DOCUMENTS.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
+/// The published document of `gvk`'s group-version; `None` when there is none or it does not
+/// parse (the hover then has no description).
+fn document(source: &Source, gvk: &Gvk) -> Option<Arc<Value>> {
+    let path = document_path(gvk);
+    let modified = match source {
+        Source::BuiltIn(_) => None,
+        Source::Folder(folder) => std::fs::metadata(folder.join(&path))
+            .and_then(|m| m.modified())
+            .ok(),
+    };
+    let key = (source.clone(), path, modified);
+    let mut cache = documents().lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(found) = cache.get(&key) {
+        return found.clone();
+    }
+    let bytes = match source {
+        Source::BuiltIn(minor) => crate::schema::embedded::document(minor, &key.1).ok(),
+        Source::Folder(folder) => std::fs::read(folder.join(&key.1)).ok(),
+    };
+    let parsed = bytes
+        .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
+        .map(Arc::new);
+    // A folder's older versions of the same file are not needed again.
+    cache.retain(|(s, p, _), _| !(s == &key.0 && p == &key.1));
+    cache.insert(key, parsed.clone());
+    parsed
+}
+
+/// The property names of a selection of `object` or `oldObject` (`object.?spec.replicas`:
+/// `["spec", "replicas"]`); `None` for any other selection.
+fn object_path(selection: &str) -> Option<Vec<&str>> {
+    let mut names = selection.split('.').map(|n| n.trim_start_matches('?'));
+    let root = names.next()?;
+    if root != "object" && root != "oldObject" {
+        return None;
+    }
+    let path: Vec<&str> = names.collect();
+    (!path.is_empty() && path.iter().all(|n| !n.is_empty())).then_some(path)
+}
+
+/// The hover's description section of `selection` (Markdown, ending in a blank line), or the
+/// empty string when no kind's document describes it: the description alone when every
+/// described kind has the same one, else one item per kind.
+pub fn section(
+    policy: &k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicy,
+    selection: &str,
+    options: &CheckOptions,
+    backends: &Backends<'_>,
+    source: Option<&Source>,
+) -> String {
+    let (Some(source), Some(path)) = (source, object_path(selection)) else {
+        return String::new();
+    };
+    let described: Vec<(Gvk, String)> = object_types(policy, options, backends)
+        .into_iter()
+        .filter_map(|(gvk, _)| {
+            let doc = document(source, &gvk)?;
+            let text = field_description(&doc, &gvk, &path)?;
+            Some((gvk, text))
+        })
+        .collect();
+    let mut out = String::new();
+    match described.as_slice() {
+        [] => {}
+        [(_, only), rest @ ..] if rest.iter().all(|(_, t)| t == only) => {
+            let _ = writeln!(out, "{only}\n");
+        }
+        all => {
+            for (gvk, text) in all {
+                let _ = writeln!(out, "- `{gvk}`: {text}");
+            }
+            out.push('\n');
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_selections_of_the_object_have_a_path() {
+        assert_eq!(
+            object_path("object.spec.replicas"),
+            Some(vec!["spec", "replicas"])
+        );
+        assert_eq!(
+            object_path("oldObject.?spec.?replicas"),
+            Some(vec!["spec", "replicas"])
+        );
+        assert_eq!(object_path("object"), None);
+        assert_eq!(object_path("params.spec"), None);
+        assert_eq!(object_path("request.userInfo"), None);
+        assert_eq!(object_path("object..spec"), None);
+    }
+
+    #[test]
+    fn the_source_follows_the_settings() {
+        let mut options = SchemaOptions {
+            built_in: Some("1.36".into()),
+            ..SchemaOptions::default()
+        };
+        assert_eq!(Source::of(&options), Some(Source::BuiltIn("1.36".into())));
+        options.openapi = Some(PathBuf::from("/o"));
+        assert_eq!(Source::of(&options), Some(Source::Folder("/o".into())));
+        assert_eq!(Source::of(&SchemaOptions::default()), None);
+    }
+}
