@@ -67,14 +67,15 @@ ORACLE_REPLAY_TESTS := cel_oracle_diff::same_as_cel_go \
 # (Go), the image's static release binary and the fuzz targets (cargo; unoptimised under make test,
 # FUZZ_DEV=1, which builds in a fraction of the optimised build's CPU time). Each is waited
 # for where its stage stood; all of them before cargo-test, whose e2e tests then have the cores.
+# The fuzz build and smoke run as cargo-fuzz builds them (no clippy wrapper), unoptimised:
+FUZZ_UNDER_TEST = env -u RUSTC_WORKSPACE_WRAPPER FUZZ_DEV=1 $(MAKE) --no-print-directory
 test:
 	@scripts/check-tools
 	@[ -x "$$RUSTC_WORKSPACE_WRAPPER" ] || { echo "make test: clippy-driver not found (rustup component add clippy)" >&2; exit 1; }
 	@scripts/stage --background kubectl scripts/kubectl-path
 	@scripts/stage --background helm scripts/helm-path
 	@scripts/stage --background image env -u RUSTC_WORKSPACE_WRAPPER scripts/build-image
-	@scripts/stage --background fuzz-build env -u RUSTC_WORKSPACE_WRAPPER FUZZ_DEV=1 \
-		$(MAKE) --no-print-directory fuzz-build
+	@scripts/stage --background fuzz-build $(FUZZ_UNDER_TEST) fuzz-build
 	@scripts/stage lint $(MAKE) --no-print-directory lint-go lint-fmt
 	@scripts/stage clustertool-go-test sh -c 'cd e2e/cluster && go test ./cmd/clustertool'
 	@scripts/stage oracle-go-test e2e/oracle/test -count=1 -v
@@ -103,8 +104,7 @@ test:
 	@scripts/stage action scripts/test-action
 	@scripts/stage doc-test cargo test --workspace --doc
 	@scripts/stage bench-smoke $(MAKE) --no-print-directory bench-smoke
-	@scripts/stage fuzz-smoke env -u RUSTC_WORKSPACE_WRAPPER FUZZ_DEV=1 \
-		$(MAKE) --no-print-directory fuzz-smoke
+	@scripts/stage fuzz-smoke $(FUZZ_UNDER_TEST) fuzz-smoke
 
 ## The benchmarks on a real control plane at their smoke size (e2e/bench/README.md), with the
 ## debug build the cargo-test stage compiled: cold start with 500 policies, kube-controller-manager
