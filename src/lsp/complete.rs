@@ -10,7 +10,7 @@ use lsp_types::{CompletionItem, CompletionItemKind};
 
 use super::hover::AtCursor;
 use crate::policy::check::variable_pairs;
-use crate::policy::probe::{object_types, params_schema, types_per_kind};
+use crate::policy::probe::{object_types_of, params_schema_of};
 use crate::policy::{Backends, CheckOptions};
 
 fn is_word(c: char) -> bool {
@@ -104,7 +104,7 @@ pub fn fields(
     let mut fields = Fields::new();
     match root {
         Root::Object => {
-            for (gvk, object) in object_types(&at.policy, options, backends) {
+            for (gvk, object) in object_types_of(&at.shape(), options, backends) {
                 let Some(object) = object else { continue };
                 for (name, ty) in backends
                     .checker
@@ -116,7 +116,7 @@ pub fn fields(
             }
         }
         Root::Params => {
-            if let Some((gvk, Some(schema))) = params_schema(&at.policy, backends) {
+            if let Some((gvk, Some(schema))) = params_schema_of(&at.shape(), backends) {
                 for (name, ty) in backends
                     .checker
                     .fields_at(&schema, path)
@@ -139,11 +139,10 @@ pub fn fields(
             }
         }
         Root::Variables if path.is_empty() => {
-            let spec = at.policy.spec.as_ref();
-            for (name, _) in variable_pairs(spec.and_then(|s| s.variables.as_deref())) {
+            for (name, _) in variable_pairs(at.shape().variables) {
                 fields.entry(name.to_owned()).or_default();
                 let text = format!("{}.{name}", crate::k8s_env::admission::VARIABLES_VAR);
-                for (gvk, ty) in types_per_kind(&at.policy, options, backends, &text) {
+                for (gvk, ty) in at.types_of(options, backends, &text) {
                     if let Ok(ty) = ty {
                         add(
                             &mut fields,
@@ -303,7 +302,8 @@ pub fn items(
         }
     }
     let (found, kind) = if let Some((chain, prefix)) = receiver(&at.expression, at.index) {
-        let types: Vec<String> = types_per_kind(&at.policy, options, backends, &chain)
+        let types: Vec<String> = at
+            .types_of(options, backends, &chain)
             .into_iter()
             .filter_map(|(_, t)| t.ok().map(|t| t.to_string()))
             .collect();

@@ -15,7 +15,7 @@ use std::time::SystemTime;
 use serde_json::Value;
 
 use crate::cli::SchemaOptions;
-use crate::policy::probe::object_types;
+use crate::policy::probe::{Shape, object_types_of};
 use crate::policy::{Backends, CheckOptions, Gvk};
 use crate::schema::describe::{document_path, field_description};
 
@@ -92,7 +92,7 @@ fn object_path(selection: &str) -> Option<Vec<&str>> {
 /// empty string when no kind's document describes it: the description alone when every
 /// described kind has the same one, else one item per kind.
 pub fn section(
-    policy: &k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicy,
+    shape: &Shape<'_>,
     selection: &str,
     options: &CheckOptions,
     backends: &Backends<'_>,
@@ -101,7 +101,7 @@ pub fn section(
     let (Some(source), Some(path)) = (source, object_path(selection)) else {
         return String::new();
     };
-    let described: Vec<(Gvk, String)> = object_types(policy, options, backends)
+    let described: Vec<(Gvk, String)> = object_types_of(shape, options, backends)
         .into_iter()
         .filter_map(|(gvk, _)| {
             let doc = document(source, &gvk)?;

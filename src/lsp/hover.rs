@@ -1,4 +1,4 @@
-//! Hover on a CEL expression of a ValidatingAdmissionPolicy: the type of the selection under
+//! Hover on a CEL expression of a ValidatingAdmissionPolicy or a MutatingAdmissionPolicy: the type of the selection under
 //! the cursor (`object.spec.replicas`: the schema field's type), or a called function's
 //! signatures in the environment, and the type of the whole expression, per kind the policy
 //! is checked against ([`crate::policy::probe::types_per_kind`]), and the schema field's
@@ -6,18 +6,41 @@
 
 use std::fmt::Write as _;
 
+use crate::analysis::mutating::MutatingObject;
 use crate::cli::input::{InputObject, document_text, read_all_lenient};
 use crate::cli::positions::{Position, SpannedDocument, Step, parse_path};
-use crate::policy::probe::types_per_kind;
+use crate::mutating::mutation_sites;
+use crate::policy::probe::{Shape, types_per_kind_of};
 use crate::policy::{Backends, CheckOptions, Mode, expression_sites};
+
+/// The policy an expression under the cursor belongs to.
+pub enum Subject {
+    /// A ValidatingAdmissionPolicy.
+    Validating(Box<k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicy>),
+    /// A MutatingAdmissionPolicy.
+    Mutating(Box<k8s_openapi::api::admissionregistration::v1::MutatingAdmissionPolicy>),
+}
+
+impl Subject {
+    /// What its expressions' environments are built from.
+    pub fn shape(&self) -> Shape<'_> {
+        match self {
+            Subject::Validating(p) => Shape::validating(p),
+            Subject::Mutating(p) => Shape::mutating(p),
+        }
+    }
+}
 
 /// The expression under a position of a file: its text, the field it is in, the index of
 /// the character under the cursor, and the policy it belongs to.
 pub struct AtCursor {
     /// The policy.
-    pub policy: Box<k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicy>,
-    /// `spec.validations[0].expression`, ...
+    pub policy: Subject,
+    /// `spec.validations[0].expression`, `spec.mutations[0].applyConfiguration.expression`, ...
     pub field: String,
+    /// Whether the field is compiled with the patch types (a mutation of a
+    /// MutatingAdmissionPolicy).
+    pub patch_types: bool,
     /// The expression's text (the decoded scalar).
     pub expression: String,
     /// The code-point index in `expression` of the character under the cursor (or just
@@ -25,38 +48,70 @@ pub struct AtCursor {
     pub index: usize,
 }
 
-/// The expression of a ValidatingAdmissionPolicy at `cursor` (1-based line, code-point
-/// column) in `text` (the file named `name`), if the cursor is in one.
+impl AtCursor {
+    /// What the expression's environments are built from.
+    pub fn shape(&self) -> Shape<'_> {
+        self.policy.shape()
+    }
+
+    /// `text`'s type per kind, in the expression's environment ([`types_per_kind_of`]).
+    pub fn types_of(
+        &self,
+        options: &CheckOptions,
+        backends: &Backends<'_>,
+        text: &str,
+    ) -> Vec<(
+        crate::policy::Gvk,
+        Result<crate::policy::types::OutputType, String>,
+    )> {
+        types_per_kind_of(&self.shape(), self.patch_types, options, backends, text)
+    }
+}
+
+/// The expression of a ValidatingAdmissionPolicy or MutatingAdmissionPolicy at `cursor`
+/// (1-based line, code-point column) in `text` (the file named `name`), if the cursor is in
+/// one.
 pub fn expression_at(name: &str, text: &str, cursor: Position) -> Option<AtCursor> {
-    let (objects, _, _) = read_all_lenient(name, text);
-    for o in objects {
-        let InputObject::Policy(p) = o else { continue };
-        let Some((doc, mut prefix)) = document_text(text, p.origin.document) else {
+    let (objects, others, _) = read_all_lenient(name, text);
+    let (mutating, _) = crate::analysis::mutating::read_lenient(&others);
+    let validating = objects.into_iter().filter_map(|o| match o {
+        InputObject::Policy(p) => Some((p.origin, Subject::Validating(Box::new(p.policy)))),
+        InputObject::Binding(_) => None,
+    });
+    let mutating = mutating.into_iter().filter_map(|o| match o {
+        MutatingObject::Policy(origin, p) => Some((origin, Subject::Mutating(p))),
+        MutatingObject::Binding(..) => None,
+    });
+    for (origin, policy) in validating.chain(mutating) {
+        let Some((doc, mut prefix)) = document_text(text, origin.document) else {
             continue;
         };
-        if let Some(i) = p.origin.item {
+        if let Some(i) = origin.item {
             prefix.push(Step::Key("items".into()));
             prefix.push(Step::Index(i));
         }
         let Some(parsed) = SpannedDocument::parse(&doc) else {
             continue;
         };
-        let found = expression_sites(&p.policy, Mode::Extended)
-            .into_iter()
-            .find_map(|site| {
-                let field = site.field.to_string();
-                let mut path = prefix.clone();
-                path.extend(parse_path(&field));
-                let (s, value) = parsed.locate(&path)?;
-                let n = value.chars().count();
-                // The character under the cursor, or the end of the expression just after it.
-                let index = (0..=n).find(|&i| s.at(i) == cursor && !s.chars.is_empty())?;
-                Some((field, value, index))
-            });
-        if let Some((field, expression, index)) = found {
+        let sites = match &policy {
+            Subject::Validating(p) => expression_sites(p, Mode::Extended),
+            Subject::Mutating(p) => mutation_sites(p, Mode::Extended),
+        };
+        let found = sites.into_iter().find_map(|site| {
+            let field = site.field.to_string();
+            let mut path = prefix.clone();
+            path.extend(parse_path(&field));
+            let (s, value) = parsed.locate(&path)?;
+            let n = value.chars().count();
+            // The character under the cursor, or the end of the expression just after it.
+            let index = (0..=n).find(|&i| s.at(i) == cursor && !s.chars.is_empty())?;
+            Some((field, site.field.has_patch_types(), value, index))
+        });
+        if let Some((field, patch_types, expression, index)) = found {
             return Some(AtCursor {
-                policy: Box::new(p.policy),
+                policy,
                 field,
+                patch_types,
                 expression,
                 index,
             });
@@ -177,7 +232,7 @@ pub fn hover_text(
         out.push('\n');
     }
     let list = |out: &mut String, text: &str| {
-        let types = types_per_kind(&at.policy, options, backends, text);
+        let types = at.types_of(options, backends, text);
         if types.is_empty() {
             out.push_str("- no kind checked\n");
         }
@@ -199,7 +254,7 @@ pub fn hover_text(
         list(&mut out, &selection);
         out.push('\n');
         out.push_str(&super::describe::section(
-            &at.policy,
+            &at.shape(),
             &selection,
             options,
             backends,

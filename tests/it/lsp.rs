@@ -1710,3 +1710,87 @@ fn an_edit_rechecks_only_the_policies_it_changed() {
     let (code, stderr) = server.shutdown();
     assert_eq!((code, stderr.as_str()), (0, ""));
 }
+
+/// A MutatingAdmissionPolicy on Deployments: a match condition (line 13) and an
+/// applyConfiguration mutation (line 16), whose expression is compiled with the patch types.
+const DEPLOYMENT_MAP: &str = r#"apiVersion: admissionregistration.k8s.io/v1
+kind: MutatingAdmissionPolicy
+metadata:
+  name: replicas-default
+spec:
+  matchConstraints:
+    resourceRules:
+    - apiGroups: ["apps"]
+      apiVersions: ["v1"]
+      operations: ["CREATE"]
+      resources: ["deployments"]
+  matchConditions:
+  - name: unset
+    expression: "!has(object.spec.replicas)"
+  reinvocationPolicy: Never
+  mutations:
+  - patchType: ApplyConfiguration
+    applyConfiguration:
+      expression: "Object{spec: Object.spec{replicas: object.spec.minReadySeconds + 1}}"
+"#;
+
+#[test]
+fn hover_and_completion_in_a_mutating_admission_policy() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path().canonicalize().expect("canonical");
+    std::fs::write(root.join("map.yaml"), DEPLOYMENT_MAP).expect("write");
+    let mut server = Server::start(&root);
+    server.initialize(&root);
+    let map = uri(&root.join("map.yaml"));
+    server.notify(
+        "textDocument/didOpen",
+        json!({"textDocument": {"uri": map, "languageId": "yaml", "version": 1,
+                                "text": DEPLOYMENT_MAP}}),
+    );
+    let deployment = "apps/v1, Kind=Deployment";
+    let replicas = "Number of desired pods. This is a pointer to distinguish between explicit zero and not specified. Defaults to 1.";
+    // Line 13 (0-based): `    expression: "!has(object.spec.replicas)"`, `replicas` at 35..43.
+    assert_eq!(
+        hover(&mut server, &map, 13, 38),
+        json!(format!(
+            "`object.spec.replicas`\n\n- `{deployment}`: `int`\n\n{replicas}\n\n`spec.matchConditions[0].expression` (the expression)\n\n- `{deployment}`: `bool`\n"
+        ))
+    );
+    // Line 18: the mutation, typed with the patch types: the whole expression is an `Object`
+    // (cel-go's name of the apply configuration's type).
+    let line = DEPLOYMENT_MAP.lines().nth(18).unwrap_or_default();
+    let at = line.find("minReadySeconds").unwrap_or_default() as u32;
+    let ready = "Minimum number of seconds for which a newly created pod should be ready without any of its container crashing, for it to be considered available. Defaults to 0 (pod will be considered available as soon as it is ready)";
+    assert_eq!(
+        hover(&mut server, &map, 18, at + 3),
+        json!(format!(
+            "`object.spec.minReadySeconds`\n\n- `{deployment}`: `int`\n\n{ready}\n\n`spec.mutations[0].applyConfiguration.expression` (the expression)\n\n- `{deployment}`: `Object`\n"
+        ))
+    );
+    // Completion after `object.spec.` in the match condition: the Deployment's spec fields.
+    let edited = DEPLOYMENT_MAP.replace("!has(object.spec.replicas)", "object.spec.");
+    server.notify(
+        "textDocument/didChange",
+        json!({"textDocument": {"uri": map, "version": 2},
+               "contentChanges": [{"text": edited}]}),
+    );
+    let labels: Vec<String> = completion(&mut server, &map, 13, 29)
+        .into_iter()
+        .map(|(label, _)| label)
+        .collect();
+    assert_eq!(
+        labels,
+        [
+            "minReadySeconds",
+            "paused",
+            "progressDeadlineSeconds",
+            "replicas",
+            "revisionHistoryLimit",
+            "selector",
+            "strategy",
+            "template"
+        ]
+    );
+    let (code, stderr) = server.shutdown();
+    assert_eq!((code, stderr.as_str()), (0, ""));
+}
