@@ -279,15 +279,15 @@ impl CostOptions {
         }
         for t in ext::COMPARABLE_TYPE_NAMES {
             let f: FunctionEstimator = if *t == "string" || *t == "bytes" {
-                ext::list_sort_strings
+                ext::LIST_SORT_STRINGS
             } else {
-                ext::list_sort
+                ext::LIST_SORT
             };
             self.overload_estimators.insert(format!("list_{t}_sort"), f);
             let g: FunctionEstimator = if *t == "string" || *t == "bytes" {
-                ext::list_sort_by_strings
+                ext::LIST_SORT_BY_STRINGS
             } else {
-                ext::list_sort_by
+                ext::LIST_SORT_BY
             };
             self.overload_estimators
                 .insert(format!("list_{t}_sortByAssociatedKeys"), g);
@@ -1548,18 +1548,38 @@ mod ext {
         allocating_list_call(1.0, SizeEstimate::fixed(node_as_uint(&a[0], u64::MAX)))
     }
 
-    /// cel-go ext/lists.go `estimateListReverse`.
-    fn list_reverse(
+    /// The receiver's size for a call on a list with no arguments (`reverse()`, `distinct()`,
+    /// `sort()`), the shape cel-go's estimators below check first.
+    fn receiver_size(
         est: &dyn CostEstimator,
         t: Option<&AstNode<'_>>,
         a: &[AstNode<'_>],
-    ) -> Option<CallEstimate> {
+    ) -> Option<SizeEstimate> {
         let t = t?;
-        if !a.is_empty() {
-            return None;
-        }
-        allocating_list_call(1.0, size(est, t))
+        a.is_empty().then(|| size(est, t))
     }
+
+    /// The key list's size for `sortByAssociatedKeys(keys)` on a list.
+    fn keys_size(
+        est: &dyn CostEstimator,
+        t: Option<&AstNode<'_>>,
+        a: &[AstNode<'_>],
+    ) -> Option<SizeEstimate> {
+        t?;
+        match a {
+            [keys] => Some(size(est, keys)),
+            _ => None,
+        }
+    }
+
+    /// An allocating list call whose cost grows with the square of `sz` (a sort, `distinct`).
+    fn quadratic(factor: f64, sz: SizeEstimate) -> Option<CallEstimate> {
+        allocating_list_call(factor, sz.multiply(sz))
+    }
+
+    /// cel-go ext/lists.go `estimateListReverse`.
+    const LIST_REVERSE: FunctionEstimator =
+        |e, t, a| receiver_size(e, t, a).and_then(|sz| allocating_list_call(1.0, sz));
 
     /// cel-go ext/lists.go `estimateListFlatten`.
     fn list_flatten(
@@ -1576,82 +1596,34 @@ mod ext {
     }
 
     /// cel-go ext/lists.go `estimateListDistinct`.
-    fn list_distinct(
-        est: &dyn CostEstimator,
-        t: Option<&AstNode<'_>>,
-        a: &[AstNode<'_>],
-    ) -> Option<CallEstimate> {
-        let t = t?;
-        if !a.is_empty() {
-            return None;
-        }
-        let sz = size(est, t);
-        allocating_list_call(2.0, sz.multiply(sz))
-    }
+    const LIST_DISTINCT: FunctionEstimator =
+        |e, t, a| receiver_size(e, t, a).and_then(|sz| quadratic(2.0, sz));
 
     /// cel-go ext/lists.go `estimateListSort` / `estimateListSortCost` (non-string elements).
-    pub(super) fn list_sort(
-        est: &dyn CostEstimator,
-        t: Option<&AstNode<'_>>,
-        a: &[AstNode<'_>],
-    ) -> Option<CallEstimate> {
-        let t = t?;
-        if !a.is_empty() {
-            return None;
-        }
-        let sz = size(est, t);
-        allocating_list_call(2.0, sz.multiply(sz))
-    }
+    pub(super) const LIST_SORT: FunctionEstimator =
+        |e, t, a| receiver_size(e, t, a).and_then(|sz| quadratic(2.0, sz));
 
     /// cel-go ext/lists.go `estimateListSortCost` for string and bytes elements.
-    pub(super) fn list_sort_strings(
-        est: &dyn CostEstimator,
-        t: Option<&AstNode<'_>>,
-        a: &[AstNode<'_>],
-    ) -> Option<CallEstimate> {
-        let t = t?;
-        if !a.is_empty() {
-            return None;
-        }
-        let sz = size(est, t);
-        allocating_list_call(2.0 + STRING_TRAVERSAL_COST_FACTOR, sz.multiply(sz))
-    }
+    pub(super) const LIST_SORT_STRINGS: FunctionEstimator = |e, t, a| {
+        receiver_size(e, t, a).and_then(|sz| quadratic(2.0 + STRING_TRAVERSAL_COST_FACTOR, sz))
+    };
 
     /// cel-go ext/lists.go `estimateListSortBy` (non-string keys): sorts by the key list.
-    pub(super) fn list_sort_by(
-        est: &dyn CostEstimator,
-        t: Option<&AstNode<'_>>,
-        a: &[AstNode<'_>],
-    ) -> Option<CallEstimate> {
-        t?;
-        if a.len() != 1 {
-            return None;
-        }
-        let sz = size(est, &a[0]);
-        allocating_list_call(2.0, sz.multiply(sz))
-    }
+    pub(super) const LIST_SORT_BY: FunctionEstimator =
+        |e, t, a| keys_size(e, t, a).and_then(|sz| quadratic(2.0, sz));
 
     /// cel-go ext/lists.go `estimateListSortBy` for string and bytes keys.
-    pub(super) fn list_sort_by_strings(
-        est: &dyn CostEstimator,
-        t: Option<&AstNode<'_>>,
-        a: &[AstNode<'_>],
-    ) -> Option<CallEstimate> {
-        t?;
-        if a.len() != 1 {
-            return None;
-        }
-        let sz = size(est, &a[0]);
-        allocating_list_call(2.0 + STRING_TRAVERSAL_COST_FACTOR, sz.multiply(sz))
-    }
+    pub(super) const LIST_SORT_BY_STRINGS: FunctionEstimator = |e, t, a| {
+        keys_size(e, t, a).and_then(|sz| quadratic(2.0 + STRING_TRAVERSAL_COST_FACTOR, sz))
+    };
 
     pub(super) const LISTS: &[(&str, FunctionEstimator)] = &[
         ("list_slice", list_slice),
         ("list_flatten", list_flatten),
         ("list_flatten_int", list_flatten),
         ("lists_range", lists_range),
-        ("list_reverse", list_reverse),
-        ("list_distinct", list_distinct),
+        ("list_reverse", LIST_REVERSE),
+        ("list_distinct", LIST_DISTINCT),
     ];
 }
 
