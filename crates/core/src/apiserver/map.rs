@@ -56,12 +56,7 @@ pub fn served(server: Server) -> bool {
 /// `SetObjectDefaults_MutatingAdmissionPolicy`.
 pub fn default_mutating_policy(p: &mut MutatingAdmissionPolicy) {
     let spec = p.spec.get_or_insert_with(Default::default);
-    if spec.failure_policy.is_none() {
-        spec.failure_policy = Some("Fail".into());
-    }
-    if let Some(mc) = spec.match_constraints.as_mut() {
-        default_match_resources(mc);
-    }
+    super::vap::default_policy_spec(&mut spec.failure_policy, spec.match_constraints.as_mut());
 }
 
 /// `SetObjectDefaults_MutatingAdmissionPolicyBinding`.

@@ -123,10 +123,19 @@ pub struct Options {
 /// `SetObjectDefaults_ValidatingAdmissionPolicy`.
 pub fn default_policy(p: &mut ValidatingAdmissionPolicy) {
     let spec = p.spec.get_or_insert_with(Default::default);
-    if spec.failure_policy.is_none() {
-        spec.failure_policy = Some("Fail".into());
-    }
-    if let Some(mc) = spec.match_constraints.as_mut() {
+    default_policy_spec(&mut spec.failure_policy, spec.match_constraints.as_mut());
+}
+
+/// What the defaulters of both policy kinds do to their spec: `failurePolicy` `Fail`
+/// (k8s.io/kubernetes v1.37.1 pkg/apis/admissionregistration/v1/defaults.go
+/// `SetDefaults_ValidatingAdmissionPolicySpec`, `SetDefaults_MutatingAdmissionPolicySpec`),
+/// then the match constraints' defaults (`SetDefaults_MatchResources`).
+pub(super) fn default_policy_spec(
+    failure_policy: &mut Option<String>,
+    match_constraints: Option<&mut MatchResources>,
+) {
+    failure_policy.get_or_insert_with(|| "Fail".into());
+    if let Some(mc) = match_constraints {
         default_match_resources(mc);
     }
 }
