@@ -12,7 +12,7 @@
 //!   Gatekeeper has nothing watched and no error), then lists and watches it;
 //! - each new or changed object is checked off the async workers against the same live
 //!   inputs as admission policies, and reported: an Event on the object for each new, changed
-//!   or cleared finding ([`super::events::finding_events`], as for MutatingAdmissionPolicies,
+//!   or cleared finding ([`super::events::events_of_findings`], as for MutatingAdmissionPolicies,
 //!   with the expression in `regarding.fieldPath`), a Warning Event `RejectedOnCreate` when
 //!   the engine would refuse the object if it were created now (Kyverno's policy webhook,
 //!   Gatekeeper's driver), the per-object metrics with the object's kind as `kind` label, and
@@ -44,7 +44,7 @@ use crate::policy::PolicyStatus;
 use crate::policy::status::PolicyCondition;
 use crate::reports::{Subject, SubjectKind};
 
-use super::events::{FindingRecord, finding_events, record_of};
+use super::events::{FindingRecord, events_of_findings, record_of_findings};
 use super::watch::{Watched, watch_with_refusals};
 use super::{AbortOnDrop, Context, lock};
 
@@ -461,6 +461,8 @@ async fn check_object(
         .set_policy_warnings(metric_kind, &key, counted.expression_warnings.len());
     ctx.metrics
         .set_policy_rejected_on_create(metric_kind, &key, !causes.is_empty());
+    // Its report and its Events are emitters over its findings.
+    let on = crate::finding::ObjectRef::in_cluster(kind.kind(), &key);
     {
         // A namespaced object's report is in its namespace ([`Subject::name`] is the key).
         let subject = Subject {
@@ -471,7 +473,8 @@ async fn check_object(
         let suppression = super::suppression::directive(&object.metadata)
             .ok()
             .flatten();
-        let entries = crate::reports::policy_entries(&computed, suppression.as_ref());
+        let findings = crate::finding::produce_status(&on, &computed, Some(kind.engine()));
+        let entries = crate::reports::finding_entries(&findings, suppression.as_ref());
         if let Err(e) = super::reports::publish(ctx, subject, &entries).await {
             warn!(object = %key, kind = kind.kind(), error = %e, "writing the report failed; written again at the next change or schema change");
         }
@@ -481,7 +484,9 @@ async fn check_object(
     }
     let uid = object.metadata.uid.clone().unwrap_or_default();
     let before = records.get(&key).filter(|r| r.uid == uid);
-    let events = finding_events(before.map(|r| &r.findings), &counted.expression_warnings);
+    // The Events are an emitter over the findings of `counted` (the suppressed ones left out).
+    let counted_findings = crate::finding::produce_status(&on, &counted, Some(kind.engine()));
+    let events = events_of_findings(before.map(|r| &r.findings), &counted_findings);
     for ev in &events {
         let mut reference = reference.clone();
         reference.field_path = ev.field_ref.clone();
@@ -538,7 +543,7 @@ async fn check_object(
         Record {
             uid,
             resource_version: object.metadata.resource_version.clone(),
-            findings: record_of(&counted.expression_warnings),
+            findings: record_of_findings(&counted_findings),
             rejected,
         },
     );

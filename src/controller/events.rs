@@ -12,9 +12,12 @@
 //! the lease) the record is empty: each current finding is reported once more, and findings
 //! fixed while no replica ran get no `Normal` Event (docs/mutating.md, "In the cluster").
 //!
-//! Both read the status, not the findings (`crate::finding`): an Event's note is upstream's
-//! text of the field (`expressionWarnings`, or the condition's message), which the findings'
-//! per-kind, per-error messages do not give back (docs/architecture.md, "Findings as data").
+//! Both are emitters over what the check found: a MutatingAdmissionPolicy's (and an engine's
+//! policy's) Events over its findings ([`events_of_findings`], [`record_of_findings`]), each
+//! note upstream's text of the field as the findings carry it
+//! ([`crate::finding::TypeChecking::field_text`], rendered from the per-kind results); a
+//! ValidatingAdmissionPolicy's over its `ExpressionsValid` condition (its message, not a
+//! finding).
 
 use std::collections::BTreeMap;
 use std::hash::{Hash, Hasher};
@@ -23,6 +26,7 @@ use k8s_openapi::api::admissionregistration::v1::{
     ExpressionWarning, ValidatingAdmissionPolicyStatus,
 };
 
+use crate::finding::Finding;
 use crate::policy::PolicyCondition;
 use crate::policy::status::EXPRESSIONS_VALID;
 
@@ -57,11 +61,29 @@ pub struct FindingEvent {
     pub note: String,
 }
 
-/// The record of `findings`.
+/// The record of `findings` (`status.typeChecking.expressionWarnings`).
 pub fn record_of(findings: &[ExpressionWarning]) -> FindingRecord {
-    findings
+    record_of_texts(&texts_of(findings))
+}
+
+/// The record of a policy's findings ([`crate::finding::produce_status`]): its type-checking
+/// warnings, one per field with upstream's text of the field.
+pub fn record_of_findings(findings: &[Finding]) -> FindingRecord {
+    record_of_texts(&crate::finding::expression_warnings(findings))
+}
+
+/// `(fieldRef, warning)` of each of `warnings`.
+fn texts_of(warnings: &[ExpressionWarning]) -> Vec<(&str, &str)> {
+    warnings
         .iter()
-        .map(|f| (f.field_ref.clone(), text_hash(&f.warning)))
+        .map(|w| (w.field_ref.as_str(), w.warning.as_str()))
+        .collect()
+}
+
+fn record_of_texts(texts: &[(&str, &str)]) -> FindingRecord {
+    texts
+        .iter()
+        .map(|(field_ref, text)| ((*field_ref).to_owned(), text_hash(text)))
         .collect()
 }
 
@@ -73,28 +95,46 @@ fn text_hash(text: &str) -> u64 {
 }
 
 /// The Events for going from `before` (what this process last reported; `None`: nothing
-/// yet) to `findings`, in fieldRef order.
+/// yet) to `findings` (`status.typeChecking.expressionWarnings`), in fieldRef order.
 pub fn finding_events(
     before: Option<&FindingRecord>,
     findings: &[ExpressionWarning],
 ) -> Vec<FindingEvent> {
+    events_of_texts(before, texts_of(findings))
+}
+
+/// The Events for going from `before` to a policy's findings
+/// ([`crate::finding::produce_status`]): those of its type-checking warnings, one per field
+/// with upstream's text of the field ([`crate::finding::expression_warnings`]), in fieldRef
+/// order.
+pub fn events_of_findings(
+    before: Option<&FindingRecord>,
+    findings: &[Finding],
+) -> Vec<FindingEvent> {
+    events_of_texts(before, crate::finding::expression_warnings(findings))
+}
+
+/// The Events for going from `before` to the fields' texts `current` (`(fieldRef, text)`).
+fn events_of_texts(
+    before: Option<&FindingRecord>,
+    mut current: Vec<(&str, &str)>,
+) -> Vec<FindingEvent> {
     let empty = FindingRecord::new();
     let old = before.unwrap_or(&empty);
-    let mut current: Vec<&ExpressionWarning> = findings.iter().collect();
-    current.sort_by(|a, b| a.field_ref.cmp(&b.field_ref));
-    current.dedup_by(|a, b| a.field_ref == b.field_ref);
+    current.sort_by(|a, b| a.0.cmp(b.0));
+    current.dedup_by(|a, b| a.0 == b.0);
     let mut out = Vec::new();
-    for f in &current {
-        let reason = match old.get(&f.field_ref) {
+    for (field_ref, text) in &current {
+        let reason = match old.get(*field_ref) {
             None => REASON_FINDING,
-            Some(h) if *h != text_hash(&f.warning) => REASON_FINDING_CHANGED,
+            Some(h) if *h != text_hash(text) => REASON_FINDING_CHANGED,
             Some(_) => continue,
         };
         out.push(FindingEvent {
             warning: true,
             reason,
-            field_ref: Some(f.field_ref.clone()),
-            note: bounded_note(&format!("{}: {}", f.field_ref, f.warning.trim_end())),
+            field_ref: Some((*field_ref).to_owned()),
+            note: bounded_note(&format!("{field_ref}: {}", text.trim_end())),
         });
     }
     if current.is_empty() {
@@ -109,7 +149,7 @@ pub fn finding_events(
         return out;
     }
     for field_ref in old.keys() {
-        if !current.iter().any(|f| &f.field_ref == field_ref) {
+        if !current.iter().any(|(f, _)| *f == field_ref.as_str()) {
             out.push(FindingEvent {
                 warning: false,
                 reason: REASON_FINDING_RESOLVED,

@@ -15,6 +15,8 @@ pub mod bindings;
 pub mod engines;
 pub mod event_queue;
 pub mod events;
+#[cfg(test)]
+mod findings_corpus;
 pub mod index;
 pub mod inputs;
 pub mod lease;

@@ -8,8 +8,9 @@
 //! - each reconcile checks the policy with the same [`super::inputs::LiveInputs`] (discovery,
 //!   schemas, CEL checker) as validating policies, records its dependencies in the mutating
 //!   [`TriggerIndex`] that the schema poll consults (so a CRD change re-checks it) and reports
-//!   new, changed and cleared findings as Events ([`super::events::finding_events`]): a
-//!   MutatingAdmissionPolicy has no status to write.
+//!   new, changed and cleared findings as Events ([`super::events::events_of_findings`], over
+//!   the policy's findings, [`crate::finding::produce_status`]): a MutatingAdmissionPolicy has
+//!   no status to write.
 //!
 //! See docs/mutating.md, "In the cluster".
 
@@ -29,7 +30,7 @@ use tracing::{Instrument, debug, info, info_span, warn};
 use crate::metrics::{Metrics, PolicyKind, PolicyStates, ReconcileResult};
 use crate::policy::PolicyStatus;
 
-use super::events::{FindingEvent, FindingRecord, finding_events, record_of};
+use super::events::{FindingEvent, FindingRecord, events_of_findings, record_of_findings};
 use super::index::{Dependencies, TriggerIndex};
 use super::{Context, ReconcileError, backoff, lock};
 
@@ -330,7 +331,10 @@ async fn reconcile_inner(
     let suppression = super::suppression::directive(&policy.metadata)
         .ok()
         .flatten();
-    let entries = crate::reports::policy_entries(&computed, suppression.as_ref());
+    // Its report and its Events are emitters over its findings.
+    let object = crate::finding::ObjectRef::in_cluster("MutatingAdmissionPolicy", name);
+    let findings = crate::finding::produce_status(&object, &computed, None);
+    let entries = crate::reports::finding_entries(&findings, suppression.as_ref());
     super::reports::publish(ctx, subject, &entries).await?;
     // What each of its bindings will do (`mutating_bindings`): an Event on each binding whose
     // verdict changed, and a report per binding.
@@ -352,7 +356,9 @@ async fn reconcile_inner(
         .get(name)
         .filter(|(u, _)| *u == uid)
         .map(|(_, r)| r.clone());
-    let events = finding_events(before.as_ref(), &counted.expression_warnings);
+    // What the Events count: the findings of `counted` (the suppressed ones left out).
+    let counted_findings = crate::finding::produce_status(&object, &counted, None);
+    let events = events_of_findings(before.as_ref(), &counted_findings);
     for ev in &events {
         let mut reference = policy.object_ref(&());
         reference.field_path = ev.field_ref.clone();
@@ -367,7 +373,7 @@ async fn reconcile_inner(
     }
     lock(&ctx.mutating.records).insert(
         name.to_owned(),
-        (uid, record_of(&counted.expression_warnings)),
+        (uid, record_of_findings(&counted_findings)),
     );
     Ok(events.len())
 }

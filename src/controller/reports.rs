@@ -220,7 +220,9 @@ pub async fn publish_policy(
     let suppression = super::suppression::directive(&policy.metadata)
         .ok()
         .flatten();
-    let entries = crate::reports::policy_entries(computed, suppression.as_ref());
+    let object = crate::finding::ObjectRef::in_cluster("ValidatingAdmissionPolicy", &subject.name);
+    let findings = crate::finding::produce_status(&object, computed, None);
+    let entries = crate::reports::finding_entries(&findings, suppression.as_ref());
     publish(ctx, subject, &entries).await?;
     for b in bindings {
         let reference = ctx.bindings.binding_ref(&b.binding);

@@ -11,9 +11,10 @@
 //! result shape, without the report-level `source`).
 //!
 //! One report per object (policy, binding, webhook configuration): [`Subject`] names it, and
-//! one function per kind turns its check results into [`Entry`]s ([`policy_entries`],
-//! [`binding_entries`], [`webhook_entries`]). A new kind needs only such a function and a
-//! [`SubjectKind`].
+//! one function per kind turns its check results into [`Entry`]s: a policy's from its
+//! findings ([`finding_entries`] over [`crate::finding::produce_status`]; [`policy_entries`]
+//! from its status), [`binding_entries`], [`webhook_entries`]. A new kind needs only such a
+//! function and a [`SubjectKind`].
 //! docs/reports.md has the mapping.
 
 use std::collections::BTreeMap;
@@ -21,8 +22,11 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use crate::bindings::{BindingReport, Verdict};
+use crate::finding::{Class, Finding, Rule as FindingRule};
+#[cfg(test)]
+use crate::policy::Gvk;
+use crate::policy::PolicyStatus;
 use crate::policy::narrowing::FindingClass;
-use crate::policy::{Gvk, PolicyStatus};
 use crate::suppress::{ANNOTATION, Directive};
 
 /// The `source` of every report and result vapcheck writes.
@@ -384,25 +388,28 @@ fn with_pass(mut entries: Vec<Entry>, message: &str) -> Vec<Entry> {
     entries
 }
 
-/// The class of the type-checking warning on `field_ref` for `gvk`: the worst class of its
-/// findings (extended mode); `None` when the check classified none (strict mode).
-fn warning_class(status: &PolicyStatus, field_ref: &str, gvk: &Gvk) -> Option<FindingClass> {
-    status
-        .findings
-        .iter()
-        .filter(|f| f.field_ref == field_ref && &f.gvk == gvk)
-        .map(|f| f.class)
-        .min()
+/// The results of one policy check (ValidatingAdmissionPolicy or MutatingAdmissionPolicy),
+/// from the same [`PolicyStatus`] the status, Events and metrics come from: [`finding_entries`]
+/// of its findings ([`crate::finding::produce_status`]).
+pub fn policy_entries(status: &PolicyStatus, suppression: Option<&Directive>) -> Vec<Entry> {
+    let object = crate::finding::ObjectRef::in_cluster("", "");
+    finding_entries(
+        &crate::finding::produce_status(&object, status, None),
+        suppression,
+    )
 }
 
-/// The results of one policy check (ValidatingAdmissionPolicy or MutatingAdmissionPolicy),
-/// from the same [`PolicyStatus`] the status, Events and metrics come from:
+/// The results of one policy check from its findings ([`crate::finding::produce_status`]), in
+/// this order:
 ///
-/// - `AcceptedOnCreate=False`: `fail` (`VAP001`, high), the condition's message;
-/// - `TypeChecked=False` (nothing could be checked): `error`, the condition's message;
-/// - each type-checking warning, per matched kind: `fail` (`VAP100`, high) when it fails at
-///   admission or was not classified (strict mode), `warn` (medium) when it is static typing
-///   only or unreachable;
+/// - the object rejected on create ([`FindingRule::Rejected`], from `AcceptedOnCreate=False`):
+///   `fail` (`VAP001`, high), the finding's message;
+/// - nothing could be checked ([`Class::NotTypeChecked`], `TypeChecked=False`): `error`, the
+///   message;
+/// - each type-checking warning, one per field and matched kind (the first finding of the
+///   kind's result: upstream's text of the kind, [`crate::finding::TypeChecking::kind_text`]):
+///   `fail` (`VAP100`, high) when it fails at admission or was not classified (strict mode),
+///   `warn` (medium) when narrowing found it static typing only or unreachable;
 /// - each expression that errors on valid objects: `fail` (`VAP110`, high);
 /// - each matched kind not checked: `skip` (`VAP101`, info);
 /// - none of fail, warn or error: one `pass`.
@@ -411,67 +418,71 @@ fn warning_class(status: &PolicyStatus, field_ref: &str, gvk: &Gvk) -> Option<Fi
 /// runtime finding it covers is `skip`, with its severity, and the properties `suppressed`,
 /// `suppression` (the covering entry), `suppressionReason` and `unsuppressedResult` (the
 /// controller honours those two rules only, as in the status: docs/suppressions.md).
-pub fn policy_entries(status: &PolicyStatus, suppression: Option<&Directive>) -> Vec<Entry> {
-    let mut out = Vec::new();
-    for c in &status.conditions {
-        if c.status != "False" {
-            continue;
-        }
-        if c.type_ == crate::policy::status::ACCEPTED_ON_CREATE {
-            out.push(Entry::new(
+pub fn finding_entries(findings: &[Finding], suppression: Option<&Directive>) -> Vec<Entry> {
+    let field_kind = |e: Entry, f: &Finding| match f.matched_kind() {
+        Some(k) => e.field(&f.field_ref).kind(k),
+        None => e.field(&f.field_ref),
+    };
+    // The conditions, in the order of the status.
+    let mut out: Vec<Entry> = findings
+        .iter()
+        .filter_map(|f| match (f.rule, f.class) {
+            (FindingRule::Rejected, _) => Some(Entry::new(
                 rule::REJECTED,
                 Outcome::Fail,
                 Severity::High,
-                c.message.clone(),
-            ));
-        } else if c.type_ == crate::policy::status::TYPE_CHECKED {
-            out.push(Entry::new(
+                f.message.clone(),
+            )),
+            (_, Class::NotTypeChecked) => Some(Entry::new(
                 rule::KIND_NOT_CHECKED,
                 Outcome::Error,
                 Severity::Medium,
-                c.message.clone(),
-            ));
+                f.message.clone(),
+            )),
+            _ => None,
+        })
+        .collect();
+    let mut previous: Option<&crate::finding::TypeChecking> = None;
+    for f in findings {
+        let Some(t) = &f.type_checking else {
+            continue;
+        };
+        // One result per kind: a kind's result makes one finding per positioned error.
+        if previous.is_some_and(|p| p.same_kind(t)) {
+            continue;
         }
+        previous = Some(t);
+        let (outcome, severity) = match t.narrowed {
+            Some(FindingClass::StaticTypingOnly | FindingClass::Unreachable) => {
+                (Outcome::Warn, Severity::Medium)
+            }
+            Some(FindingClass::FailsAtAdmission) | None => (Outcome::Fail, Severity::High),
+        };
+        let message = t.kind_text.trim_end().to_owned();
+        let e = Entry::new(rule::TYPE_WARNING, outcome, severity, message);
+        out.push(field_kind(e, f).suppressed_by(suppression, &f.field_ref));
     }
-    for w in &status.expression_results {
-        for r in &w.kinds {
-            let (outcome, severity) = match warning_class(status, &w.field_ref, &r.gvk) {
-                Some(FindingClass::StaticTypingOnly | FindingClass::Unreachable) => {
-                    (Outcome::Warn, Severity::Medium)
-                }
-                Some(FindingClass::FailsAtAdmission) | None => (Outcome::Fail, Severity::High),
-            };
-            out.push(
-                Entry::new(
-                    rule::TYPE_WARNING,
-                    outcome,
-                    severity,
-                    r.render().trim_end().to_owned(),
-                )
-                .field(&w.field_ref)
-                .kind(r.gvk.to_string())
-                .suppressed_by(suppression, &w.field_ref),
-            );
-        }
+    for f in findings
+        .iter()
+        .filter(|f| f.rule == FindingRule::RuntimeError)
+    {
+        let e = Entry::new(
+            rule::RUNTIME_ERROR,
+            Outcome::Fail,
+            Severity::High,
+            f.message.clone(),
+        );
+        out.push(field_kind(e, f).suppressed_by(suppression, &f.field_ref));
     }
-    for f in &status.runtime {
-        let mut message = f.text_without_field();
-        if let Some(fixed) = &f.fixed_expression {
-            message.push_str(&format!("; fix: {fixed}"));
-        }
-        let mut e = Entry::new(rule::RUNTIME_ERROR, Outcome::Fail, Severity::High, message)
-            .field(&f.field_ref);
-        if let Some(k) = f.kinds.first() {
-            e = e.kind(k.clone());
-        }
-        out.push(e.suppressed_by(suppression, &f.field_ref));
-    }
-    for s in &status.skipped {
+    for f in findings
+        .iter()
+        .filter(|f| f.rule == FindingRule::KindNotChecked && f.class == Class::NotChecked)
+    {
         out.push(Entry::new(
             rule::KIND_NOT_CHECKED,
             Outcome::Skip,
             Severity::Info,
-            format!("not checked: {s}"),
+            f.message.clone(),
         ));
     }
     with_pass(out, "no findings")

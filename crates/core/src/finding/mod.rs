@@ -7,7 +7,7 @@
 mod produce;
 mod rules;
 
-pub use produce::{Analysed, produce};
+pub use produce::{Analysed, produce, produce_status};
 pub use rules::{Class, Rule, Severity};
 
 /// The causes of a create and the CEL positions in them are kube-apiserver's data
@@ -15,6 +15,9 @@ pub use rules::{Class, Rule, Severity};
 pub use crate::apiserver::field::{Cause, CelPos};
 
 use std::fmt;
+use std::sync::Arc;
+
+use crate::policy::narrowing::FindingClass;
 
 /// A 1-based line and column (columns count Unicode code points, as editors and SARIF do).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -62,6 +65,22 @@ pub struct ObjectRef {
     pub name: String,
     /// Where it was read from.
     pub origin: Origin,
+}
+
+impl ObjectRef {
+    /// An object read from the cluster (the controller's): no file, the first entry.
+    pub fn in_cluster(kind: &'static str, name: &str) -> ObjectRef {
+        ObjectRef {
+            entry: 0,
+            kind,
+            name: name.to_owned(),
+            origin: Origin {
+                source: String::new(),
+                document: 0,
+                item: None,
+            },
+        }
+    }
 }
 
 /// What the fix of a runtime-safety finding does (SARIF's `fixes[].description`, the title of
@@ -113,6 +132,58 @@ pub struct Finding {
     pub message: String,
     /// A rewrite that fixes it.
     pub fix: Option<Fix>,
+    /// A type-checking warning ([`Rule::TypeWarning`]): its place in upstream's text of the
+    /// field and narrowing's class of its kind; `None` for the other rules.
+    pub type_checking: Option<TypeChecking>,
+}
+
+/// What a type-checking warning is in upstream's status text and in narrowing's terms: the
+/// text kube-controller-manager writes into `status.typeChecking.expressionWarnings[].warning`
+/// (k8s.io/kubernetes v1.37.1 `pkg/controller/validatingadmissionpolicystatus/controller.go`,
+/// `reconcile`, from k8s.io/apiserver v0.37.1
+/// `pkg/admission/plugin/policy/validating/typechecking.go`, `TypeChecker.Check`), rendered
+/// from the per-kind results the finding is made of, never parsed back from a text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TypeChecking {
+    /// The index of the field's entry among the status's `expressionWarnings` (the findings
+    /// of one entry are consecutive and share it).
+    pub entry: usize,
+    /// The index of the kind's result in the entry (a kind's result gives one finding per
+    /// positioned error: they share it).
+    pub kind: usize,
+    /// The entry's `warning`: `TypeCheckingResults.String` of the field's per-kind results
+    /// ([`crate::policy::render_warning`]), shared by the entry's findings.
+    pub field_text: Arc<str>,
+    /// The kind's part of it: `TypeCheckingResult.String` (`<gvk>: <issues>\n`,
+    /// [`crate::policy::KindResult::render`]).
+    pub kind_text: Arc<str>,
+    /// The worst class narrowing gave the kind's issues on the field (extended mode); `None`
+    /// when nothing classified them (strict mode).
+    pub narrowed: Option<FindingClass>,
+}
+
+impl TypeChecking {
+    /// Whether `self` and `other` are of the same kind's result of the same entry.
+    pub fn same_kind(&self, other: &TypeChecking) -> bool {
+        self.entry == other.entry && self.kind == other.kind
+    }
+}
+
+/// The `expressionWarnings` of a status, from its findings: `(fieldRef, warning)` for each
+/// entry, in order, the warning upstream's text of the field ([`TypeChecking::field_text`]).
+pub fn expression_warnings(findings: &[Finding]) -> Vec<(&str, &str)> {
+    let mut out = Vec::new();
+    let mut last: Option<usize> = None;
+    for f in findings {
+        let Some(t) = &f.type_checking else {
+            continue;
+        };
+        if last != Some(t.entry) {
+            out.push((f.field_ref.as_str(), &*t.field_text));
+            last = Some(t.entry);
+        }
+    }
+    out
 }
 
 impl Finding {

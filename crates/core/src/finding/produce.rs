@@ -3,8 +3,12 @@
 //! position of each is taken from the structured result it comes from; the place in the file
 //! is the front end's to fill in.
 
-use super::{Cause, CelPos, Class, Finding, Fix, ObjectRef, Rule};
-use crate::policy::{Issue, KindOutcome, PolicyStatus, SkipSubject};
+use std::sync::Arc;
+
+use super::{Cause, CelPos, Class, Finding, Fix, ObjectRef, Rule, TypeChecking};
+use crate::policy::narrowing::FindingClass;
+use crate::policy::status::{ACCEPTED_ON_CREATE, TYPE_CHECKED};
+use crate::policy::{Gvk, Issue, KindOutcome, PolicyStatus, SkipSubject, render_warning};
 
 /// What the analyses said about one object.
 #[derive(Debug, Clone, Copy)]
@@ -40,6 +44,7 @@ fn finding(rule: Rule, class: Class, object: &ObjectRef, field: &str, message: S
         position: None,
         message,
         fix: None,
+        type_checking: None,
     }
 }
 
@@ -92,11 +97,21 @@ pub fn produce(a: Analysed<'_>) -> Vec<Finding> {
             message,
         ));
     }
-    for w in &status.expression_results {
-        for r in &w.kinds {
+    for (entry, w) in status.expression_results.iter().enumerate() {
+        // Upstream's text of the field, as the status holds it (`TypeCheckingResults.String`).
+        let field_text: Arc<str> = Arc::from(render_warning(&w.kinds));
+        for (kind, r) in w.kinds.iter().enumerate() {
+            let type_checking = TypeChecking {
+                entry,
+                kind,
+                field_text: Arc::clone(&field_text),
+                kind_text: Arc::from(r.render()),
+                narrowed: narrowed(status, &w.field_ref, &r.gvk),
+            };
             let warning = |cel: Option<CelPos>, message: String| Finding {
                 kinds: vec![r.gvk.to_string()],
                 cel,
+                type_checking: Some(type_checking.clone()),
                 ..finding(
                     Rule::TypeWarning,
                     Class::FailsAtAdmission,
@@ -134,6 +149,58 @@ pub fn produce(a: Analysed<'_>) -> Vec<Finding> {
             )
         });
     }
+    out
+}
+
+/// The class narrowing gave the type-checking issues on `field_ref` for `gvk`: the worst
+/// (extended mode); `None` when it classified none (strict mode).
+fn narrowed(status: &PolicyStatus, field_ref: &str, gvk: &Gvk) -> Option<FindingClass> {
+    status
+        .findings
+        .iter()
+        .filter(|f| f.field_ref == field_ref && &f.gvk == gvk)
+        .map(|f| f.class)
+        .min()
+}
+
+/// The findings of a checked policy's status as the controller reports them (its report, its
+/// Events), on `object` (`engine`: the policy engine that adds it, for an engine's policy):
+/// first one for each of its conditions that is `False` and says what is wrong with the
+/// object, in the status's order — `AcceptedOnCreate` ([`Rule::Rejected`], the condition's
+/// message: the controller has the create's causes only as that message) and `TypeChecked`
+/// ([`Rule::KindNotChecked`], [`Class::NotTypeChecked`]: nothing could be checked) — then
+/// those [`produce`] makes of the status. `vapcheck check` prints the API server's causes
+/// instead of conditions, so its findings are [`produce`]'s.
+pub fn produce_status(
+    object: &ObjectRef,
+    status: &PolicyStatus,
+    engine: Option<&'static str>,
+) -> Vec<Finding> {
+    let mut out: Vec<Finding> = status
+        .conditions
+        .iter()
+        .filter(|c| c.status == "False")
+        .filter_map(|c| {
+            let (rule, class) = if c.type_ == ACCEPTED_ON_CREATE {
+                let class = engine.map_or(Class::RejectedOnCreate, Class::RejectedByEngine);
+                (Rule::Rejected, class)
+            } else if c.type_ == TYPE_CHECKED {
+                (Rule::KindNotChecked, Class::NotTypeChecked)
+            } else {
+                return None;
+            };
+            Some(finding(rule, class, object, "", c.message.clone()))
+        })
+        .collect();
+    out.extend(produce(Analysed {
+        object,
+        engine,
+        static_manifests: false,
+        undecoded: None,
+        causes: &[],
+        status: Some(status),
+        advice: &[],
+    }));
     out
 }
 
@@ -296,6 +363,129 @@ mod tests {
                     "type checking error: fail to build env: boom".to_owned()
                 ),
             ]
+        );
+    }
+
+    /// The controller's findings of a status: its `False` conditions that are findings first,
+    /// in the status's order; each type-checking warning knows its entry, its kind, upstream's
+    /// text of both and narrowing's class; the status's `expressionWarnings` come back from
+    /// them byte for byte.
+    #[test]
+    fn the_controllers_findings_carry_the_conditions_and_upstreams_text() {
+        use crate::policy::PolicyCondition;
+        use crate::policy::narrowing::Classified;
+        let error = |column: usize, message: &str| Issue {
+            severity: Severity::Error,
+            pos: Some(Pos { line: 1, column }),
+            message: message.to_owned(),
+            text: format!("ERROR: <input>:1:{}: {message}\n | x\n | ^", column + 1),
+        };
+        let field = "spec.validations[0].expression";
+        let kinds = vec![
+            KindResult {
+                gvk: Gvk::new("apps", "v1", "Deployment"),
+                outcome: KindOutcome::Issues(Issues(vec![error(0, "a"), error(2, "b")])),
+            },
+            KindResult {
+                gvk: Gvk::new("", "v1", "Pod"),
+                outcome: KindOutcome::Error("boom".to_owned()),
+            },
+        ];
+        let condition = |type_: &str, status: &str, message: &str| PolicyCondition {
+            type_: type_.to_owned(),
+            status: status.to_owned(),
+            observed_generation: None,
+            reason: "R".to_owned(),
+            message: message.to_owned(),
+        };
+        let warning = render_warning(&kinds);
+        let status = PolicyStatus {
+            expression_warnings: vec![
+                k8s_openapi::api::admissionregistration::v1::ExpressionWarning {
+                    field_ref: field.to_owned(),
+                    warning: warning.clone(),
+                },
+            ],
+            expression_results: vec![ExpressionResults {
+                field_ref: field.to_owned(),
+                kinds: kinds.clone(),
+            }],
+            conditions: vec![
+                condition(TYPE_CHECKED, "False", "checked nothing"),
+                condition(
+                    crate::policy::status::EXPRESSIONS_VALID,
+                    "False",
+                    "1 warning",
+                ),
+                condition(ACCEPTED_ON_CREATE, "False", "rejected"),
+            ],
+            findings: vec![Classified {
+                field_ref: field.to_owned(),
+                gvk: Gvk::new("", "v1", "Pod"),
+                upstream: true,
+                class: FindingClass::StaticTypingOnly,
+                why: "",
+                message: "m".to_owned(),
+            }],
+            ..PolicyStatus::default()
+        };
+        let object = policy(0);
+        let got = produce_status(&object, &status, None);
+        let heads: Vec<_> = got
+            .iter()
+            .map(|f| (f.rule, f.class, f.field_ref.as_str()))
+            .collect();
+        assert_eq!(
+            heads,
+            [
+                (Rule::KindNotChecked, Class::NotTypeChecked, ""),
+                (Rule::Rejected, Class::RejectedOnCreate, ""),
+                (Rule::TypeWarning, Class::FailsAtAdmission, field),
+                (Rule::TypeWarning, Class::FailsAtAdmission, field),
+                (Rule::TypeWarning, Class::FailsAtAdmission, field),
+            ]
+        );
+        assert_eq!(got[0].message, "checked nothing");
+        assert_eq!(got[1].message, "rejected");
+        let places: Vec<_> = got[2..]
+            .iter()
+            .filter_map(|f| f.type_checking.as_ref())
+            .map(|t| (t.entry, t.kind, &*t.field_text, &*t.kind_text, t.narrowed))
+            .collect();
+        let (deployment, pod) = (kinds[0].render(), kinds[1].render());
+        assert_eq!(
+            places,
+            [
+                (0, 0, warning.as_str(), deployment.as_str(), None),
+                (0, 0, warning.as_str(), deployment.as_str(), None),
+                (
+                    0,
+                    1,
+                    warning.as_str(),
+                    pod.as_str(),
+                    Some(FindingClass::StaticTypingOnly)
+                ),
+            ]
+        );
+        assert!(got[..2].iter().all(|f| f.type_checking.is_none()));
+        assert_eq!(
+            crate::finding::expression_warnings(&got),
+            [(field, warning.as_str())]
+        );
+        // An engine's rejection is the engine's; `produce` has no conditions.
+        let kyverno = produce_status(&object, &status, Some("Kyverno"));
+        assert_eq!(kyverno[1].class, Class::RejectedByEngine("Kyverno"));
+        assert_eq!(
+            got[2..],
+            produce(Analysed {
+                object: &object,
+                engine: None,
+                static_manifests: false,
+                undecoded: None,
+                causes: &[],
+                status: Some(&status),
+                advice: &[],
+            })[..]
         );
     }
 

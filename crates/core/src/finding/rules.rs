@@ -65,6 +65,10 @@ pub enum Class {
     FailsAtAdmission,
     /// Nothing is known of the expressions for something the policy matches.
     NotChecked,
+    /// Nothing of the policy could be type-checked (its `TypeChecked` condition is `False`:
+    /// no schema could be fetched, nothing it matches could be checked); the controller's
+    /// findings only ([`super::produce_status`]).
+    NotTypeChecked,
     /// The expression type-checks but errors at admission on valid objects.
     ErrorsOnValidObjects,
     /// What a webhook configuration will do beyond its verdict.
