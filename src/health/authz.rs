@@ -78,10 +78,28 @@ impl KubeReviewer {
     }
 }
 
+impl KubeReviewer {
+    /// Creates the cluster-scoped review object `review` (a TokenReview or a
+    /// SubjectAccessReview, which the API server answers in the created object's status).
+    async fn create<K>(&self, review: &K, what: &str) -> Result<K, String>
+    where
+        K: kube::Resource<Scope = k8s_openapi::ClusterResourceScope>
+            + Clone
+            + std::fmt::Debug
+            + serde::Serialize
+            + serde::de::DeserializeOwned,
+        K::DynamicType: Default,
+    {
+        kube::Api::<K>::all(self.client.clone())
+            .create(&kube::api::PostParams::default(), review)
+            .await
+            .map_err(|e| format!("{what} failed: {e}"))
+    }
+}
+
 impl Reviewer for KubeReviewer {
     fn authenticate<'a>(&'a self, token: &'a str) -> BoxFuture<'a, Result<Option<User>, String>> {
         Box::pin(async move {
-            let api: kube::Api<TokenReview> = kube::Api::all(self.client.clone());
             let review = TokenReview {
                 spec: TokenReviewSpec {
                     token: token.to_owned(),
@@ -89,10 +107,7 @@ impl Reviewer for KubeReviewer {
                 },
                 ..TokenReview::default()
             };
-            let answer = api
-                .create(&kube::api::PostParams::default(), &review)
-                .await
-                .map_err(|e| format!("TokenReview failed: {e}"))?;
+            let answer = self.create(&review, "TokenReview").await?;
             let Some(status) = answer.status else {
                 return Ok(None);
             };
@@ -116,7 +131,6 @@ impl Reviewer for KubeReviewer {
         verb: &'a str,
     ) -> BoxFuture<'a, Result<bool, String>> {
         Box::pin(async move {
-            let api: kube::Api<SubjectAccessReview> = kube::Api::all(self.client.clone());
             let review = SubjectAccessReview {
                 spec: SubjectAccessReviewSpec {
                     user: Some(user.name.clone()),
@@ -131,10 +145,7 @@ impl Reviewer for KubeReviewer {
                 },
                 ..SubjectAccessReview::default()
             };
-            let answer = api
-                .create(&kube::api::PostParams::default(), &review)
-                .await
-                .map_err(|e| format!("SubjectAccessReview failed: {e}"))?;
+            let answer = self.create(&review, "SubjectAccessReview").await?;
             Ok(answer.status.map(|s| s.allowed).unwrap_or(false))
         })
     }
