@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 
 use prometheus_client::encoding::{EncodeLabelValue, LabelValueEncoder};
 
-use crate::finding::{Analysed, Class, Finding, ObjectRef, Origin, produce};
+use crate::finding::{Analysed, Class, Finding, ObjectRef, produce};
 use crate::policy::PolicyStatus;
 
 macro_rules! label_enum {
@@ -95,16 +95,7 @@ impl PolicyState {
             .iter()
             .any(|c| c.type_ == crate::policy::status::TYPE_CHECKED && c.status != "True");
         // The classes of a status's findings do not depend on the object they are on.
-        let object = ObjectRef {
-            entry: 0,
-            kind: "",
-            name: String::new(),
-            origin: Origin {
-                source: String::new(),
-                document: 0,
-                item: None,
-            },
-        };
+        let object = ObjectRef::in_cluster("", "");
         let findings = produce(Analysed {
             object: &object,
             engine: None,
@@ -227,16 +218,7 @@ mod tests {
         let finding = |class| Finding {
             class,
             ..produce(Analysed {
-                object: &ObjectRef {
-                    entry: 0,
-                    kind: "",
-                    name: String::new(),
-                    origin: Origin {
-                        source: String::new(),
-                        document: 0,
-                        item: None,
-                    },
-                },
+                object: &ObjectRef::in_cluster("", ""),
                 engine: None,
                 static_manifests: false,
                 undecoded: None,
