@@ -16,9 +16,7 @@ use super::events::{
 };
 use crate::finding::{ObjectRef, produce_status};
 use crate::policy::narrowing::FindingClass;
-use crate::policy::{
-    Backends, CheckOptions, DiscoveryRestMapper, Gvk, Mode, ParsedTexts, PolicyStatus,
-};
+use crate::policy::{CheckOptions, Gvk, Mode, ParsedTexts, PolicyStatus};
 use crate::reports::{Entry, Outcome, Severity, Suppressed, finding_entries, rule};
 use crate::suppress::{ANNOTATION, Directive};
 
@@ -195,32 +193,9 @@ fn compare(name: &str, status: &PolicyStatus, suppression: &Directive, counts: &
 #[test]
 fn events_and_reports_from_findings_are_the_old_ones_on_the_corpora() {
     use crate::cli::input::{InputObject, for_each_object, read_objects};
-    let dir = std::env::temp_dir().join(format!("vapcheck-emitters-{}", std::process::id()));
-    crate::schema::embedded::write_folder("1.37", &dir).expect("built-in schemas");
-    let options = crate::cli::SchemaOptions {
-        openapi: Some(dir.clone()),
-        ..crate::cli::SchemaOptions::default()
-    };
-    let (schemas, checker) = crate::cli::offline_backends(&options).expect("backends");
-    let mapper = DiscoveryRestMapper::new(
-        crate::cli::discovery::offline_discovery(Some(&dir), None, &[]).expect("discovery"),
-    );
-    let _ = std::fs::remove_dir_all(&dir);
-    let backends = Backends {
-        rest_mapper: &mapper,
-        discovery: Some(&mapper),
-        schemas: schemas.as_ref(),
-        checker: checker.as_ref(),
-    };
-    let texts = |dir: &str| -> Vec<(String, String)> {
-        crate::schema::shared_yaml_files(dir)
-            .iter()
-            .map(|p| {
-                let text = std::fs::read_to_string(p).expect("corpus file");
-                (p.display().to_string(), text)
-            })
-            .collect()
-    };
+    let built_in = crate::controller::corpus_support::BuiltIn::load("emitters");
+    let backends = built_in.backends();
+    let texts = crate::controller::corpus_support::corpus_texts;
     let mut vaps: Vec<ValidatingAdmissionPolicy> = Vec::new();
     for (source, text) in texts("corpus/policies") {
         for object in read_objects(&source, &text).expect("corpus file reads") {

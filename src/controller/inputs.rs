@@ -422,32 +422,9 @@ mod tests {
     fn create_verdicts_with_the_checks_parses_are_the_fresh_ones() {
         use crate::cli::input::{InputObject, for_each_object, read_objects};
         // The built-in 1.37 kinds, as `vapcheck check` uses them by default.
-        let dir = std::env::temp_dir().join(format!("vapcheck-parses-{}", std::process::id()));
-        crate::schema::embedded::write_folder("1.37", &dir).expect("built-in schemas");
-        let options = crate::cli::SchemaOptions {
-            openapi: Some(dir.clone()),
-            ..crate::cli::SchemaOptions::default()
-        };
-        let (schemas, checker) = crate::cli::offline_backends(&options).expect("backends");
-        let mapper = DiscoveryRestMapper::new(
-            crate::cli::discovery::offline_discovery(Some(&dir), None, &[]).expect("discovery"),
-        );
-        let _ = std::fs::remove_dir_all(&dir);
-        let backends = Backends {
-            rest_mapper: &mapper,
-            discovery: Some(&mapper),
-            schemas: schemas.as_ref(),
-            checker: checker.as_ref(),
-        };
-        let texts = |dir: &str| -> Vec<(String, String)> {
-            crate::schema::shared_yaml_files(dir)
-                .iter()
-                .map(|p| {
-                    let text = std::fs::read_to_string(p).expect("corpus file");
-                    (p.display().to_string(), text)
-                })
-                .collect()
-        };
+        let built_in = crate::controller::corpus_support::BuiltIn::load("parses");
+        let backends = built_in.backends();
+        let texts = crate::controller::corpus_support::corpus_texts;
         let policy =
             |expression: &str, variable: &str, condition: &str| -> ValidatingAdmissionPolicy {
                 serde_json::from_value(serde_json::json!({

@@ -12,6 +12,8 @@
 //! See `docs/controller.md`.
 
 pub mod bindings;
+#[cfg(test)]
+mod corpus_support;
 pub mod engines;
 pub mod event_queue;
 pub mod events;
