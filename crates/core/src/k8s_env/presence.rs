@@ -499,7 +499,14 @@ impl<'a> Walker<'a> {
         true
     }
 
-    fn walk(&mut self, t: &Text<'_>, e: &IdedExpr, known: &Known, conds: &[Arc<Cond>], scope: &Scope) {
+    fn walk(
+        &mut self,
+        t: &Text<'_>,
+        e: &IdedExpr,
+        known: &Known,
+        conds: &[Arc<Cond>],
+        scope: &Scope,
+    ) {
         // A chain: recorded once, at its last node; its dynamic parts are walked below.
         let chain = self.record(t, e, known, conds, scope);
         let with = |c: Cond| -> Vec<Arc<Cond>> {

@@ -827,7 +827,10 @@ mod tests {
             assert_eq!(*a, reach_expanded(&v, p), "{p:?}");
         }
         let fails = answers.iter().filter(|a| **a == Some(Reach::Fails)).count();
-        let present = answers.iter().filter(|a| **a == Some(Reach::Present)).count();
+        let present = answers
+            .iter()
+            .filter(|a| **a == Some(Reach::Present))
+            .count();
         assert_eq!((fails, present), (4, 8));
     }
 

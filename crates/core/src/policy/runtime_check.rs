@@ -542,12 +542,11 @@ pub fn findings(
                 }
                 // Whether step `i` is evaluated for the kind.
                 let reachable = |i: usize| match cv.nodes_at(i) {
-                    Some(nodes) => !unreachable_among(
-                        nodes.iter().copied(),
-                        kind.gvk,
-                        errors,
-                        &|path| presence(kind.gvk, path),
-                    ),
+                    Some(nodes) => {
+                        !unreachable_among(nodes.iter().copied(), kind.gvk, errors, &|path| {
+                            presence(kind.gvk, path)
+                        })
+                    }
                     None => true,
                 };
                 let effective = ops.and(chain.ops);
@@ -644,11 +643,7 @@ pub fn findings(
                             let Some(first) = chain.steps.first() else {
                                 continue;
                             };
-                            if !chain.direct()
-                                || first.optional
-                                || first.guarded
-                                || !reachable(0)
-                            {
+                            if !chain.direct() || first.optional || first.guarded || !reachable(0) {
                                 continue;
                             }
                             let Some(name) = seg_name(&first.seg) else {
@@ -878,9 +873,7 @@ pub fn findings(
                     let first = (0..=i)
                         .find(|&j| {
                             let s = &chain.steps[j];
-                            !s.optional
-                                && !s.guarded
-                                && !always_present(&w.objects, cv.path_to(j))
+                            !s.optional && !s.guarded && !always_present(&w.objects, cv.path_to(j))
                         })
                         .unwrap_or(i);
                     let zero = kind
