@@ -125,42 +125,49 @@ fn drop_iteratively(root: IdedExpr) {
 /// values; a select's operand).
 pub fn children(e: &IdedExpr) -> Vec<&IdedExpr> {
     let mut out = Vec::new();
+    for_each_child(e, |c| out.push(c));
+    out
+}
+
+/// Calls `f` on each of [`children`]`(e)`, in the same order, without collecting them.
+pub fn for_each_child<'e>(e: &'e IdedExpr, mut f: impl FnMut(&'e IdedExpr)) {
     match &e.expr {
         Expr::Call(c) => {
             if let Some(t) = &c.target {
-                out.push(&**t);
+                f(t);
             }
-            out.extend(c.args.iter());
+            c.args.iter().for_each(f);
         }
         Expr::Comprehension(c) => {
-            out.extend([
+            [
                 &c.iter_range,
                 &c.accu_init,
                 &c.loop_cond,
                 &c.loop_step,
                 &c.result,
-            ]);
+            ]
+            .into_iter()
+            .for_each(f);
         }
-        Expr::List(l) => out.extend(l.elements.iter()),
+        Expr::List(l) => l.elements.iter().for_each(f),
         Expr::Map(m) => {
             for entry in &m.entries {
                 if let EntryExpr::MapEntry(me) = &entry.expr {
-                    out.push(&me.key);
-                    out.push(&me.value);
+                    f(&me.key);
+                    f(&me.value);
                 }
             }
         }
         Expr::Struct(s) => {
             for entry in &s.entries {
-                if let EntryExpr::StructField(f) = &entry.expr {
-                    out.push(&f.value);
+                if let EntryExpr::StructField(sf) = &entry.expr {
+                    f(&sf.value);
                 }
             }
         }
-        Expr::Select(s) => out.push(&s.operand),
+        Expr::Select(s) => f(&s.operand),
         Expr::Ident(_) | Expr::Literal(_) | Expr::Unspecified => {}
     }
-    out
 }
 
 /// Visits every node (pre-order, iteratively) and returns (max id, max depth).

@@ -18,10 +18,13 @@
 //! and each other (a false condition wins over another's error: k8s.io/apiserver v0.37.1
 //! `pkg/admission/plugin/webhook/matchconditions/matcher.go`, `Matcher.Match`).
 
+use std::rc::Rc;
+use std::sync::Arc;
+
 use cel::common::ast::{Expr, IdedExpr, LiteralValue};
 
 use crate::cel::ParsedExpr;
-use crate::cel::parse::children;
+use crate::cel::parse::for_each_child;
 use crate::policy::narrowing::Pos;
 use crate::policy::runtime::{Chain, Cond, Ops, Origin, Root, Seg, Step, Term};
 
@@ -33,10 +36,11 @@ const VARIABLE_WALKS: usize = 256;
 /// A known-present path.
 type Path = (Root, Vec<Seg>);
 
-/// What holds where a node is evaluated.
+/// What holds where a node is evaluated. The paths are shared: [`Known::with`] at every
+/// `&&`, `||` and `?:` copies the pointers, not the paths.
 #[derive(Debug, Clone)]
 struct Known {
-    present: Vec<Path>,
+    present: Vec<Rc<Path>>,
     ops: Ops,
 }
 
@@ -64,7 +68,8 @@ impl Known {
             (Seg::Field(x) | Seg::Key(x), Seg::Field(y) | Seg::Key(y)) => x == y,
             _ => a == b,
         };
-        self.present.iter().any(|(r, p)| {
+        self.present.iter().any(|rp| {
+            let (r, p) = &**rp;
             *r == root && p.len() >= path.len() && p.iter().zip(path).all(|(a, b)| same(a, b))
         })
     }
@@ -129,11 +134,11 @@ pub fn access_chains(
     for (c, value) in conditions {
         known = known.with(&w.facts(c.expr(), *value, &Vec::new()));
         let cond = w.cond(c.expr(), &Vec::new(), 0);
-        conds.push(if *value {
+        conds.push(Arc::new(if *value {
             cond
         } else {
             Cond::Not(Box::new(cond))
-        });
+        }));
     }
     let t = Text {
         parsed: site,
@@ -256,7 +261,7 @@ impl<'a> Walker<'a> {
                     Some((r, mut p)) => {
                         p.push(Seg::Field(s.field.clone()));
                         Known {
-                            present: vec![(r, p)],
+                            present: vec![Rc::new((r, p))],
                             ops: Ops::ALL,
                         }
                     }
@@ -338,7 +343,7 @@ impl<'a> Walker<'a> {
                             (Some(k), Some((r, mut p))) => {
                                 p.push(Seg::Key(k.to_owned()));
                                 Known {
-                                    present: vec![(r, p)],
+                                    present: vec![Rc::new((r, p))],
                                     ops: Ops::ALL,
                                 }
                             }
@@ -365,7 +370,7 @@ impl<'a> Walker<'a> {
                     .flatten()
                 {
                     Some(p) => Known {
-                        present: vec![p],
+                        present: vec![Rc::new(p)],
                         ops: Ops::ALL,
                     },
                     None => none,
@@ -439,7 +444,7 @@ impl<'a> Walker<'a> {
         t: &Text<'_>,
         e: &IdedExpr,
         known: &Known,
-        conds: &[Cond],
+        conds: &[Arc<Cond>],
         scope: &Scope,
     ) -> bool {
         let Some((root, base, first, raw)) = self.collect(e, scope) else {
@@ -453,20 +458,29 @@ impl<'a> Walker<'a> {
             return false;
         };
         let mut steps = Vec::with_capacity(raw.len());
-        let mut path = base.clone();
+        // The path to each step, for the guards' paths (none known: nothing to compare).
+        let compare = !known.present.is_empty();
+        let mut path = if compare { base.clone() } else { Vec::new() };
         let mut optional = false;
-        for r in &raw {
+        for r in raw {
             optional |= r.optional;
-            path.push(r.seg.clone());
-            let Some((punct, end)) = step_span(text, t.parsed.offset(r.node.id), r.index) else {
+            if compare {
+                path.push(r.seg.clone());
+            }
+            // The node's offset, looked up once (`ParsedExpr::location` is its location).
+            let offset = t.parsed.offset(r.node.id);
+            let Some((punct, end)) = step_span(text, offset, r.index) else {
                 return false;
             };
             steps.push(Step {
-                guarded: matches!(r.seg, Seg::IterKey) || known.covers(root, &path),
-                seg: r.seg.clone(),
-                pos: t.parsed.location(r.node.id).map(|l| Pos {
-                    line: l.line,
-                    column: l.column,
+                guarded: matches!(r.seg, Seg::IterKey) || (compare && known.covers(root, &path)),
+                seg: r.seg,
+                pos: offset.map(|b| {
+                    let l = t.parsed.source().location_of_byte(b);
+                    Pos {
+                        line: l.line,
+                        column: l.column,
+                    }
                 }),
                 punct,
                 end,
@@ -485,12 +499,20 @@ impl<'a> Walker<'a> {
         true
     }
 
-    fn walk(&mut self, t: &Text<'_>, e: &IdedExpr, known: &Known, conds: &[Cond], scope: &Scope) {
+    fn walk(
+        &mut self,
+        t: &Text<'_>,
+        e: &IdedExpr,
+        known: &Known,
+        conds: &[Arc<Cond>],
+        scope: &Scope,
+    ) {
         // A chain: recorded once, at its last node; its dynamic parts are walked below.
         let chain = self.record(t, e, known, conds, scope);
-        let with = |c: Cond| -> Vec<Cond> {
-            let mut v = conds.to_vec();
-            v.push(c);
+        let with = |c: Cond| -> Vec<Arc<Cond>> {
+            let mut v = Vec::with_capacity(conds.len() + 1);
+            v.extend(conds.iter().cloned());
+            v.push(Arc::new(c));
             v
         };
         match &e.expr {
@@ -577,7 +599,7 @@ impl<'a> Walker<'a> {
                 }
             }
             _ => {
-                for ch in children(e) {
+                for_each_child(e, |ch| {
                     // The steps of a recorded chain are not chains of their own; their
                     // operands down to the root need no walk, their index keys do.
                     if chain && is_chain_link(e, ch) {
@@ -585,7 +607,7 @@ impl<'a> Walker<'a> {
                     } else {
                         self.walk(t, ch, known, conds, scope);
                     }
-                }
+                });
             }
         }
     }
@@ -719,7 +741,7 @@ impl<'a> Walker<'a> {
         t: &Text<'_>,
         e: &IdedExpr,
         known: &Known,
-        conds: &[Cond],
+        conds: &[Arc<Cond>],
         scope: &Scope,
     ) {
         match &e.expr {
@@ -739,7 +761,7 @@ impl<'a> Walker<'a> {
         }
     }
 
-    fn use_variable(&mut self, name: &str, known: &Known, conds: &[Cond]) {
+    fn use_variable(&mut self, name: &str, known: &Known, conds: &[Arc<Cond>]) {
         if self.budget == 0 {
             return;
         }
@@ -1059,10 +1081,10 @@ mod tests {
             .unwrap_or_else(|| panic!("a {root:?} chain in {expression}"));
         assert_eq!(
             chain.conds,
-            vec![Cond::Not(Box::new(Cond::Eq(
+            vec![Arc::new(Cond::Not(Box::new(Cond::Eq(
                 Term::Path(root, vec![]),
                 Term::Lit(serde_json::Value::Null)
-            )))],
+            ))))],
             "{expression}"
         );
     }

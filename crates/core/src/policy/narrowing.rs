@@ -381,6 +381,12 @@ impl Guards {
     fn at(&self, pos: Pos) -> impl Iterator<Item = &GuardedNode> {
         self.nodes.iter().filter(move |n| n.pos == Some(pos))
     }
+
+    /// The nodes at `pos`, in [`Guards::nodes`] order (what [`unreachable_among`] takes: the
+    /// lookup done once for a position asked about for several kinds).
+    pub fn nodes_at(&self, pos: Pos) -> Vec<&GuardedNode> {
+        self.at(pos).collect()
+    }
 }
 
 /// What a finding means at admission time.
@@ -441,7 +447,18 @@ pub fn unreachable_at(
     errors: &[Pos],
     presence: &dyn Fn(&[String]) -> Presence,
 ) -> bool {
-    let mut nodes = guards.at(pos).peekable();
+    unreachable_among(guards.at(pos), gvk, errors, presence)
+}
+
+/// [`unreachable_at`] of the nodes at one position (e.g. [`Guards::nodes_at`], looked up
+/// once for several kinds): there is one, and every one has a guard that is false for `gvk`.
+pub fn unreachable_among<'g>(
+    nodes: impl IntoIterator<Item = &'g GuardedNode>,
+    gvk: &Gvk,
+    errors: &[Pos],
+    presence: &dyn Fn(&[String]) -> Presence,
+) -> bool {
+    let mut nodes = nodes.into_iter().peekable();
     nodes.peek().is_some()
         && nodes.all(|n| {
             n.guard.eval_in(&Facts {

@@ -23,6 +23,7 @@
 //! Nothing here changes what the checker says; strict mode never uses it.
 
 use std::fmt;
+use std::sync::Arc;
 
 use serde::Serialize;
 use serde_json::Value;
@@ -360,7 +361,9 @@ pub struct Chain {
     /// What must be true for it to be evaluated and for its error to decide the expression's
     /// result (the other side of `&&` and `||`, the branch condition of `?:`, the
     /// matchConditions); a finding needs a witness on which all are true.
-    pub conds: Vec<Cond>,
+    /// Shared between the chains of one walk (a chain inside `a && (b && c)` has the
+    /// conditions of the chains beside it and more).
+    pub conds: Vec<Arc<Cond>>,
 }
 
 impl Chain {
@@ -375,6 +378,20 @@ impl Chain {
         let mut p = self.base.clone();
         p.extend(self.steps.iter().take(i + 1).map(|s| s.seg.clone()));
         p
+    }
+
+    /// The path from the root through every step: [`Chain::path_to`] of step `i` is its
+    /// first `base.len() + i + 1` segments ([`Chain::prefix_len`]).
+    pub fn full_path(&self) -> Vec<Seg> {
+        let mut p = Vec::with_capacity(self.base.len() + self.steps.len());
+        p.extend(self.base.iter().cloned());
+        p.extend(self.steps.iter().map(|s| s.seg.clone()));
+        p
+    }
+
+    /// The length of [`Chain::path_to`] of step `i`.
+    pub fn prefix_len(&self, i: usize) -> usize {
+        self.base.len() + (i + 1).min(self.steps.len())
     }
 }
 
@@ -563,6 +580,28 @@ enum Reach {
 /// parent that is present, whether the last step is. `None` when the parent is never
 /// present (the step is not reached).
 fn reach(v: &Value, path: &[Seg]) -> Option<Reach> {
+    let (last, parent) = path.split_last()?;
+    if !parent.iter().any(|s| matches!(s, Seg::Item(_))) {
+        // No list to expand: one instance of the parent at most, followed without collecting
+        // (the same answer as the expansion below).
+        let mut cur = v;
+        for seg in parent {
+            cur = match (seg, cur) {
+                (Seg::Field(f) | Seg::Key(f), Value::Object(m)) => m.get(f)?,
+                _ => return None,
+            };
+        }
+        let absent = match (last, cur) {
+            (Seg::Field(f) | Seg::Key(f), Value::Object(m)) => !m.contains_key(f),
+            _ => false,
+        };
+        return Some(if absent { Reach::Fails } else { Reach::Present });
+    }
+    reach_expanded(v, path)
+}
+
+/// [`reach`] by expanding every instance of each step (what a path with list steps needs).
+fn reach_expanded(v: &Value, path: &[Seg]) -> Option<Reach> {
     let (last, parent) = path.split_last()?;
     let mut cur: Vec<&Value> = vec![v];
     for seg in parent {
@@ -759,6 +798,40 @@ mod tests {
         let name = [f("spec"), f("containers"), Seg::Item(1), f("name")];
         assert!(witness_for(&objs, &name, &|_| true).is_none());
         assert!(always_present(&objs, &name));
+    }
+
+    #[test]
+    fn reach_without_list_steps_is_the_expansion() {
+        let v = json!({"metadata": {"name": "p", "labels": {"a": "1"}}, "spec": {
+            "containers": [{"name": "c"}], "replicas": 1}});
+        let k = |s: &str| Seg::Key(s.into());
+        let paths: Vec<Vec<Seg>> = vec![
+            vec![],
+            vec![f("metadata")],
+            vec![f("status")],
+            vec![f("metadata"), f("name")],
+            vec![f("metadata"), f("namespace")],
+            vec![f("metadata"), f("labels"), k("a")],
+            vec![f("metadata"), f("labels"), k("b")],
+            vec![f("metadata"), f("annotations"), k("b")],
+            vec![f("metadata"), f("name"), f("x")],
+            vec![f("spec"), f("replicas"), f("x")],
+            vec![f("spec"), f("containers"), f("name")],
+            vec![f("metadata"), Seg::IterKey],
+            vec![f("metadata"), Seg::IterKey, f("x")],
+            vec![f("spec"), f("containers"), Seg::Item(1), f("name")],
+            vec![f("spec"), f("containers"), Seg::Item(1), f("image")],
+        ];
+        let answers: Vec<Option<Reach>> = paths.iter().map(|p| reach(&v, p)).collect();
+        for (p, a) in paths.iter().zip(&answers) {
+            assert_eq!(*a, reach_expanded(&v, p), "{p:?}");
+        }
+        let fails = answers.iter().filter(|a| **a == Some(Reach::Fails)).count();
+        let present = answers
+            .iter()
+            .filter(|a| **a == Some(Reach::Present))
+            .count();
+        assert_eq!((fails, present), (4, 8));
     }
 
     #[test]

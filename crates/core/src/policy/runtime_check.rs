@@ -3,6 +3,7 @@
 //! witness objects. Called by [`super::check_input_parsed`] in extended mode.
 
 use std::borrow::Cow;
+use std::cell::OnceCell;
 use std::collections::{HashMap, HashSet};
 
 use k8s_openapi::api::admissionregistration::v1::MatchResources;
@@ -11,7 +12,7 @@ use super::backend::{ExpressionChecker, ParsedExpr, SchemaType};
 use super::expressions::{ExpressionField, ExpressionSite};
 use super::gvk::Gvk;
 use super::issues::Issues;
-use super::narrowing::{Guards, Pos, Presence, unreachable_at};
+use super::narrowing::{GuardedNode, Guards, Pos, Presence, unreachable_among};
 use super::runtime::{
     Chain, Edit, KindWitnesses, Ops, Origin, Request, Root, RuntimeClass, RuntimeFinding, Seg,
     Witness, always_present, apply, fails_at, optional_rewrite, witness_for,
@@ -329,6 +330,58 @@ fn null_root_fix(entry: &ExpressionField, root: Root, text: &str) -> Option<Edit
     })
 }
 
+/// One chain of an analysed expression with what its analysis looks up for every kind, once:
+/// the expression it is written in, the guards of the nodes at its steps, its path.
+struct ChainView<'a> {
+    chain: &'a Chain,
+    /// The expression's field (a variable's for a chain in a variable).
+    field: ExpressionField,
+    /// The expression's text.
+    text: &'a str,
+    /// The index of `field` among the sites (whose per-kind errors are the chain's).
+    site: Option<usize>,
+    /// The kind-narrowing analysis of `text`.
+    guards: Option<&'a Guards>,
+    /// Per step: the guarded nodes at its position (filled when first asked).
+    at: Vec<OnceCell<Vec<&'a GuardedNode>>>,
+    /// [`Chain::full_path`] (filled when first asked).
+    path: OnceCell<Vec<Seg>>,
+}
+
+impl<'a> ChainView<'a> {
+    fn new(
+        chain: &'a Chain,
+        field: ExpressionField,
+        text: &'a str,
+        site: Option<usize>,
+        guards: Option<&'a Guards>,
+    ) -> Self {
+        ChainView {
+            chain,
+            field,
+            text,
+            site,
+            guards,
+            at: chain.steps.iter().map(|_| OnceCell::new()).collect(),
+            path: OnceCell::new(),
+        }
+    }
+
+    /// [`Chain::path_to`] of step `i`.
+    fn path_to(&self, i: usize) -> &[Seg] {
+        let path = self.path.get_or_init(|| self.chain.full_path());
+        &path[..self.chain.prefix_len(i).min(path.len())]
+    }
+
+    /// The nodes at step `i`'s position; `None` when the expression has no guards or the
+    /// step no position (then it is reachable).
+    fn nodes_at(&self, i: usize) -> Option<&[&'a GuardedNode]> {
+        let guards = self.guards?;
+        let pos = self.chain.steps.get(i)?.pos?;
+        Some(self.at.get(i)?.get_or_init(|| guards.nodes_at(pos)))
+    }
+}
+
 /// Every runtime-safety finding of a validating policy (see the module docs). `parsed` gives
 /// the parse of an expression text, `guards` its kind-narrowing analysis.
 pub fn findings(
@@ -400,14 +453,52 @@ pub fn findings(
             None => return Vec::new(),
         }
     }
+    // Findings are made from witnesses only: with no chain, or no checked kind that has
+    // witnesses, there are none.
+    let witnessed: Vec<(&KindView<'_>, &'static KindWitnesses)> = kinds
+        .iter()
+        .filter_map(|k| Some((k, checker.witnesses(k.gvk)?)))
+        .collect();
+    if witnessed.is_empty() || entries.iter().all(|(_, chains)| chains.is_empty()) {
+        return Vec::new();
+    }
+    // Per entry: the message a messageExpression falls back to, and its chains' views.
+    let views: Vec<(usize, Option<String>, Vec<ChainView<'_>>)> = entries
+        .iter()
+        .map(|(si, chains)| {
+            let entry = &sites[*si].field;
+            let fallback = match entry {
+                ExpressionField::ValidationMessageExpression(i) => validation(*i)
+                    .map(|e| fallback_message(policy.messages.get(*i).copied().flatten(), e)),
+                _ => None,
+            };
+            let chains = chains
+                .iter()
+                .filter_map(|chain| {
+                    let (field, text) = match chain.origin {
+                        Origin::Site => (*entry, sites[*si].expression),
+                        Origin::Variable(i) => {
+                            let (_, e) = policy.variables.get(i)?;
+                            (ExpressionField::Variable(i), *e)
+                        }
+                    };
+                    let site = sites.iter().position(|s| s.field == field);
+                    Some(ChainView::new(chain, field, text, site, guards(text)))
+                })
+                .collect();
+            (*si, fallback, chains)
+        })
+        .collect();
     let fail = policy.failure_policy != Some("Ignore");
     let mut out: Vec<RuntimeFinding> = Vec::new();
     let labels = selector_labels(policy.constraints);
-    let namespace = namespace_object(checker, &namespace_selector_labels(policy.constraints));
-    for kind in kinds {
-        let Some(shared) = checker.witnesses(kind.gvk) else {
-            continue;
-        };
+    // Read only for a namespaceObject chain.
+    let namespace = entries
+        .iter()
+        .any(|(_, chains)| chains.iter().any(|c| c.root == Root::NamespaceObject))
+        .then(|| namespace_object(checker, &namespace_selector_labels(policy.constraints)))
+        .flatten();
+    for &(kind, shared) in &witnessed {
         // A witness must be one the policy matches: it carries the labels the policy's
         // objectSelector requires (a copy only then).
         let w: Cow<'_, KindWitnesses> = if labels.is_empty() {
@@ -430,27 +521,15 @@ pub fn findings(
                 && kind.gvk.version == "v1"
                 && kind.gvk.kind == "Namespace");
         let kind_name = kind.gvk.to_string();
-        for (si, chains) in &entries {
+        for (si, fallback, chains) in &views {
             let entry = &sites[*si].field;
-            let fallback = match entry {
-                ExpressionField::ValidationMessageExpression(i) => validation(*i)
-                    .map(|e| fallback_message(policy.messages.get(*i).copied().flatten(), e)),
-                _ => None,
-            };
             let mut null_done: HashSet<(Origin, Root)> = HashSet::new();
             // Null params: the first chain evaluated fails, once per expression and binding.
             let mut params_done: HashSet<(Origin, &str)> = HashSet::new();
-            for chain in chains {
-                let (field, text) = match chain.origin {
-                    Origin::Site => (*entry, sites[*si].expression),
-                    Origin::Variable(i) => match policy.variables.get(i) {
-                        Some((_, e)) => (ExpressionField::Variable(i), *e),
-                        None => continue,
-                    },
-                };
-                let errors: &[Pos] = sites
-                    .iter()
-                    .position(|s| s.field == field)
+            for cv in chains {
+                let (chain, field, text) = (cv.chain, cv.field, cv.text);
+                let errors: &[Pos] = cv
+                    .site
                     .and_then(|i| kind.errors.get(i))
                     .map_or(&[], |e| e.as_slice());
                 // A chain with a type error is reported as one.
@@ -461,11 +540,14 @@ pub fn findings(
                 {
                     continue;
                 }
-                let reachable = |pos: Option<Pos>| match (guards(text), pos) {
-                    (Some(g), Some(p)) => {
-                        !unreachable_at(g, p, kind.gvk, errors, &|path| presence(kind.gvk, path))
+                // Whether step `i` is evaluated for the kind.
+                let reachable = |i: usize| match cv.nodes_at(i) {
+                    Some(nodes) => {
+                        !unreachable_among(nodes.iter().copied(), kind.gvk, errors, &|path| {
+                            presence(kind.gvk, path)
+                        })
                     }
-                    _ => true,
+                    None => true,
                 };
                 let effective = ops.and(chain.ops);
                 // Whether the chain is evaluated, and its error decides, on a witness request.
@@ -561,11 +643,7 @@ pub fn findings(
                             let Some(first) = chain.steps.first() else {
                                 continue;
                             };
-                            if !chain.direct()
-                                || first.optional
-                                || first.guarded
-                                || !reachable(first.pos)
-                            {
+                            if !chain.direct() || first.optional || first.guarded || !reachable(0) {
                                 continue;
                             }
                             let Some(name) = seg_name(&first.seg) else {
@@ -591,21 +669,21 @@ pub fn findings(
                             continue;
                         };
                         for (i, step) in chain.steps.iter().enumerate() {
-                            if step.optional || step.guarded || !reachable(step.pos) {
+                            if step.optional || step.guarded || !reachable(i) {
                                 continue;
                             }
-                            let path = chain.path_to(i);
-                            if !trusted_param_path(param, &path) || !fails_at(param, &path) {
+                            let path = cv.path_to(i);
+                            if !trusted_param_path(param, path) || !fails_at(param, path) {
                                 continue;
                             }
                             let Some(name) = seg_name(&step.seg) else {
                                 continue;
                             };
                             // A ConfigMap's data and binaryData are maps of strings.
-                            let end = chain.path_to(chain.steps.len() - 1);
+                            let end = cv.path_to(chain.steps.len() - 1);
                             let zero = match end.len() {
-                                1 if trusted_param_path(param, &end) => Some("{}"),
-                                2 if trusted_param_path(param, &end) => Some("''"),
+                                1 if trusted_param_path(param, end) => Some("{}"),
+                                2 if trusted_param_path(param, end) => Some("''"),
                                 _ => None,
                             };
                             let fix = zero.and_then(|z| optional_rewrite(text, chain, i, z));
@@ -646,20 +724,20 @@ pub fn findings(
                         continue;
                     };
                     for (i, step) in chain.steps.iter().enumerate() {
-                        if step.optional || step.guarded || !reachable(step.pos) {
+                        if step.optional || step.guarded || !reachable(i) {
                             continue;
                         }
-                        let path = chain.path_to(i);
+                        let path = cv.path_to(i);
                         let meta_map = |p: &[Seg]| match p {
                             [Seg::Field(m), Seg::Field(f), ..] => {
                                 m == "metadata" && (f == "labels" || f == "annotations")
                             }
                             _ => false,
                         };
-                        let known = meta_map(&path)
+                        let known = meta_map(path)
                             && (path.len() == 2
                                 || (path.len() == 3 && matches!(path[2], Seg::Key(_))));
-                        if !known || !fails_at(ns, &path) {
+                        if !known || !fails_at(ns, path) {
                             continue;
                         }
                         let Some(name) = seg_name(&step.seg) else {
@@ -667,10 +745,10 @@ pub fn findings(
                         };
                         // The zero value of the chain's end: a label or annotation value is
                         // a string, the map itself a map.
-                        let end = chain.path_to(chain.steps.len() - 1);
+                        let end = cv.path_to(chain.steps.len() - 1);
                         let zero = match end.len() {
-                            2 if meta_map(&end) => Some("{}"),
-                            3 if meta_map(&end) && matches!(end[2], Seg::Key(_)) => Some("''"),
+                            2 if meta_map(end) => Some("{}"),
+                            3 if meta_map(end) && matches!(end[2], Seg::Key(_)) => Some("''"),
                             _ => None,
                         };
                         let fix = zero.and_then(|z| optional_rewrite(text, chain, i, z));
@@ -692,10 +770,13 @@ pub fn findings(
                     let Some(first) = chain.steps.first() else {
                         continue;
                     };
-                    if !chain.direct() || first.optional || first.guarded || !reachable(first.pos) {
+                    if !chain.direct() || first.optional || first.guarded || !reachable(0) {
                         continue;
                     }
-                    let op = effective.first_witnessed();
+                    // Once per expression and root: no witness is looked for after that.
+                    let op = effective
+                        .first_witnessed()
+                        .filter(|_| !null_done.contains(&(chain.origin, chain.root)));
                     let witness =
                         op.and_then(|op| w.objects.iter().find(|o| evaluated(&o.admitted, op)));
                     if let (Some(op), Some(name), Some(witness)) =
@@ -724,7 +805,7 @@ pub fn findings(
                     && chain.direct()
                     && !first.optional
                     && !first.guarded
-                    && reachable(first.pos)
+                    && reachable(0)
                 {
                     // A MutatingAdmissionPolicy's mutations are not called when there is no
                     // object (mutating/dispatcher.go, `dispatchInvocations`).
@@ -736,7 +817,8 @@ pub fn findings(
                         Root::Object if effective.has(Ops::DELETE) && !mutation => Some("DELETE"),
                         Root::OldObject if effective.has(Ops::CREATE) => Some("CREATE"),
                         _ => None,
-                    };
+                    }
+                    .filter(|_| !null_done.contains(&(chain.origin, chain.root)));
                     let witness =
                         op.and_then(|op| w.objects.iter().find(|o| evaluated(&o.admitted, op)));
                     if let (Some(op), Some(name), Some(witness)) =
@@ -773,11 +855,11 @@ pub fn findings(
                     _ => continue,
                 };
                 for (i, step) in chain.steps.iter().enumerate() {
-                    if step.optional || step.guarded || !reachable(step.pos) {
+                    if step.optional || step.guarded || !reachable(i) {
                         continue;
                     }
-                    let path = chain.path_to(i);
-                    let Some(object) = witness_for(&w.objects, &path, &|a| evaluated(a, op)) else {
+                    let path = cv.path_to(i);
+                    let Some(object) = witness_for(&w.objects, path, &|a| evaluated(a, op)) else {
                         continue;
                     };
                     let Some(name) = seg_name(&step.seg) else {
@@ -791,14 +873,12 @@ pub fn findings(
                     let first = (0..=i)
                         .find(|&j| {
                             let s = &chain.steps[j];
-                            !s.optional
-                                && !s.guarded
-                                && !always_present(&w.objects, &chain.path_to(j))
+                            !s.optional && !s.guarded && !always_present(&w.objects, cv.path_to(j))
                         })
                         .unwrap_or(i);
                     let zero = kind
                         .object
-                        .and_then(|o| checker.zero_value(o, &chain.path_to(chain.steps.len() - 1)));
+                        .and_then(|o| checker.zero_value(o, cv.path_to(chain.steps.len() - 1)));
                     let fix = zero.and_then(|z| optional_rewrite(text, chain, first, z));
                     push(
                         &mut out,
