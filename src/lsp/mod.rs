@@ -745,8 +745,7 @@ fn read_file(
     let stamp = std::fs::metadata(path)
         .ok()
         .map(|m| (m.modified().ok(), m.len()));
-    if let (Some((modified, len)), Some((kept_modified, kept_len, bytes))) =
-        (stamp, disk.get(path))
+    if let (Some((modified, len)), Some((kept_modified, kept_len, bytes))) = (stamp, disk.get(path))
         && modified.is_some()
         && modified == *kept_modified
         && len == *kept_len

@@ -17,10 +17,10 @@ use std::rc::Rc;
 
 use k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicy;
 
+use super::hover::AtCursor;
 use crate::cli::documents::SourceRead;
 use crate::cli::input::{InputObject, read_all_lenient, yaml_documents};
 use crate::cli::positions::{Position, ScalarPositions, SpannedDocument, Step, parse_path};
-use super::hover::AtCursor;
 use crate::policy::{Mode, expression_sites};
 
 /// One CEL expression of a ValidatingAdmissionPolicy: where it is and what it says.
@@ -317,11 +317,7 @@ mod tests {
         assert_reads_whole(&mut reads, &text);
         assert_eq!(reads.documents_read, 1);
         // A line added in the third document moves the two after it: three read again.
-        let longer = text.replacen(
-            "  name: p2\n",
-            "  name: p2\n  labels: {a: b}\n",
-            1,
-        );
+        let longer = text.replacen("  name: p2\n", "  name: p2\n  labels: {a: b}\n", 1);
         assert_reads_whole(&mut reads, &longer);
         assert_eq!(reads.documents_read, 3);
     }

@@ -79,12 +79,8 @@ impl<'a> Memo<'a> {
             return check();
         };
         let key = format!("{}\n{options:?}\n{json}", std::any::type_name::<T>());
-        let (status, was_kept) = take_or_make(
-            &mut self.kept.statuses,
-            &mut self.old.statuses,
-            key,
-            check,
-        );
+        let (status, was_kept) =
+            take_or_make(&mut self.kept.statuses, &mut self.old.statuses, key, check);
         if was_kept {
             *self.reused += 1;
         } else {
@@ -105,8 +101,10 @@ impl<'a> Memo<'a> {
         server_minor: u32,
         verdict: impl FnOnce() -> ApiServerVerdict,
     ) -> ApiServerVerdict {
-        let (Ok(json), Ok(stored)) = (serde_json::to_string(object), serde_json::to_string(&stored))
-        else {
+        let (Ok(json), Ok(stored)) = (
+            serde_json::to_string(object),
+            serde_json::to_string(&stored),
+        ) else {
             return verdict();
         };
         let key = format!("{kind}\n{server_minor}\n{stored}\n{json}");
