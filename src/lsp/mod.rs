@@ -82,7 +82,8 @@ pub fn serve(connection: &Connection, provider: &dyn BackendProvider) -> Result<
         encoding,
         root,
         open: BTreeMap::new(),
-        published: BTreeSet::new(),
+        published: BTreeMap::new(),
+        touched: BTreeSet::new(),
         reuse: Reuse::default(),
         reads: reads::Reads::default(),
         disk: HashMap::new(),
@@ -141,8 +142,11 @@ struct Server<'a> {
     root: PathBuf,
     /// The text of every open buffer, by its path.
     open: BTreeMap<PathBuf, String>,
-    /// The files whose last published diagnostics were not empty.
-    published: BTreeSet<PathBuf>,
+    /// The files whose last published diagnostics were not empty, with those diagnostics.
+    published: BTreeMap<PathBuf, Vec<Diagnostic>>,
+    /// The documents opened, changed or closed since the last check: their diagnostics are
+    /// published after it even when they are the same.
+    touched: BTreeSet<PathBuf>,
     /// The backends of the checks, hover and completion, and the statuses of the policies
     /// checked, kept while the schema options stay the same and no file is saved (a CRD the
     /// settings name may have changed): an edit re-checks only the policies it changed.
@@ -514,6 +518,7 @@ impl Server<'_> {
                 {
                     Ok(p) => match text::uri_to_path(p.text_document.uri.as_str()) {
                         Some(path) => {
+                            self.touched.insert(path.clone());
                             self.open.insert(path, p.text_document.text);
                             true
                         }
@@ -529,6 +534,7 @@ impl Server<'_> {
                     let Some(path) = text::uri_to_path(p.text_document.uri.as_str()) else {
                         return false;
                     };
+                    self.touched.insert(path.clone());
                     let buffer = self.open.entry(path).or_default();
                     for change in p.content_changes {
                         match change.range {
@@ -549,8 +555,11 @@ impl Server<'_> {
                 match n
                     .extract::<lsp_types::DidCloseTextDocumentParams>(DidCloseTextDocument::METHOD)
                 {
-                    Ok(p) => text::uri_to_path(p.text_document.uri.as_str())
-                        .is_some_and(|path| self.open.remove(&path).is_some()),
+                    Ok(p) => text::uri_to_path(p.text_document.uri.as_str()).is_some_and(|path| {
+                        let was_open = self.open.remove(&path).is_some();
+                        self.touched.insert(path);
+                        was_open
+                    }),
                     Err(e) => self.log(&format!("didClose: {e:?}")),
                 }
             }
@@ -702,16 +711,23 @@ impl Server<'_> {
                 .push(diagnostic_in(f, lines, self.encoding));
         }
         timings.mark("diagnostics");
-        let mut clear: BTreeSet<PathBuf> = self.published.clone();
+        // A file's diagnostics are published when they changed (the client keeps the last
+        // ones of each file), and for the documents the notifications were about.
+        let touched = std::mem::take(&mut self.touched);
+        let mut clear: BTreeSet<PathBuf> = self.published.keys().cloned().collect();
         clear.extend(self.open.keys().cloned());
-        let mut published = BTreeSet::new();
+        let mut published = BTreeMap::new();
         for (path, diagnostics) in by_file {
             clear.remove(&path);
-            self.publish(&path, diagnostics);
-            published.insert(path);
+            if touched.contains(&path) || self.published.get(&path) != Some(&diagnostics) {
+                self.publish(&path, diagnostics.clone());
+            }
+            published.insert(path, diagnostics);
         }
         for path in clear {
-            self.publish(&path, Vec::new());
+            if touched.contains(&path) || self.published.contains_key(&path) {
+                self.publish(&path, Vec::new());
+            }
         }
         self.published = published;
         self.last = Some((analysis, findings));
