@@ -157,7 +157,7 @@ struct Server<'a> {
     /// The files of the folder read from disk, each with its modification time and length
     /// when read: read again when either changed, or after a `didSave` or
     /// `didChangeWatchedFiles` (all of them).
-    disk: HashMap<PathBuf, (Option<SystemTime>, u64, Result<Vec<u8>, String>)>,
+    disk: DiskFiles,
     /// The last check: its analysis and the findings published (those not suppressed), for
     /// code actions.
     last: Option<(crate::cli::Analysis, Vec<Finding>)>,
@@ -752,12 +752,12 @@ impl Server<'_> {
     }
 }
 
+/// Files read from disk, each with its modification time and length when read.
+type DiskFiles = HashMap<PathBuf, (Option<SystemTime>, u64, Result<Vec<u8>, String>)>;
+
 /// The bytes of the file at `path`: those read before (in `disk`) when its modification time
 /// and length are the same, else read now (and kept).
-fn read_file(
-    disk: &mut HashMap<PathBuf, (Option<SystemTime>, u64, Result<Vec<u8>, String>)>,
-    path: &Path,
-) -> Result<Vec<u8>, String> {
+fn read_file(disk: &mut DiskFiles, path: &Path) -> Result<Vec<u8>, String> {
     let stamp = std::fs::metadata(path)
         .ok()
         .map(|m| (m.modified().ok(), m.len()));

@@ -55,8 +55,10 @@ impl Doc {
     fn read(source: &str, line: usize, text: &str) -> Doc {
         let padded = padded(line, text);
         let read = read_all_lenient(source, &padded);
-        let counted = !(read.0.is_empty() && read.1.is_empty() && read.2.is_empty())
-            || !serde_saphyr::from_str::<serde_json::Value>(&padded).is_ok_and(|v| v.is_null());
+        let nothing = read.0.is_empty() && read.1.is_empty() && read.2.is_empty();
+        let null =
+            || serde_saphyr::from_str::<serde_json::Value>(&padded).is_ok_and(|v| v.is_null());
+        let counted = !(nothing && null());
         Doc {
             line,
             text: text.to_owned(),
@@ -227,9 +229,7 @@ impl Reads {
         text: &str,
         cursor: Position,
     ) -> Option<Option<AtCursor>> {
-        let Some(docs) = self.update(source, text).and_then(|s| s.docs.as_ref()) else {
-            return None;
-        };
+        let docs = self.update(source, text).and_then(|s| s.docs.as_ref())?;
         // Only the documents whose lines hold the cursor.
         let holding = docs
             .iter()
