@@ -147,10 +147,20 @@ pub fn read(files: &[PathBuf], stdin: &mut dyn Read) -> Input {
 /// input order (for [`source_names`]), `undecoded` what was found before reading them (a
 /// folder that cannot be listed). The editor server (`crate::lsp`) gives the unsaved text of
 /// its open buffers this way.
-pub fn from_sources(
+pub fn from_sources(paths: Vec<PathBuf>, undecoded: Vec<Undecoded>, sources: Vec<Source>) -> Input {
+    from_sources_reading(paths, undecoded, sources, read_all_lenient)
+}
+
+/// What [`read_all_lenient`] reads from one source (its name and text).
+pub type SourceRead = (Vec<InputObject>, Vec<InputOther>, Vec<Undecoded>);
+
+/// [`from_sources`] with `read` instead of [`read_all_lenient`] (which it must equal): the
+/// editor server's reads again only the documents that changed since its last check.
+pub fn from_sources_reading(
     paths: Vec<PathBuf>,
     mut undecoded: Vec<Undecoded>,
     sources: Vec<Source>,
+    mut read: impl FnMut(&str, &str) -> SourceRead,
 ) -> Input {
     let mut input = Input::default();
     for Source {
@@ -175,7 +185,7 @@ pub fn from_sources(
             }
         };
         input.read += 1;
-        let (objects, others, bad) = read_all_lenient(&source, &text);
+        let (objects, others, bad) = read(&source, &text);
         input.objects.extend(objects);
         input.others.extend(others);
         undecoded.extend(bad);

@@ -522,15 +522,20 @@ fn read_previous(files: &[PathBuf]) -> Result<crate::analysis::Previous, String>
 /// the caller); its `files` are replaced by the sources' names. Used by the editor server
 /// (`crate::lsp`), which gives the unsaved text of open buffers. No live cluster unless
 /// `args.kubeconfig` names one. The backends and the statuses of the policies not changed
-/// since the last check come from `reuse` ([`reuse::Reuse`]).
+/// since the last check come from `reuse` ([`reuse::Reuse`]), and so do the places of the
+/// findings in documents that did not change ([`emit::locate::findings_placing`]). Each
+/// source is read with
+/// `read`, which must give what [`input::read_all_lenient`] gives
+/// ([`documents::from_sources_reading`]; the editor server keeps the documents it read).
 pub fn check_sources(
     sources: Vec<documents::Source>,
     args: &CheckArgs,
     provider: &dyn BackendProvider,
     reuse: &mut reuse::Reuse,
+    read: impl FnMut(&str, &str) -> documents::SourceRead,
 ) -> Result<(Analysis, Vec<crate::finding::Finding>), String> {
     let paths: Vec<PathBuf> = sources.iter().map(|s| PathBuf::from(&s.name)).collect();
-    let input = documents::from_sources(paths.clone(), Vec::new(), sources);
+    let input = documents::from_sources_reading(paths.clone(), Vec::new(), sources, read);
     let args = CheckArgs {
         files: paths,
         ..args.clone()
@@ -538,7 +543,8 @@ pub fn check_sources(
     reuse.checked = 0;
     reuse.reused = 0;
     let analysis = analyse_input_reusing(&args, input, provider, None, false, Some(reuse))?;
-    let findings = emit::findings(&analysis.checked, &analysis.sources);
+    let findings =
+        emit::locate::findings_placing(&analysis.checked, &analysis.sources, &mut reuse.places);
     Ok((analysis, findings))
 }
 

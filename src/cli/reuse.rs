@@ -1,7 +1,8 @@
 //! What a caller that checks the same folder again and again (the editor server,
 //! `crate::lsp`) keeps from one check to the next, so that an edit re-checks only the
-//! policies it changed: the backends (schemas, REST mapping, the CEL checker) and the status
-//! of every policy checked with them.
+//! policies it changed: the backends (schemas, REST mapping, the CEL checker), the status
+//! of every policy checked with them, and kube-apiserver's verdict on every validating policy
+//! and binding (which depends only on the object, its stored version and the server version).
 //!
 //! A policy's status ([`crate::policy::check_policy`],
 //! [`crate::mutating::check_mutating_policy`]) depends only on the policy object, the check
@@ -11,11 +12,8 @@
 //! options, or the caller's [`Reuse::forget`] after a file on disk changed: a CRD the settings
 //! name is read from disk). What is taken from here is what checking again would give.
 
-use std::collections::HashMap;
-
 use super::{BackendProvider, LoadedBackends, SchemaOptions};
-use crate::analysis::Memo;
-use crate::policy::PolicyStatus;
+use crate::analysis::{Kept, Memo};
 
 /// The backends and statuses kept between checks, and how the last check used them.
 #[derive(Default)]
@@ -25,12 +23,16 @@ pub struct Reuse {
     pub checked: usize,
     /// Of the last check: how many policies' statuses were taken from the one before.
     pub reused: usize,
+    /// The places of the last check's findings in their documents (they depend only on the
+    /// documents' text: kept when the backends are loaded again).
+    pub(super) places: super::emit::locate::Places,
 }
 
 struct Loaded {
     options: SchemaOptions,
     backends: LoadedBackends,
-    statuses: HashMap<String, PolicyStatus>,
+    /// The statuses and the API server's verdicts of the last check.
+    kept: Kept,
 }
 
 impl Reuse {
@@ -66,11 +68,10 @@ impl Reuse {
             loaded,
             checked,
             reused,
+            ..
         } = self;
-        let Loaded {
-            backends, statuses, ..
-        } = load(loaded, options, provider)?;
-        Ok((&*backends, Memo::new(statuses, checked, reused)))
+        let Loaded { backends, kept, .. } = load(loaded, options, provider)?;
+        Ok((&*backends, Memo::new(kept, checked, reused)))
     }
 }
 
@@ -88,7 +89,7 @@ fn load<'a>(
         *loaded = Some(Loaded {
             options: options.clone(),
             backends: provider.load(options)?,
-            statuses: HashMap::new(),
+            kept: Kept::default(),
         });
     }
     loaded

@@ -14,6 +14,7 @@ use crate::policy::probe::{Shape, types_per_kind_of};
 use crate::policy::{Backends, CheckOptions, Mode, expression_sites};
 
 /// The policy an expression under the cursor belongs to.
+#[derive(Clone)]
 pub enum Subject {
     /// A ValidatingAdmissionPolicy.
     Validating(Box<k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicy>),
@@ -27,6 +28,14 @@ impl Subject {
         match self {
             Subject::Validating(p) => Shape::validating(p),
             Subject::Mutating(p) => Shape::mutating(p),
+        }
+    }
+
+    /// Its `metadata.name`.
+    pub fn name(&self) -> Option<&str> {
+        match self {
+            Subject::Validating(p) => p.metadata.name.as_deref(),
+            Subject::Mutating(p) => p.metadata.name.as_deref(),
         }
     }
 }

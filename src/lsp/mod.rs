@@ -11,10 +11,13 @@ pub mod actions;
 pub mod complete;
 pub mod describe;
 pub mod hover;
+pub mod reads;
 pub mod text;
+pub mod timing;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
+use std::time::SystemTime;
 
 use lsp_server::{Connection, ErrorCode, Message, Notification, Request, Response};
 use lsp_types::notification::{
@@ -80,8 +83,11 @@ pub fn serve(connection: &Connection, provider: &dyn BackendProvider) -> Result<
         encoding,
         root,
         open: BTreeMap::new(),
-        published: BTreeSet::new(),
+        published: BTreeMap::new(),
+        touched: BTreeSet::new(),
         reuse: Reuse::default(),
+        reads: reads::Reads::default(),
+        disk: HashMap::new(),
         last: None,
     };
     server.check_and_publish();
@@ -137,12 +143,22 @@ struct Server<'a> {
     root: PathBuf,
     /// The text of every open buffer, by its path.
     open: BTreeMap<PathBuf, String>,
-    /// The files whose last published diagnostics were not empty.
-    published: BTreeSet<PathBuf>,
+    /// The files whose last published diagnostics were not empty, with those diagnostics.
+    published: BTreeMap<PathBuf, Vec<Diagnostic>>,
+    /// The documents opened, changed or closed since the last check: their diagnostics are
+    /// published after it even when they are the same.
+    touched: BTreeSet<PathBuf>,
     /// The backends of the checks, hover and completion, and the statuses of the policies
     /// checked, kept while the schema options stay the same and no file is saved (a CRD the
     /// settings name may have changed): an edit re-checks only the policies it changed.
     reuse: Reuse,
+    /// The sources read, kept by their text: a check or a hover reads again only the
+    /// documents that changed.
+    reads: reads::Reads,
+    /// The files of the folder read from disk, each with its modification time and length
+    /// when read: read again when either changed, or after a `didSave` or
+    /// `didChangeWatchedFiles` (all of them).
+    disk: DiskFiles,
     /// The last check: its analysis and the findings published (those not suppressed), for
     /// code actions.
     last: Option<(crate::cli::Analysis, Vec<Finding>)>,
@@ -277,7 +293,11 @@ impl Server<'_> {
             line: before.matches('\n').count() + 1,
             column: before[line_start..].chars().count() + 1,
         };
-        let found = hover::expression_at(&path.display().to_string(), &content, cursor)?;
+        let name = path.display().to_string();
+        let found = match self.reads.expression_at(&name, &content, cursor) {
+            Some(found) => found?,
+            None => hover::expression_at(&name, &content, cursor)?,
+        };
         let args = self.settings().ok()?;
         let options = schema_options(&args);
         let provider = self.provider;
@@ -322,13 +342,18 @@ impl Server<'_> {
         &mut self,
         at: &lsp_types::TextDocumentPositionParams,
     ) -> Vec<lsp_types::CompletionItem> {
+        let mut timings = timing::Timings::start("completion");
         let Some((found, args)) = self.expression_at(at) else {
             return Vec::new();
         };
-        self.with_backends(&args, |options, backends| {
-            complete::items(&found, options, backends)
-        })
-        .unwrap_or_default()
+        timings.mark("expression");
+        let items = self
+            .with_backends(&args, |options, backends| {
+                complete::items(&found, options, backends)
+            })
+            .unwrap_or_default();
+        timings.mark("items");
+        items
     }
 
     /// The code actions on the findings of the last check in the file at `uri` whose
@@ -352,8 +377,9 @@ impl Server<'_> {
         let mut out = Vec::new();
         // (diagnostic, undefined field name) for "did you mean", which needs the backends.
         let mut typos = Vec::new();
+        let lines = text::Lines::new(text);
         for f in findings.iter().filter(|f| f.file() == file) {
-            let d = diagnostic(f, text, self.encoding);
+            let d = diagnostic_in(f, &lines, self.encoding);
             if !actions::overlaps(d.range, range) {
                 continue;
             }
@@ -469,11 +495,14 @@ impl Server<'_> {
 
     /// Hover: the types at the cursor ([`hover`]); `None` outside an expression.
     fn hover(&mut self, at: &lsp_types::TextDocumentPositionParams) -> Option<lsp_types::Hover> {
+        let mut timings = timing::Timings::start("hover");
         let (found, args) = self.expression_at(at)?;
+        timings.mark("expression");
         let descriptions = describe::Source::of(&schema_options(&args));
         let value = self.with_backends(&args, |options, backends| {
             hover::hover_text(&found, options, backends, descriptions.as_ref())
         })?;
+        timings.mark("types");
         Some(lsp_types::Hover {
             contents: lsp_types::HoverContents::Markup(lsp_types::MarkupContent {
                 kind: lsp_types::MarkupKind::Markdown,
@@ -491,6 +520,7 @@ impl Server<'_> {
                 {
                     Ok(p) => match text::uri_to_path(p.text_document.uri.as_str()) {
                         Some(path) => {
+                            self.touched.insert(path.clone());
                             self.open.insert(path, p.text_document.text);
                             true
                         }
@@ -506,6 +536,7 @@ impl Server<'_> {
                     let Some(path) = text::uri_to_path(p.text_document.uri.as_str()) else {
                         return false;
                     };
+                    self.touched.insert(path.clone());
                     let buffer = self.open.entry(path).or_default();
                     for change in p.content_changes {
                         match change.range {
@@ -526,8 +557,11 @@ impl Server<'_> {
                 match n
                     .extract::<lsp_types::DidCloseTextDocumentParams>(DidCloseTextDocument::METHOD)
                 {
-                    Ok(p) => text::uri_to_path(p.text_document.uri.as_str())
-                        .is_some_and(|path| self.open.remove(&path).is_some()),
+                    Ok(p) => text::uri_to_path(p.text_document.uri.as_str()).is_some_and(|path| {
+                        let was_open = self.open.remove(&path).is_some();
+                        self.touched.insert(path);
+                        was_open
+                    }),
                     Err(e) => self.log(&format!("didClose: {e:?}")),
                 }
             }
@@ -535,6 +569,7 @@ impl Server<'_> {
             // settings name, maybe: the backends are loaded again).
             DidSaveTextDocument::METHOD | DidChangeWatchedFiles::METHOD => {
                 self.reuse.forget();
+                self.disk.clear();
                 true
             }
             _ => false,
@@ -558,14 +593,15 @@ impl Server<'_> {
 
     /// The sources `check` on the workspace folder reads, with the text of open buffers
     /// instead of the file's; open buffers of manifest files outside it come after them.
-    fn sources(&self) -> Vec<Source> {
+    fn sources(&mut self) -> Vec<Source> {
         let (paths, _unlistable) = documents::expand(std::slice::from_ref(&self.root));
         let mut seen = BTreeSet::new();
         let mut out = Vec::new();
+        let mut disk = std::mem::take(&mut self.disk);
         for path in paths {
             let bytes = match self.open.get(&path) {
                 Some(text) => Ok(text.clone().into_bytes()),
-                None => std::fs::read(&path).map_err(|e| e.to_string()),
+                None => read_file(&mut disk, &path),
             };
             out.push(Source {
                 name: path.display().to_string(),
@@ -573,6 +609,9 @@ impl Server<'_> {
             });
             seen.insert(path);
         }
+        // Only the files still in the folder are kept.
+        disk.retain(|path, _| seen.contains(path));
+        self.disk = disk;
         for (path, text) in &self.open {
             let manifest = path.file_name().is_some_and(|n| {
                 crate::apiserver::static_manifests::is_manifest_file(&n.to_string_lossy())
@@ -611,18 +650,30 @@ impl Server<'_> {
     /// Checks the workspace and publishes the diagnostics of every file that has some, and
     /// empty ones for the files that had some and for open buffers.
     fn check_and_publish(&mut self) {
+        let mut timings = timing::Timings::start("check");
         let sources = self.sources();
+        timings.mark("sources");
+        let names: BTreeSet<String> = sources.iter().map(|s| s.name.clone()).collect();
         let checked = self.settings().and_then(|args| {
             let provider = self.provider;
+            let reads = &mut self.reads;
             // A bug in the analysis must not take the editor's server down with it.
             std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                let (analysis, findings) =
-                    crate::cli::check_sources(sources, &args, provider, &mut self.reuse)?;
+                let (analysis, findings) = crate::cli::check_sources(
+                    sources,
+                    &args,
+                    provider,
+                    &mut self.reuse,
+                    |name, text| reads.read(name, text),
+                )?;
+                timings.mark("analysis");
                 let (findings, malformed) = unsuppressed(&analysis, findings, &args);
+                timings.mark("suppressions");
                 Ok::<_, String>((analysis, findings, malformed))
             }))
             .unwrap_or_else(|_| Err("internal error while checking (a panic)".into()))
         });
+        self.reads.retain(&names);
         let checked = checked.map(|(analysis, findings, malformed)| {
             for e in malformed {
                 self.log(&e);
@@ -644,28 +695,45 @@ impl Server<'_> {
             }
         };
         let mut by_file: BTreeMap<PathBuf, Vec<Diagnostic>> = BTreeMap::new();
+        // The lines of each file, split once.
+        let mut lines: HashMap<&str, text::Lines<'_>> = HashMap::new();
         for f in &findings {
-            let text = analysis
-                .sources
-                .get(f.file())
-                .map(String::as_str)
-                .unwrap_or_default();
+            let lines = lines.entry(f.file()).or_insert_with(|| {
+                text::Lines::new(
+                    analysis
+                        .sources
+                        .get(f.file())
+                        .map(String::as_str)
+                        .unwrap_or_default(),
+                )
+            });
             by_file
                 .entry(PathBuf::from(f.file()))
                 .or_default()
-                .push(diagnostic(f, text, self.encoding));
+                .push(diagnostic_in(f, lines, self.encoding));
         }
-        let mut clear: BTreeSet<PathBuf> = self.published.clone();
+        timings.mark("diagnostics");
+        // A file's diagnostics are published when they changed (the client keeps the last
+        // ones of each file), and for the documents the notifications were about.
+        let touched = std::mem::take(&mut self.touched);
+        let mut clear: BTreeSet<PathBuf> = self.published.keys().cloned().collect();
         clear.extend(self.open.keys().cloned());
-        for (path, diagnostics) in &by_file {
-            clear.remove(path);
-            self.publish(path, diagnostics.clone());
+        let mut published = BTreeMap::new();
+        for (path, diagnostics) in by_file {
+            clear.remove(&path);
+            if touched.contains(&path) || self.published.get(&path) != Some(&diagnostics) {
+                self.publish(&path, diagnostics.clone());
+            }
+            published.insert(path, diagnostics);
         }
         for path in clear {
-            self.publish(&path, Vec::new());
+            if touched.contains(&path) || self.published.contains_key(&path) {
+                self.publish(&path, Vec::new());
+            }
         }
-        self.published = by_file.into_keys().collect();
+        self.published = published;
         self.last = Some((analysis, findings));
+        timings.mark("publish");
     }
 
     fn publish(&self, path: &Path, diagnostics: Vec<Diagnostic>) {
@@ -684,6 +752,41 @@ impl Server<'_> {
             .into(),
         );
     }
+}
+
+/// Files read from disk, each with its modification time and length when read.
+type DiskFiles = HashMap<PathBuf, (Option<SystemTime>, u64, Result<Vec<u8>, String>)>;
+
+/// The bytes of the file at `path`: those read before (in `disk`) when its modification time
+/// and length are the same, else read now (and kept).
+fn read_file(disk: &mut DiskFiles, path: &Path) -> Result<Vec<u8>, String> {
+    let stamp = std::fs::metadata(path)
+        .ok()
+        .map(|m| (m.modified().ok(), m.len()));
+    if let (Some((modified, len)), Some((kept_modified, kept_len, bytes))) = (stamp, disk.get(path))
+        && modified.is_some()
+        && modified == *kept_modified
+        && len == *kept_len
+    {
+        return bytes.clone();
+    }
+    let bytes = std::fs::read(path).map_err(|e| e.to_string());
+    // A file modified in the last seconds may be modified again with the same time stamp
+    // (the kernel's clock for them is coarse) and length: it is not kept until it is older.
+    let settled = |m: SystemTime| {
+        SystemTime::now()
+            .duration_since(m)
+            .is_ok_and(|age| age > std::time::Duration::from_secs(2))
+    };
+    match stamp {
+        Some((Some(modified), len)) if settled(modified) => {
+            disk.insert(path.to_path_buf(), (Some(modified), len, bytes.clone()));
+        }
+        _ => {
+            disk.remove(path);
+        }
+    }
+    bytes
 }
 
 /// The findings `check` does not suppress (`cli::suppressed`: `# vapcheck:ignore` comments,
@@ -768,8 +871,13 @@ fn schema_options(args: &CheckArgs) -> SchemaOptions {
 /// start of the file when it has none), with the rule's level as its severity, the rule id as
 /// its code and SARIF's message.
 pub fn diagnostic(f: &Finding, text: &str, encoding: Encoding) -> Diagnostic {
+    diagnostic_in(f, &text::Lines::new(text), encoding)
+}
+
+/// [`diagnostic`] in a text already split into lines.
+pub fn diagnostic_in(f: &Finding, lines: &text::Lines<'_>, encoding: Encoding) -> Diagnostic {
     let range = match f.position {
-        Some(p) => text::finding_range(text, p, encoding),
+        Some(p) => text::finding_range_in(lines, p, encoding),
         None => lsp_types::Range::default(),
     };
     let severity = match f.severity.as_str() {

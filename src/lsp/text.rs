@@ -62,13 +62,38 @@ fn lsp_position(line: u32, character: usize) -> lsp_types::Position {
     }
 }
 
+/// The lines of a text, each without its line break, split once for finding many
+/// positions in it.
+pub struct Lines<'a>(Vec<&'a str>);
+
+impl<'a> Lines<'a> {
+    /// The lines of `text` (split at `\n`, a `\r` before it dropped).
+    pub fn new(text: &'a str) -> Self {
+        Lines(
+            text.split('\n')
+                .map(|l| l.strip_suffix('\r').unwrap_or(l))
+                .collect(),
+        )
+    }
+
+    /// Line `index` (0-based); `None` past the last line.
+    pub fn get(&self, index: usize) -> Option<&'a str> {
+        self.0.get(index).copied()
+    }
+}
+
 /// The range of a finding at `p` in `text`: from its character over the word it starts (a
 /// CEL identifier, with the `.` of a selection before it), at least that one character when
 /// the line has it. A position past the end of its line or of the text is clamped to it.
 pub fn finding_range(text: &str, p: Position, encoding: Encoding) -> lsp_types::Range {
+    finding_range_in(&Lines::new(text), p, encoding)
+}
+
+/// [`finding_range`] in a text already split into lines.
+pub fn finding_range_in(lines: &Lines<'_>, p: Position, encoding: Encoding) -> lsp_types::Range {
     let line_index = p.line.saturating_sub(1);
     let line_no = u32::try_from(line_index).unwrap_or(u32::MAX);
-    let Some(l) = line(text, line_index) else {
+    let Some(l) = lines.get(line_index) else {
         let start = lsp_position(line_no, 0);
         return lsp_types::Range { start, end: start };
     };

@@ -3,16 +3,52 @@
 //! the line and column of the field, of the character a CEL position names in it, and the
 //! replacement in the file of a fix.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
-use super::super::input::{Origin, document_text};
+use super::super::input::{Origin, document_text, yaml_documents};
 use super::super::output::{CheckedPolicy, STATIC_MANIFESTS_KIND, engine_of};
 use super::super::positions::{Position, ScalarPositions, SpannedDocument, Step, parse_path};
 use crate::finding::{Analysed, FileFix, Finding, ObjectRef, Rule, produce};
 
 /// Every finding of `checked`, in output order, at its source position.
 pub fn findings(checked: &[CheckedPolicy], sources: &BTreeMap<String, String>) -> Vec<Finding> {
+    findings_placing(checked, sources, &mut Places::default())
+}
+
+/// What places a finding in its document: its field, its CEL position, whether it falls back
+/// to its object's place (a cause of kube-apiserver or of the static loader), and its fix's
+/// edit of the expression.
+type PlaceKey = (
+    String,
+    Option<(usize, usize)>,
+    bool,
+    Option<(usize, usize, String)>,
+);
+
+/// Where such a finding is, and its fix's replacement in the file.
+type Placed = (Option<Position>, Option<FileFix>);
+
+/// The places of the findings located before, for a caller that locates the findings of the
+/// same sources again and again (the editor server, `crate::cli::reuse`): by the object's
+/// document (its text, padded, and the path to the object in it) and what places each
+/// finding in it ([`PlaceKey`]); a place depends on nothing else. Those of the documents a
+/// call does not ask for are dropped.
+#[derive(Default)]
+pub struct Places {
+    docs: HashMap<(String, String), HashMap<PlaceKey, Placed>>,
+}
+
+/// [`findings`], taking the places of findings located before from `places` (and leaving
+/// this call's there): an object's document is parsed again only when one of its findings
+/// was not placed before.
+pub fn findings_placing(
+    checked: &[CheckedPolicy],
+    sources: &BTreeMap<String, String>,
+    places: &mut Places,
+) -> Vec<Finding> {
     let mut out = Vec::new();
+    let mut splits = Splits::default();
+    let mut old = std::mem::take(&mut places.docs);
     for (entry, c) in checked.iter().enumerate() {
         let object = ObjectRef {
             entry,
@@ -43,14 +79,42 @@ pub fn findings(checked: &[CheckedPolicy], sources: &BTreeMap<String, String>) -
         let text = if c.kind == STATIC_MANIFESTS_KIND {
             None
         } else {
-            document(sources, &c.origin)
+            document(&mut splits, sources, &c.origin)
         };
-        // Parsed once per object, whatever the number of its findings.
-        let doc = text.as_ref().and_then(|(text, prefix)| {
-            SpannedDocument::parse(text).map(|parsed| (parsed, prefix.clone()))
-        });
+        let key = text
+            .as_ref()
+            .map(|(text, prefix)| (text.clone(), format!("{prefix:?}")));
+        let mut kept = key
+            .as_ref()
+            .and_then(|k| places.docs.remove(k).or_else(|| old.remove(k)))
+            .unwrap_or_default();
+        // Parsed once per object, whatever the number of its findings, and only when one of
+        // them was not placed before.
+        let mut parsed = None;
         for f in &mut found {
-            let (start, scalar) = place(doc.as_ref(), &f.field_ref);
+            let place_key: PlaceKey = (
+                f.field_ref.clone(),
+                f.cel.map(|p| (p.line, p.column)),
+                matches!(f.rule, Rule::Rejected | Rule::StaticManifests),
+                f.fix
+                    .as_ref()
+                    .map(|x| (x.edit.start, x.edit.end, x.edit.replacement.clone())),
+            );
+            if let Some((position, file)) = kept.get(&place_key) {
+                f.position = *position;
+                if let Some(fix) = f.fix.as_mut() {
+                    fix.file = file.clone();
+                }
+                continue;
+            }
+            let doc = parsed
+                .get_or_insert_with(|| {
+                    text.as_ref().and_then(|(text, prefix)| {
+                        SpannedDocument::parse(text).map(|parsed| (parsed, prefix.clone()))
+                    })
+                })
+                .as_ref();
+            let (start, scalar) = place(doc, &f.field_ref);
             f.position = match (&scalar, f.cel) {
                 (Some((s, value)), Some(p)) => Some(s.at_cel(value, p.line, p.column)),
                 _ => start,
@@ -60,7 +124,7 @@ pub fn findings(checked: &[CheckedPolicy], sources: &BTreeMap<String, String>) -
                 && doc.is_some()
                 && matches!(f.rule, Rule::Rejected | Rule::StaticManifests)
             {
-                f.position = place(doc.as_ref(), "").0;
+                f.position = place(doc, "").0;
             }
             if let (Some((s, value)), Some(fix), Some((doc_text, prefix))) =
                 (&scalar, f.fix.as_mut(), &text)
@@ -69,16 +133,42 @@ pub fn findings(checked: &[CheckedPolicy], sources: &BTreeMap<String, String>) -
                 path.extend(parse_path(&f.field_ref));
                 fix.file = file_fix(doc_text, &path, s, value, &fix.edit);
             }
+            let file = f.fix.as_ref().and_then(|x| x.file.clone());
+            kept.insert(place_key, (f.position, file));
+        }
+        if let Some(key) = key {
+            places.docs.insert(key, kept);
         }
         out.extend(found);
     }
     out
 }
 
-/// The document of `origin` in `sources`, with the path prefix that leads to its object.
-fn document(sources: &BTreeMap<String, String>, origin: &Origin) -> Option<(String, Vec<Step>)> {
-    let text = sources.get(&origin.source)?;
-    let (doc, mut prefix) = document_text(text, origin.document)?;
+/// The YAML documents of each source ([`yaml_documents`]), split once for all its objects.
+#[derive(Default)]
+struct Splits<'s>(HashMap<&'s str, Option<Vec<(usize, &'s str)>>>);
+
+/// The document of `origin` in `sources`, with the path prefix that leads to its object: what
+/// [`document_text`] gives, from the source's documents split once (`splits`).
+fn document<'s>(
+    splits: &mut Splits<'s>,
+    sources: &'s BTreeMap<String, String>,
+    origin: &Origin,
+) -> Option<(String, Vec<Step>)> {
+    let (name, text) = sources.get_key_value(&origin.source)?;
+    let split = splits
+        .0
+        .entry(name.as_str())
+        .or_insert_with(|| yaml_documents(text));
+    let (doc, mut prefix) = match split {
+        Some(docs) => {
+            let (line, raw) = docs.get(origin.document.checked_sub(1)?)?;
+            let mut doc = "\n".repeat(line.saturating_sub(1));
+            doc.push_str(raw);
+            (doc, Vec::new())
+        }
+        None => document_text(text, origin.document)?,
+    };
     if let Some(i) = origin.item {
         prefix.push(Step::Key("items".into()));
         prefix.push(Step::Index(i));

@@ -256,6 +256,33 @@ fn parse_documents_lenient(text: &str) -> Vec<ParsedDocument> {
     docs
 }
 
+/// The documents of a YAML source as [`read_all_lenient`] numbers them (blank ones left
+/// out), each with its 1-based starting line and its text: document `n` of the source reads
+/// as the one document of its text padded with the lines before it (`line - 1` line breaks,
+/// as [`document_text`] pads it), numbered `n`. `None` when the source may be JSON (it
+/// starts with `{` or `[`), or when a document does not start with its `---` (one after a
+/// `...` end marker), whose padded text would start on another line. For a caller that reads
+/// the documents of a source one at a time (the editor server reads again only those that
+/// changed).
+pub fn yaml_documents(text: &str) -> Option<Vec<(usize, &str)>> {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let trimmed = text.trim_start();
+    if trimmed.starts_with('{') || trimmed.starts_with('[') {
+        return None;
+    }
+    let mut out = Vec::new();
+    for raw in split_yaml(text) {
+        if is_blank(raw.text) {
+            continue;
+        }
+        if raw.line != 1 && !raw.text.starts_with("---") {
+            return None;
+        }
+        out.push((raw.line, raw.text));
+    }
+    Some(out)
+}
+
 /// The text of document `document` (1-based, numbered as [`for_each_object`] numbers them) of
 /// a source, padded with blank lines so that its lines are the file's, and the path from that
 /// text's root to the document's object (a JSON array's element).

@@ -5,33 +5,62 @@
 //! A policy's status ([`super::analyse_policy`], [`super::analyse_mutating_policy`]) depends
 //! only on the policy object, the params its bindings evaluate it with, the check options and
 //! the backends; so a status is kept by the serialised object and the options, and the caller
-//! drops them all when the backends change.
+//! drops them all when the backends change. kube-apiserver's verdict on a validating policy
+//! or binding depends only on the object, its stored version and the server's version (no
+//! backends: [`crate::apiserver::validate_policy_create`] compiles in its own environments),
+//! so it is kept by those.
 
 use std::collections::HashMap;
 
+use super::entry::ApiServerVerdict;
 use crate::policy::{CheckOptions, PolicyStatus};
 
-/// The statuses of one check: those kept from the last check, and those of this one (left in
-/// the caller's map for the next).
+/// What a caller keeps between checks: the statuses and the API server's verdicts, each by
+/// its key ([`Memo::status`], [`Memo::verdict`]).
+#[derive(Default)]
+pub struct Kept {
+    /// Policy statuses.
+    pub statuses: HashMap<String, PolicyStatus>,
+    /// Verdicts on validating policies and bindings.
+    pub verdicts: HashMap<String, ApiServerVerdict>,
+}
+
+/// The results of one check: those kept from the last check, and those of this one (left in
+/// the caller's maps for the next).
 pub struct Memo<'a> {
-    kept: HashMap<String, PolicyStatus>,
-    statuses: &'a mut HashMap<String, PolicyStatus>,
+    old: Kept,
+    kept: &'a mut Kept,
     checked: &'a mut usize,
     reused: &'a mut usize,
 }
 
+/// The value kept for `key` in this check's `now` or the last check's `old` (moved to `now`),
+/// else `make()`'s (kept in `now`); whether it was kept.
+fn take_or_make<V: Clone>(
+    now: &mut HashMap<String, V>,
+    old: &mut HashMap<String, V>,
+    key: String,
+    make: impl FnOnce() -> V,
+) -> (V, bool) {
+    if let Some(v) = now.get(&key) {
+        return (v.clone(), true);
+    }
+    let (v, was_kept) = match old.remove(&key) {
+        Some(v) => (v, true),
+        None => (make(), false),
+    };
+    now.insert(key, v.clone());
+    (v, was_kept)
+}
+
 impl<'a> Memo<'a> {
-    /// A check that takes the statuses in `statuses` (the last check's) and leaves its own
-    /// there (the statuses it does not ask for are dropped: a policy edited away is not
-    /// kept); it counts the policies checked and those reused in `checked` and `reused`.
-    pub fn new(
-        statuses: &'a mut HashMap<String, PolicyStatus>,
-        checked: &'a mut usize,
-        reused: &'a mut usize,
-    ) -> Memo<'a> {
+    /// A check that takes the results in `kept` (the last check's) and leaves its own there
+    /// (those it does not ask for are dropped: a policy edited away is not kept); it counts
+    /// the policies checked and those reused in `checked` and `reused`.
+    pub fn new(kept: &'a mut Kept, checked: &'a mut usize, reused: &'a mut usize) -> Memo<'a> {
         Memo {
-            kept: std::mem::take(statuses),
-            statuses,
+            old: std::mem::take(kept),
+            kept,
             checked,
             reused,
         }
@@ -50,21 +79,41 @@ impl<'a> Memo<'a> {
             return check();
         };
         let key = format!("{}\n{options:?}\n{json}", std::any::type_name::<T>());
-        if let Some(s) = self.statuses.get(&key) {
+        let (status, was_kept) =
+            take_or_make(&mut self.kept.statuses, &mut self.old.statuses, key, check);
+        if was_kept {
             *self.reused += 1;
-            return s.clone();
+        } else {
+            *self.checked += 1;
         }
-        let status = match self.kept.remove(&key) {
-            Some(s) => {
-                *self.reused += 1;
-                s
-            }
-            None => {
-                *self.checked += 1;
-                check()
-            }
-        };
-        self.statuses.insert(key, status.clone());
         status
+    }
+
+    /// kube-apiserver's verdict on `object` (of kind `kind`, with its stored version `stored`,
+    /// by the API server of minor version `server_minor`; all serialised as the key): the one
+    /// kept for the same key, else `verdict()`'s. An object that does not serialise is
+    /// verdicted again. Not counted: the counts are of type checks.
+    pub fn verdict<T: serde::Serialize>(
+        &mut self,
+        kind: &str,
+        object: &T,
+        stored: Option<&T>,
+        server_minor: u32,
+        verdict: impl FnOnce() -> ApiServerVerdict,
+    ) -> ApiServerVerdict {
+        let (Ok(json), Ok(stored)) = (
+            serde_json::to_string(object),
+            serde_json::to_string(&stored),
+        ) else {
+            return verdict();
+        };
+        let key = format!("{kind}\n{server_minor}\n{stored}\n{json}");
+        take_or_make(
+            &mut self.kept.verdicts,
+            &mut self.old.verdicts,
+            key,
+            verdict,
+        )
+        .0
     }
 }

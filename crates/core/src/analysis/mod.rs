@@ -42,7 +42,7 @@ use crate::policy::{
 
 use self::entry::{ApiServerVerdict, CheckedPolicy, STATIC_MANIFESTS_KIND};
 use self::input::{InputObject, InputOther, InputPolicy, Undecoded};
-pub use self::memo::Memo;
+pub use self::memo::{Kept, Memo};
 
 /// The backends of a check, owned: loaded by the front end (files, the embedded schemas or a
 /// live cluster), used here.
@@ -405,7 +405,24 @@ pub fn analyse(
                     .objects
                     .iter()
                     .find(|p| p.kind() == o.kind() && p.name() == o.name());
-                api_server_verdict(o, stored, server)
+                let verdict = || api_server_verdict(o, stored, server);
+                match (memo.as_deref_mut(), o) {
+                    (Some(memo), InputObject::Policy(p)) => {
+                        let stored = stored.and_then(|s| match s {
+                            InputObject::Policy(s) => Some(&s.policy),
+                            InputObject::Binding(_) => None,
+                        });
+                        memo.verdict(o.kind(), &p.policy, stored, server.minor, verdict)
+                    }
+                    (Some(memo), InputObject::Binding(b)) => {
+                        let stored = stored.and_then(|s| match s {
+                            InputObject::Binding(s) => Some(&s.binding),
+                            InputObject::Policy(_) => None,
+                        });
+                        memo.verdict(o.kind(), &b.binding, stored, server.minor, verdict)
+                    }
+                    (None, _) => verdict(),
+                }
             }
         })
         .collect();
