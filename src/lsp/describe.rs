@@ -4,7 +4,9 @@
 //! `--openapi` folder of the settings — through [`crate::schema::describe`]. The documents the
 //! checks hold have their documentation dropped, so the hover parses its own copy of a
 //! document once and keeps it (one per group-version hovered, for the life of the server).
-//! Custom resources of CRD files (`crds:`) have no description here yet.
+//! A custom resource that no published document declares is described by its
+//! CustomResourceDefinition in the settings' CRD files (`crds:`), read again when a file
+//! changes on disk ([`crate::schema::describe::crd_field_description`]).
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -14,10 +16,13 @@ use std::time::SystemTime;
 
 use serde_json::Value;
 
+use crate::cli::CustomResourceDefinition;
 use crate::cli::SchemaOptions;
 use crate::policy::probe::{Shape, object_types_of};
 use crate::policy::{Backends, CheckOptions, Gvk};
-use crate::schema::describe::{document_path, field_description};
+use crate::schema::describe::{
+    crd_field_description, declares_kind, document_path, field_description,
+};
 
 /// Where the published documents come from.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -38,6 +43,54 @@ impl Source {
             (None, None) => None,
         }
     }
+}
+
+/// Where the hover's descriptions come from: the published documents, then the CRD files.
+#[derive(Debug, Clone, Default)]
+pub struct Descriptions {
+    /// The published documents.
+    pub published: Option<Source>,
+    /// The CustomResourceDefinitions of the settings' CRD files.
+    pub crds: Vec<Arc<CustomResourceDefinition>>,
+}
+
+impl Descriptions {
+    /// The descriptions of the settings' schema source and CRD files (a CRD file that cannot
+    /// be read gives none: `check` reports it).
+    pub fn of(options: &SchemaOptions) -> Self {
+        Self {
+            published: Source::of(options),
+            crds: options.crds.iter().flat_map(|p| crds_of(p)).collect(),
+        }
+    }
+}
+
+/// A CRD file's definitions, under its path and modification time.
+type CrdFiles = HashMap<PathBuf, (Option<SystemTime>, Vec<Arc<CustomResourceDefinition>>)>;
+
+/// The CustomResourceDefinitions of the file at `path`, read again when its modification time
+/// changes; none when it cannot be read.
+fn crds_of(path: &std::path::Path) -> Vec<Arc<CustomResourceDefinition>> {
+    static FILES: OnceLock<Mutex<CrdFiles>> = OnceLock::new();
+    let modified = std::fs::metadata(path).and_then(|m| m.modified()).ok();
+    let mut files = FILES
+        .get_or_init(|| Mutex::new(HashMap::new()))
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    if let Some((at, crds)) = files.get(path)
+        && *at == modified
+    {
+        return crds.clone();
+    }
+    let crds: Vec<Arc<CustomResourceDefinition>> = std::fs::read_to_string(path)
+        .ok()
+        .and_then(|text| crate::cli::input::read_crds(&path.display().to_string(), &text).ok())
+        .unwrap_or_default()
+        .into_iter()
+        .map(Arc::new)
+        .collect();
+    files.insert(path.to_path_buf(), (modified, crds.clone()));
+    crds
 }
 
 /// A parsed document, under its source, path and (for a folder's file) modification time.
@@ -96,16 +149,27 @@ pub fn section(
     selection: &str,
     options: &CheckOptions,
     backends: &Backends<'_>,
-    source: Option<&Source>,
+    descriptions: &Descriptions,
 ) -> String {
-    let (Some(source), Some(path)) = (source, object_path(selection)) else {
+    let Some(path) = object_path(selection) else {
         return String::new();
     };
     let described: Vec<(Gvk, String)> = object_types_of(shape, options, backends)
         .into_iter()
         .filter_map(|(gvk, _)| {
-            let doc = document(source, &gvk)?;
-            let text = field_description(&doc, &gvk, &path)?;
+            let published = descriptions
+                .published
+                .as_ref()
+                .and_then(|source| document(source, &gvk));
+            let text = match published {
+                // A document that declares the kind is its description, even when it has
+                // none for the field.
+                Some(doc) if declares_kind(&doc, &gvk) => field_description(&doc, &gvk, &path),
+                _ => descriptions
+                    .crds
+                    .iter()
+                    .find_map(|crd| crd_field_description(crd, &gvk, &path)),
+            }?;
             Some((gvk, text))
         })
         .collect();

@@ -7,7 +7,7 @@
 use std::fmt::Write as _;
 
 use crate::analysis::mutating::MutatingObject;
-use crate::cli::input::{InputObject, document_text, read_all_lenient};
+use crate::cli::input::{InputObject, InputOther, Origin, document_text, read_all_lenient};
 use crate::cli::positions::{Position, SpannedDocument, Step, parse_path};
 use crate::mutating::mutation_sites;
 use crate::policy::probe::{Shape, types_per_kind_of};
@@ -77,48 +77,106 @@ impl AtCursor {
     }
 }
 
-/// The expression of a ValidatingAdmissionPolicy or MutatingAdmissionPolicy at `cursor`
-/// (1-based line, code-point column) in `text` (the file named `name`), if the cursor is in
-/// one.
+/// A CEL-bearing object of a document, as the hover and completion type it, and the fields
+/// of its expressions: a ValidatingAdmissionPolicy, a MutatingAdmissionPolicy, or one webhook
+/// of a webhook configuration with match conditions (typed as the policy `check` types it
+/// as, [`crate::webhooks::match_conditions::as_policy`]).
+pub struct Sites {
+    /// Where the object came from.
+    pub origin: Origin,
+    /// The policy its expressions are typed in.
+    pub policy: Subject,
+    /// Each expression's field (`spec.validations[0].expression`,
+    /// `webhooks[1].matchConditions[0].expression`) and whether it is compiled with the patch
+    /// types (a mutation of a MutatingAdmissionPolicy).
+    pub fields: Vec<(String, bool)>,
+}
+
+/// The CEL-bearing objects of what a source reads as, in the order validating policies,
+/// mutating policies, webhooks (each in input order), with the sites of `check`'s extended
+/// mode.
+pub fn sites_of(objects: &[InputObject], others: &[InputOther]) -> Vec<Sites> {
+    let mut out = Vec::new();
+    for o in objects {
+        if let InputObject::Policy(p) = o {
+            out.push(Sites {
+                origin: p.origin.clone(),
+                fields: fields_of(expression_sites(&p.policy, Mode::Extended)),
+                policy: Subject::Validating(Box::new(p.policy.clone())),
+            });
+        }
+    }
+    let (mutating, _) = crate::analysis::mutating::read_lenient(others);
+    for o in mutating {
+        if let MutatingObject::Policy(origin, p) = o {
+            out.push(Sites {
+                origin,
+                fields: fields_of(mutation_sites(&p, Mode::Extended)),
+                policy: Subject::Mutating(p),
+            });
+        }
+    }
+    let (webhooks, _) = crate::analysis::webhooks::read_lenient(others);
+    for w in webhooks {
+        for (i, hook) in w.config.webhooks().iter().enumerate() {
+            let conditions = hook.match_conditions();
+            if conditions.is_empty() {
+                continue;
+            }
+            out.push(Sites {
+                origin: w.origin.clone(),
+                fields: (0..conditions.len())
+                    .map(|j| {
+                        (
+                            format!("webhooks[{i}].matchConditions[{j}].expression"),
+                            false,
+                        )
+                    })
+                    .collect(),
+                policy: Subject::Validating(Box::new(
+                    crate::webhooks::match_conditions::as_policy(w.config.name(), hook),
+                )),
+            });
+        }
+    }
+    out
+}
+
+fn fields_of(sites: Vec<crate::policy::ExpressionSite<'_>>) -> Vec<(String, bool)> {
+    sites
+        .into_iter()
+        .map(|s| (s.field.to_string(), s.field.has_patch_types()))
+        .collect()
+}
+
+/// The expression of a ValidatingAdmissionPolicy, MutatingAdmissionPolicy or webhook match
+/// condition at `cursor` (1-based line, code-point column) in `text` (the file named `name`),
+/// if the cursor is in one.
 pub fn expression_at(name: &str, text: &str, cursor: Position) -> Option<AtCursor> {
     let (objects, others, _) = read_all_lenient(name, text);
-    let (mutating, _) = crate::analysis::mutating::read_lenient(&others);
-    let validating = objects.into_iter().filter_map(|o| match o {
-        InputObject::Policy(p) => Some((p.origin, Subject::Validating(Box::new(p.policy)))),
-        InputObject::Binding(_) => None,
-    });
-    let mutating = mutating.into_iter().filter_map(|o| match o {
-        MutatingObject::Policy(origin, p) => Some((origin, Subject::Mutating(p))),
-        MutatingObject::Binding(..) => None,
-    });
-    for (origin, policy) in validating.chain(mutating) {
-        let Some((doc, mut prefix)) = document_text(text, origin.document) else {
+    for sites in sites_of(&objects, &others) {
+        let Some((doc, mut prefix)) = document_text(text, sites.origin.document) else {
             continue;
         };
-        if let Some(i) = origin.item {
+        if let Some(i) = sites.origin.item {
             prefix.push(Step::Key("items".into()));
             prefix.push(Step::Index(i));
         }
         let Some(parsed) = SpannedDocument::parse(&doc) else {
             continue;
         };
-        let sites = match &policy {
-            Subject::Validating(p) => expression_sites(p, Mode::Extended),
-            Subject::Mutating(p) => mutation_sites(p, Mode::Extended),
-        };
-        let found = sites.into_iter().find_map(|site| {
-            let field = site.field.to_string();
+        let found = sites.fields.into_iter().find_map(|(field, patch_types)| {
             let mut path = prefix.clone();
             path.extend(parse_path(&field));
             let (s, value) = parsed.locate(&path)?;
             let n = value.chars().count();
             // The character under the cursor, or the end of the expression just after it.
             let index = (0..=n).find(|&i| s.at(i) == cursor && !s.chars.is_empty())?;
-            Some((field, site.field.has_patch_types(), value, index))
+            Some((field, patch_types, value, index))
         });
         if let Some((field, patch_types, expression, index)) = found {
             return Some(AtCursor {
-                policy,
+                policy: sites.policy,
                 field,
                 patch_types,
                 expression,
@@ -226,7 +284,7 @@ pub fn hover_text(
     at: &AtCursor,
     options: &CheckOptions,
     backends: &Backends<'_>,
-    descriptions: Option<&super::describe::Source>,
+    descriptions: &super::describe::Descriptions,
 ) -> String {
     let mut out = String::new();
     let signatures = call_at(&at.expression, at.index)

@@ -498,9 +498,9 @@ impl Server<'_> {
         let mut timings = timing::Timings::start("hover");
         let (found, args) = self.expression_at(at)?;
         timings.mark("expression");
-        let descriptions = describe::Source::of(&schema_options(&args));
+        let descriptions = describe::Descriptions::of(&schema_options(&args));
         let value = self.with_backends(&args, |options, backends| {
-            hover::hover_text(&found, options, backends, descriptions.as_ref())
+            hover::hover_text(&found, options, backends, &descriptions)
         })?;
         timings.mark("types");
         Some(lsp_types::Hover {

@@ -15,13 +15,10 @@ use std::cell::OnceCell;
 use std::collections::HashMap;
 use std::rc::Rc;
 
-use super::hover::{AtCursor, Subject};
-use crate::analysis::mutating::MutatingObject;
+use super::hover::{AtCursor, Subject, sites_of};
 use crate::cli::documents::SourceRead;
 use crate::cli::input::{InputObject, read_all_lenient, yaml_documents};
 use crate::cli::positions::{Position, ScalarPositions, SpannedDocument, Step, parse_path};
-use crate::mutating::mutation_sites;
-use crate::policy::{Mode, expression_sites};
 
 /// One CEL expression of a ValidatingAdmissionPolicy: where it is and what it says.
 struct Site {
@@ -86,44 +83,27 @@ impl Doc {
             let Some(parsed) = SpannedDocument::parse(&padded) else {
                 return (policies, sites);
             };
-            let validating = self.read.0.iter().filter_map(|o| match o {
-                InputObject::Policy(p) => Some((
-                    p.origin.item,
-                    Subject::Validating(Box::new(p.policy.clone())),
-                )),
-                InputObject::Binding(_) => None,
-            });
-            let (mutating, _) = crate::analysis::mutating::read_lenient(&self.read.1);
-            let mutating = mutating.into_iter().filter_map(|o| match o {
-                MutatingObject::Policy(origin, p) => Some((origin.item, Subject::Mutating(p))),
-                MutatingObject::Binding(..) => None,
-            });
-            for (item, policy) in validating.chain(mutating) {
+            for found in sites_of(&self.read.0, &self.read.1) {
                 let mut prefix = Vec::new();
-                if let Some(i) = item {
+                if let Some(i) = found.origin.item {
                     prefix.push(Step::Key("items".into()));
                     prefix.push(Step::Index(i));
                 }
                 let index = policies.len();
-                let found = match &policy {
-                    Subject::Validating(p) => expression_sites(p, Mode::Extended),
-                    Subject::Mutating(p) => mutation_sites(p, Mode::Extended),
-                };
-                for site in found {
-                    let field = site.field.to_string();
+                for (field, patch_types) in found.fields {
                     let mut path = prefix.clone();
                     path.extend(parse_path(&field));
                     if let Some((positions, expression)) = parsed.locate(&path) {
                         sites.push(Site {
                             policy: index,
                             field,
-                            patch_types: site.field.has_patch_types(),
+                            patch_types,
                             expression,
                             positions,
                         });
                     }
                 }
-                policies.push(policy);
+                policies.push(found.policy);
             }
             (policies, sites)
         })

@@ -1794,3 +1794,152 @@ fn hover_and_completion_in_a_mutating_admission_policy() {
     let (code, stderr) = server.shutdown();
     assert_eq!((code, stderr.as_str()), (0, ""));
 }
+
+/// A ValidatingWebhookConfiguration whose webhook matches Deployments and has a match
+/// condition on line 16 (0-based).
+const DEPLOYMENT_WEBHOOK: &str = r#"apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingWebhookConfiguration
+metadata:
+  name: replicas.example.com
+webhooks:
+- name: replicas.example.com
+  sideEffects: None
+  admissionReviewVersions: ["v1"]
+  clientConfig:
+    service: {namespace: ns, name: svc}
+  rules:
+  - apiGroups: ["apps"]
+    apiVersions: ["v1"]
+    operations: ["CREATE"]
+    resources: ["deployments"]
+  matchConditions:
+  - name: several
+    expression: "object.spec.replicas > 1"
+"#;
+
+#[test]
+fn hover_and_completion_in_a_webhook_match_condition() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path().canonicalize().expect("canonical");
+    std::fs::write(root.join("webhook.yaml"), DEPLOYMENT_WEBHOOK).expect("write");
+    let mut server = Server::start(&root);
+    server.initialize(&root);
+    let file = uri(&root.join("webhook.yaml"));
+    server.notify(
+        "textDocument/didOpen",
+        json!({"textDocument": {"uri": file, "languageId": "yaml", "version": 1,
+                                "text": DEPLOYMENT_WEBHOOK}}),
+    );
+    let deployment = "apps/v1, Kind=Deployment";
+    let replicas = "Number of desired pods. This is a pointer to distinguish between explicit zero and not specified. Defaults to 1.";
+    let line = DEPLOYMENT_WEBHOOK.lines().nth(17).unwrap_or_default();
+    let at = line.find("replicas").unwrap_or_default() as u32;
+    assert_eq!(
+        hover(&mut server, &file, 17, at + 2),
+        json!(format!(
+            "`object.spec.replicas`\n\n- `{deployment}`: `int`\n\n{replicas}\n\n`webhooks[0].matchConditions[0].expression` (the expression)\n\n- `{deployment}`: `bool`\n"
+        ))
+    );
+    let edited = DEPLOYMENT_WEBHOOK.replace("object.spec.replicas > 1", "object.spec.");
+    server.notify(
+        "textDocument/didChange",
+        json!({"textDocument": {"uri": file, "version": 2},
+               "contentChanges": [{"text": edited}]}),
+    );
+    let end = edited
+        .lines()
+        .nth(17)
+        .unwrap_or_default()
+        .rfind('"')
+        .unwrap_or_default() as u32;
+    let labels: Vec<String> = completion(&mut server, &file, 17, end)
+        .into_iter()
+        .map(|(label, _)| label)
+        .collect();
+    assert_eq!(
+        labels,
+        [
+            "minReadySeconds",
+            "paused",
+            "progressDeadlineSeconds",
+            "replicas",
+            "revisionHistoryLimit",
+            "selector",
+            "strategy",
+            "template"
+        ]
+    );
+    let (code, stderr) = server.shutdown();
+    assert_eq!((code, stderr.as_str()), (0, ""));
+}
+
+#[test]
+fn hover_describes_custom_resource_fields_from_the_crd_file() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path().canonicalize().expect("canonical");
+    std::fs::create_dir_all(root.join("crds")).expect("mkdir");
+    let crd = WIDGET_CRD.replace(
+        "size: {type: integer}",
+        "size: {type: integer, description: How many parts the widget has.}",
+    );
+    let policy = r#"apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata:
+  name: widgets
+spec:
+  matchConstraints:
+    resourceRules:
+    - apiGroups: ["example.com"]
+      apiVersions: ["v1"]
+      operations: ["CREATE"]
+      resources: ["widgets"]
+  validations:
+  - expression: "object.spec.size < 10"
+"#;
+    for (name, text) in [
+        ("crds/widget.yaml", crd.as_str()),
+        (".vapcheck.yaml", "crds: [crds/widget.yaml]\n"),
+        ("policy.yaml", policy),
+    ] {
+        std::fs::write(root.join(name), text).expect("write");
+    }
+    let mut server = Server::start(&root);
+    server.initialize(&root);
+    let file = uri(&root.join("policy.yaml"));
+    server.notify(
+        "textDocument/didOpen",
+        json!({"textDocument": {"uri": file, "languageId": "yaml", "version": 1,
+                                "text": policy}}),
+    );
+    let widget = "example.com/v1, Kind=Widget";
+    let at = policy
+        .lines()
+        .nth(12)
+        .unwrap_or_default()
+        .find("size")
+        .unwrap_or_default() as u32;
+    assert_eq!(
+        hover(&mut server, &file, 12, at + 1),
+        json!(format!(
+            "`object.spec.size`\n\n- `{widget}`: `int`\n\nHow many parts the widget has.\n\n`spec.validations[0].expression` (the expression)\n\n- `{widget}`: `bool`\n"
+        ))
+    );
+    // Edited on disk, the CRD's new description is the hover's.
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    let changed = crd.replace("How many parts the widget has.", "The part count.");
+    std::fs::write(root.join("crds/widget.yaml"), &changed).expect("write");
+    let set_later = std::time::SystemTime::now() + std::time::Duration::from_secs(5);
+    std::fs::File::options()
+        .write(true)
+        .open(root.join("crds/widget.yaml"))
+        .and_then(|f| f.set_modified(set_later))
+        .expect("touch");
+    assert_eq!(
+        hover(&mut server, &file, 12, at + 1),
+        json!(format!(
+            "`object.spec.size`\n\n- `{widget}`: `int`\n\nThe part count.\n\n`spec.validations[0].expression` (the expression)\n\n- `{widget}`: `bool`\n"
+        ))
+    );
+    let (code, stderr) = server.shutdown();
+    assert_eq!((code, stderr.as_str()), (0, ""));
+}

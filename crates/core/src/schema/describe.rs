@@ -2,7 +2,8 @@
 //! documents the checks load drop their documentation ([`super::document`],
 //! `strip_documentation`), so the description is read from the document as published
 //! (kube-apiserver's `/openapi/v3/apis/<group>/<version>`, the embedded copy of it, or an
-//! `--openapi` folder's file). No I/O: the caller hands over the parsed document.
+//! `--openapi` folder's file), or for a custom resource from its CustomResourceDefinition
+//! ([`crd_field_description`]). No I/O: the caller hands over the parsed document.
 //!
 //! The walk follows what kube-openapi publishes for built-in kinds
 //! (k8s.io/kube-openapi `pkg/builder3`, and k8s.io/apiextensions-apiserver's
@@ -11,6 +12,7 @@
 //! `{"allOf": [{"$ref": "#/components/schemas/NAME"}], "description": ...}` (or a bare
 //! `$ref`), a list's elements are its `items`, a map's values its `additionalProperties`.
 
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use serde_json::Value;
 
 use super::gvk::GroupVersionKind;
@@ -51,6 +53,36 @@ pub fn field_description(
     own.or_else(|| resolve(schemas, node).and_then(text))
 }
 
+/// The description of the field at `path` of `gvk` in `crd`: the `description` of the
+/// property in the version's `schema.openAPIV3Schema` (for the empty path, the schema's own),
+/// which apiextensions-apiserver publishes as written (k8s.io/apiextensions-apiserver
+/// `pkg/controller/openapi/builder`, `BuildOpenAPIV3`). `None` when `crd` does not define
+/// `gvk` or has no schema for its version, a name on the path is not a property, the field
+/// has no description, or the path starts at `metadata`, `apiVersion` or `kind` (the
+/// published schema replaces those by ObjectMeta's and the standard fields', not the CRD's).
+pub fn crd_field_description(
+    crd: &CustomResourceDefinition,
+    gvk: &GroupVersionKind,
+    path: &[&str],
+) -> Option<String> {
+    if crd.spec.group != gvk.group || crd.spec.names.kind != gvk.kind {
+        return None;
+    }
+    if matches!(path.first(), Some(&("metadata" | "apiVersion" | "kind"))) {
+        return None;
+    }
+    let version = crd.spec.versions.iter().find(|v| v.name == gvk.version)?;
+    let mut node = version.schema.as_ref()?.open_api_v3_schema.as_ref()?;
+    for name in path {
+        node = node.properties.as_ref()?.get(*name)?;
+    }
+    node.description
+        .as_deref()
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_owned)
+}
+
 /// A schema node's `description`, trimmed; `None` when it has none or it is blank.
 fn text(v: &Value) -> Option<String> {
     v.get("description")
@@ -82,6 +114,14 @@ fn resolve<'d>(schemas: &'d serde_json::Map<String, Value>, node: &'d Value) -> 
         node = schemas.get(name)?;
     }
     None
+}
+
+/// Whether `document` declares `gvk` (one of its components is the kind's root schema).
+pub fn declares_kind(document: &Value, gvk: &GroupVersionKind) -> bool {
+    document
+        .pointer("/components/schemas")
+        .and_then(Value::as_object)
+        .is_some_and(|schemas| schemas.values().any(|s| declares(s, gvk)))
 }
 
 /// Whether the component `schema` is the root schema of `gvk`.
@@ -169,5 +209,41 @@ mod tests {
                   "x-kubernetes-group-version-kind": [{"group": "g", "version": "v1", "kind": "K"}]}
         }}});
         assert_eq!(field_description(&doc, &gvk("g", "v1", "K"), &["x"]), None);
+    }
+
+    #[test]
+    fn descriptions_of_custom_resource_fields_from_the_crd() {
+        let crd: CustomResourceDefinition = serde_json::from_value(serde_json::json!({
+            "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": "widgets.example.com"},
+            "spec": {"group": "example.com", "scope": "Namespaced",
+                "names": {"kind": "Widget", "plural": "widgets"},
+                "versions": [{"name": "v1", "served": true, "storage": true,
+                    "schema": {"openAPIV3Schema": {"type": "object", "description": " A widget. ",
+                        "properties": {
+                            "metadata": {"type": "object", "description": "ignored"},
+                            "spec": {"type": "object", "properties": {
+                                "size": {"type": "integer", "description": "How big."},
+                                "color": {"type": "string", "description": "  "}}}}}}}]}
+        }))
+        .expect("CRD");
+        let widget = gvk("example.com", "v1", "Widget");
+        let at = |path: &[&str]| crd_field_description(&crd, &widget, path);
+        assert_eq!(at(&["spec", "size"]).as_deref(), Some("How big."));
+        assert_eq!(at(&[]).as_deref(), Some("A widget."));
+        assert_eq!(at(&["spec"]), None);
+        assert_eq!(at(&["spec", "color"]), None);
+        assert_eq!(at(&["spec", "weight"]), None);
+        assert_eq!(at(&["metadata"]), None);
+        let other_version = gvk("example.com", "v2", "Widget");
+        assert_eq!(
+            crd_field_description(&crd, &other_version, &["spec", "size"]),
+            None
+        );
+        let other_kind = gvk("example.com", "v1", "Gadget");
+        assert_eq!(
+            crd_field_description(&crd, &other_kind, &["spec", "size"]),
+            None
+        );
     }
 }

@@ -122,7 +122,7 @@ pub fn unbound_variable_findings(
 }
 
 /// The ValidatingAdmissionPolicy with the webhook's matching and match conditions.
-fn as_policy(
+pub fn as_policy(
     name: &str,
     hook: &Webhook,
 ) -> k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicy {
