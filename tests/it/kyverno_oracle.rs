@@ -268,8 +268,8 @@ const MUTATING_FIXTURES: usize = 12;
 const MUTATING_FIXTURES_ACCEPTED: usize = 3;
 const DELETING_FIXTURES: usize = 24;
 const DELETING_FIXTURES_ACCEPTED: usize = 7;
-const GENERATING_FIXTURES: usize = 15;
-const GENERATING_FIXTURES_ACCEPTED: usize = 2;
+const GENERATING_FIXTURES: usize = 21;
+const GENERATING_FIXTURES_ACCEPTED: usize = 3;
 
 /// The table of Kyverno's library declarations equals what Kyverno's environment declares
 /// beyond Kubernetes' base environment, row for row.

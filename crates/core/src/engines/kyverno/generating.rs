@@ -441,6 +441,90 @@ fn scan_placeholder(s: &str, start: usize) -> Result<(String, usize), String> {
     ))
 }
 
+/// How a template is read: every mapping entry kept (go.yaml.in/yaml/v3 builds the node tree
+/// first and checks duplicate keys only when decoding a static subtree), `<<` as an ordinary
+/// key (`compileNode` refuses it in a subtree with placeholders).
+fn template_options() -> serde_saphyr::Options {
+    let mut options = serde_saphyr::Options::default();
+    options.duplicate_keys = serde_saphyr::DuplicateKeyPolicy::PassThrough;
+    options.merge_keys = serde_saphyr::MergeKeyPolicy::AsOrdinary;
+    options
+}
+
+/// The template's documents, each with where it is.
+fn template_documents(value: &str) -> Result<Vec<Spanned<Node>>, serde_saphyr::Error> {
+    serde_saphyr::from_multiple_with_options::<Spanned<Node>>(value, template_options())
+}
+
+/// The line go.yaml.in/yaml/v3 gives a node (`Node.Line`): where it starts, except that a
+/// block scalar (`|`, `>`) starts at its header, while its span starts at its content.
+fn node_line(source: &str, n: &Spanned<Node>) -> u64 {
+    let line = n.referenced.line();
+    let (Node::Str(_), Some(offset)) = (&n.value, n.referenced.span().byte_offset()) else {
+        return line;
+    };
+    let Some(offset) = usize::try_from(offset).ok() else {
+        return line;
+    };
+    let Some(before) = source.get(..offset) else {
+        return line;
+    };
+    let before = before.trim_end();
+    let start = before.rfind('\n').map_or(0, |i| i + 1);
+    let header = before[start..]
+        .split(" #")
+        .next()
+        .unwrap_or_default()
+        .trim_end();
+    let last = header
+        .rsplit(char::is_whitespace)
+        .next()
+        .unwrap_or_default();
+    let is_header = last.starts_with(['|', '>'])
+        && last[1..]
+            .chars()
+            .all(|c| matches!(c, '-' | '+' | '0'..='9'));
+    if is_header && before.len() < offset {
+        let header_line = before[..start].matches('\n').count() + 1;
+        return u64::try_from(header_line).unwrap_or(line);
+    }
+    line
+}
+
+/// go.yaml.in/yaml/v3 `(*decoder).mapping` with unique keys, over a static subtree: for the
+/// first mapping (depth first) with repeated keys, every later occurrence of each key
+/// (`line L: mapping key "k" already defined at line F`; that mapping is not decoded further),
+/// and the errors of the other mappings decoded.
+fn duplicate_keys(source: &str, n: &Spanned<Node>, errors: &mut Vec<String>) {
+    match &n.value {
+        Node::Map(entries) => {
+            let before = errors.len();
+            for (i, (ki, _)) in entries.iter().enumerate() {
+                for (kj, _) in &entries[i + 1..] {
+                    if let (Node::Str(a), Node::Str(b)) = (&ki.value, &kj.value)
+                        && a == b
+                    {
+                        errors.push(format!(
+                            "line {}: mapping key {} already defined at line {}",
+                            node_line(source, kj),
+                            go_quote(b),
+                            node_line(source, ki)
+                        ));
+                    }
+                }
+            }
+            if errors.len() > before {
+                return;
+            }
+            for (_, v) in entries {
+                duplicate_keys(source, v, errors);
+            }
+        }
+        Node::Seq(items) => items.iter().for_each(|i| duplicate_keys(source, i, errors)),
+        _ => {}
+    }
+}
+
 /// `ExtractExpressions`: every placeholder's expression of a template (none when it is not
 /// YAML).
 fn extract_expressions(value: &str) -> Vec<String> {
@@ -462,7 +546,7 @@ fn extract_expressions(value: &str) -> Vec<String> {
         }
     }
     let mut out = Vec::new();
-    if let Ok(docs) = serde_saphyr::from_multiple::<Spanned<Node>>(value) {
+    if let Ok(docs) = template_documents(value) {
         for d in &docs {
             collect(&d.value, &mut out);
         }
@@ -484,17 +568,27 @@ enum Compiled {
 /// `(*templateCompiler).compileNode` with interpolation: the first error, as its text.
 fn compile_node(
     env: &crate::k8s_env::PolicyEnv,
+    source: &str,
     n: &Spanned<Node>,
     interpolate: bool,
 ) -> Result<Compiled, String> {
-    let line = n.referenced.line();
+    let line = node_line(source, n);
     if !interpolate || !node_contains_placeholder(&n.value) {
+        // `n.Decode(&v)`: a static subtree, decoded with unique keys.
+        let mut errors = Vec::new();
+        duplicate_keys(source, n, &mut errors);
+        if !errors.is_empty() {
+            return Err(format!(
+                "line {line}: yaml: unmarshal errors:\n  {}",
+                errors.join("\n  ")
+            ));
+        }
         return Ok(Compiled::Literal(matches!(n.value, Node::Map(_))));
     }
     match &n.value {
         Node::Map(entries) => {
             for (k, v) in entries {
-                let key_line = k.referenced.line();
+                let key_line = node_line(source, k);
                 let key = match &k.value {
                     Node::Str(s) => s.as_str(),
                     Node::Map(_) | Node::Seq(_) => {
@@ -514,13 +608,13 @@ fn compile_node(
                         "line {key_line}: YAML merge keys are not supported in subtrees containing placeholders"
                     ));
                 }
-                compile_node(env, v, interpolate)?;
+                compile_node(env, source, v, interpolate)?;
             }
             Ok(Compiled::MappingOrSplice)
         }
         Node::Seq(items) => {
             for item in items {
-                compile_node(env, item, interpolate)?;
+                compile_node(env, source, item, interpolate)?;
             }
             Ok(Compiled::Other)
         }
@@ -561,7 +655,7 @@ fn compile_template(
         Some(FieldError::invalid(field, &template.value, detail).cause())
     };
     let interpolate = template.interpolate == "cel";
-    let docs = match serde_saphyr::from_multiple::<Spanned<Node>>(&template.value) {
+    let docs = match template_documents(&template.value) {
         Ok(d) => d,
         // go.yaml.in/yaml/v3's message is not reproduced (docs/engines.md, Limits).
         Err(e) => return invalid(format!("failed to parse YAML: {e}")),
@@ -571,13 +665,13 @@ fn compile_template(
         if matches!(doc.value, Node::Null) {
             continue;
         }
-        match compile_node(env, doc, interpolate) {
+        match compile_node(env, &template.value, doc, interpolate) {
             Err(e) => return invalid(e),
             Ok(Compiled::MappingOrSplice | Compiled::Literal(true)) => count += 1,
             Ok(_) => {
                 return invalid(format!(
                     "line {}: document must be a mapping describing a resource",
-                    doc.referenced.line()
+                    node_line(&template.value, doc)
                 ));
             }
         }
