@@ -220,15 +220,31 @@ const MUTATING_EXPECTED: [(usize, usize, &str, &str); 3] = [
 
 #[test]
 fn mutating_policy_typo_wrong_type_and_wrong_function_at_their_line_and_column() {
-    let file = "mpol-deployment-defaults.yaml";
+    findings_in_every_format(
+        "mpol-deployment-defaults.yaml",
+        "MutatingPolicy",
+        "deployment-defaults",
+        &MUTATING_EXPECTED,
+    );
+}
+
+/// `file` of `tests/fixtures/kyverno` (one policy of `kind` named `name`, accepted by
+/// Kyverno, matching Deployments) has exactly the findings `expected` (line, column, field,
+/// message start) in the GitHub, SARIF, JUnit, text, JSON and YAML outputs.
+fn findings_in_every_format(
+    file: &str,
+    kind: &str,
+    name: &str,
+    expected: &[(usize, usize, &str, &str)],
+) {
     let out = check("kyverno", &["-o", "github", file]);
     assert_eq!(out.status.code(), Some(1));
     let text = String::from_utf8(out.stdout).expect("utf-8");
     let lines: Vec<&str> = text.lines().collect();
-    assert_eq!(lines.len(), MUTATING_EXPECTED.len(), "{text}");
-    for (line, (l, c, field, message)) in lines.iter().zip(MUTATING_EXPECTED) {
+    assert_eq!(lines.len(), expected.len(), "{text}");
+    for (line, (l, c, field, message)) in lines.iter().zip(expected) {
         let head = format!(
-            "::warning file={file},line={l},col={c},title=MutatingPolicy deployment-defaults%3A type-checking warning (apps/v1%2C Kind=Deployment)::{field}: {message}"
+            "::warning file={file},line={l},col={c},title={kind} {name}%3A type-checking warning (apps/v1%2C Kind=Deployment)::{field}: {message}"
         );
         assert!(
             line.starts_with(&head),
@@ -254,7 +270,7 @@ fn mutating_policy_typo_wrong_type_and_wrong_function_at_their_line_and_column()
             )
         })
         .collect();
-    let want: Vec<(u64, u64, String, String)> = MUTATING_EXPECTED
+    let want: Vec<(u64, u64, String, String)> = expected
         .iter()
         .map(|(l, c, f, _)| (*l as u64, *c as u64, f.to_string(), "VAP100".to_owned()))
         .collect();
@@ -262,20 +278,19 @@ fn mutating_policy_typo_wrong_type_and_wrong_function_at_their_line_and_column()
     let out = check("kyverno", &["-o", "junit", file]);
     assert_eq!(out.status.code(), Some(1));
     let junit = String::from_utf8(out.stdout).expect("utf-8");
+    let n = expected.len();
     assert!(
-        junit.contains(r#"tests="3" failures="3" errors="0""#),
+        junit.contains(&format!(r#"tests="{n}" failures="{n}" errors="0""#)),
         "{junit}"
     );
     let out = check("kyverno", &[file]);
     assert_eq!(out.status.code(), Some(1));
     let text = String::from_utf8(out.stdout).expect("utf-8");
     assert!(
-        text.starts_with(
-            "deployment-defaults (mpol-deployment-defaults.yaml: document 1): 3 warnings\n"
-        ),
+        text.starts_with(&format!("{name} ({file}: document 1): {n} warnings\n")),
         "{text}"
     );
-    for (l, c, f, message) in MUTATING_EXPECTED {
+    for (l, c, f, message) in expected {
         assert!(
             text.contains(&format!(
                 "  {file}:{l}:{c}: {f}\n    apps/v1, Kind=Deployment: {message}"
@@ -292,8 +307,8 @@ fn mutating_policy_typo_wrong_type_and_wrong_function_at_their_line_and_column()
             serde_saphyr::from_str(std::str::from_utf8(&out.stdout).expect("utf-8")).expect("YAML")
         };
         let e = &v[0];
-        assert_eq!(e["kind"], "MutatingPolicy");
-        assert_eq!(e["name"], "deployment-defaults");
+        assert_eq!(e["kind"], kind);
+        assert_eq!(e["name"], name);
         assert_eq!(e["apiServer"], serde_json::json!({"accepted": true}));
         let fields: Vec<&str> = e["status"]["typeChecking"]["expressionWarnings"]
             .as_array()
@@ -301,9 +316,76 @@ fn mutating_policy_typo_wrong_type_and_wrong_function_at_their_line_and_column()
             .iter()
             .map(|w| w["fieldRef"].as_str().expect("fieldRef"))
             .collect();
-        let want: Vec<&str> = MUTATING_EXPECTED.iter().map(|(_, _, f, _)| *f).collect();
+        let want: Vec<&str> = expected.iter().map(|(_, _, f, _)| *f).collect();
         assert_eq!(fields, want, "{format}");
     }
+}
+
+/// The three findings of the DeletingPolicy `dpol-deployments.yaml` (which Kyverno accepts:
+/// tests/it/kyverno_oracle.rs), on the conditions, with `object` the existing Deployment.
+const DELETING_EXPECTED: [(usize, usize, &str, &str); 3] = [
+    (
+        16,
+        30,
+        "spec.conditions[0].expression",
+        "ERROR: <input>:1:12: undefined field 'replica'",
+    ),
+    (
+        18,
+        40,
+        "spec.conditions[1].expression",
+        "ERROR: <input>:1:22: found no matching overload for '_==_' applied to '(int, string)'",
+    ),
+    (
+        20,
+        62,
+        "spec.conditions[2].expression",
+        "ERROR: <input>:1:44: found no matching overload for 'startsWith' applied to 'int.(string)'",
+    ),
+];
+
+/// The three findings of the GeneratingPolicy `gpol-deployments.yaml` (which Kyverno
+/// accepts): a wrong function in the generation (typed as a validation, reported at
+/// `spec.generate[0]`), a typo in a match condition, a wrong type in a variable's map literal.
+const GENERATING_EXPECTED: [(usize, usize, &str, &str); 3] = [
+    (
+        23,
+        38,
+        "spec.generate[0].expression",
+        "ERROR: <input>:1:30: found no matching overload for 'startsWith' applied to 'bool.(string)'",
+    ),
+    (
+        14,
+        30,
+        "spec.matchConditions[0].expression",
+        "ERROR: <input>:1:12: undefined field 'replica'",
+    ),
+    (
+        20,
+        55,
+        "spec.variables[0].expression",
+        "ERROR: <input>:1:150: found no matching overload for '_+_' applied to '(int, string)'",
+    ),
+];
+
+#[test]
+fn generating_policy_typo_wrong_type_and_wrong_function_at_their_line_and_column() {
+    findings_in_every_format(
+        "gpol-deployments.yaml",
+        "GeneratingPolicy",
+        "deployment-budget",
+        &GENERATING_EXPECTED,
+    );
+}
+
+#[test]
+fn deleting_policy_typo_wrong_type_and_wrong_function_at_their_line_and_column() {
+    findings_in_every_format(
+        "dpol-deployments.yaml",
+        "DeletingPolicy",
+        "scaled-down-deployments",
+        &DELETING_EXPECTED,
+    );
 }
 
 #[test]

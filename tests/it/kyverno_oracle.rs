@@ -100,8 +100,13 @@ fn vapcheck_errors(file: &str, document: u64) -> Vec<String> {
     let value = docs
         .get(index)
         .unwrap_or_else(|| panic!("{file}: no document {document}"));
-    let decoded = if kv::mutating::MUTATING_KINDS.contains(&value["kind"].as_str().unwrap_or("")) {
+    let kind = value["kind"].as_str().unwrap_or("");
+    let decoded = if kv::mutating::MUTATING_KINDS.contains(&kind) {
         kv::mutating::read_mutating_policy(value).map(|p| kv::mutating::validate(&p))
+    } else if kv::deleting::DELETING_KINDS.contains(&kind) {
+        kv::deleting::read_deleting_policy(value).map(|p| kv::deleting::validate(&p))
+    } else if kv::generating::GENERATING_KINDS.contains(&kind) {
+        kv::generating::read_generating_policy(value).map(|p| kv::generating::validate(&p))
     } else {
         kv::read_validating_policy(value).map(|p| kv::validate(&p))
     };
@@ -119,7 +124,15 @@ struct Counts {
     mutating: usize,
     /// Of them, accepted by Kyverno.
     mutating_accepted: usize,
-    /// Objects of the other kinds (Kyverno's verdict known, not reproduced by vapcheck).
+    /// Deleting policies (DeletingPolicy, NamespacedDeletingPolicy) compared.
+    deleting: usize,
+    /// Of them, accepted by Kyverno.
+    deleting_accepted: usize,
+    /// Generating policies (GeneratingPolicy, NamespacedGeneratingPolicy) compared.
+    generating: usize,
+    /// Of them, accepted by Kyverno.
+    generating_accepted: usize,
+    /// Objects of the other kinds (ImageValidatingPolicies: not checked by the oracle either).
     other_kinds: usize,
     /// Of the compared, those whose errors differ only by the end of a block scalar that ends
     /// the file without a line break: Go's YAML reader keeps no final `\n` (YAML 1.2 clip
@@ -135,11 +148,19 @@ fn compare(dirs: &[PathBuf]) -> Option<Counts> {
     let mut differences = Vec::new();
     let (mut compared, mut accepted, mut other_kinds, mut eof_newline) = (0, 0, 0, 0);
     let (mut mutating, mut mutating_accepted) = (0, 0);
+    let (mut deleting, mut deleting_accepted) = (0, 0);
+    let (mut generating, mut generating_accepted) = (0, 0);
     for ((file, document), want) in &answers {
         let kind = want.kind.as_str();
         if kv::mutating::MUTATING_KINDS.contains(&kind) {
             mutating += 1;
             mutating_accepted += usize::from(want.errors.is_empty());
+        } else if kv::deleting::DELETING_KINDS.contains(&kind) {
+            deleting += 1;
+            deleting_accepted += usize::from(want.errors.is_empty());
+        } else if kv::generating::GENERATING_KINDS.contains(&kind) {
+            generating += 1;
+            generating_accepted += usize::from(want.errors.is_empty());
         } else if kv::VALIDATING_KINDS.contains(&kind) {
             compared += 1;
             accepted += usize::from(want.errors.is_empty());
@@ -169,7 +190,7 @@ fn compare(dirs: &[PathBuf]) -> Option<Counts> {
         differences.is_empty(),
         "{} of {} policies differ:\n{}",
         differences.len(),
-        compared + mutating,
+        compared + mutating + deleting + generating,
         differences.join("\n")
     );
     let counts = Counts {
@@ -177,6 +198,10 @@ fn compare(dirs: &[PathBuf]) -> Option<Counts> {
         accepted,
         mutating,
         mutating_accepted,
+        deleting,
+        deleting_accepted,
+        generating,
+        generating_accepted,
         other_kinds,
         eof_newline,
     };
@@ -202,7 +227,11 @@ fn corpus_verdicts_equal_kyvernos() {
                 accepted: ACCEPTED_CORPUS,
                 mutating: 98,
                 mutating_accepted: 96,
-                other_kinds: 123,
+                deleting: 14,
+                deleting_accepted: 10,
+                generating: 80,
+                generating_accepted: 75,
+                other_kinds: 29,
                 eof_newline: 5,
             }
         );
@@ -222,6 +251,10 @@ fn fixture_verdicts_equal_kyvernos() {
                 accepted: FIXTURES_ACCEPTED,
                 mutating: MUTATING_FIXTURES,
                 mutating_accepted: MUTATING_FIXTURES_ACCEPTED,
+                deleting: DELETING_FIXTURES,
+                deleting_accepted: DELETING_FIXTURES_ACCEPTED,
+                generating: GENERATING_FIXTURES,
+                generating_accepted: GENERATING_FIXTURES_ACCEPTED,
                 other_kinds: 0,
                 eof_newline: 0,
             }
@@ -233,6 +266,10 @@ const FIXTURES: usize = 13;
 const FIXTURES_ACCEPTED: usize = 6;
 const MUTATING_FIXTURES: usize = 12;
 const MUTATING_FIXTURES_ACCEPTED: usize = 3;
+const DELETING_FIXTURES: usize = 24;
+const DELETING_FIXTURES_ACCEPTED: usize = 7;
+const GENERATING_FIXTURES: usize = 21;
+const GENERATING_FIXTURES_ACCEPTED: usize = 3;
 
 /// The table of Kyverno's library declarations equals what Kyverno's environment declares
 /// beyond Kubernetes' base environment, row for row.
@@ -316,9 +353,147 @@ fn mutating_declarations_equal_kyvernos() {
     assert_eq!(want.len(), table_rows().len() + 2);
 }
 
+/// What the DeletingPolicy and GeneratingPolicy environments (built on `cel.NewEnv()`, not
+/// on Kubernetes' base environment set) lack of that set, as `kvcheck -decls-dpol` and
+/// `-decls-gpol` print it: the `authz` and `authzSelectors` libraries' overloads and the
+/// two-variable comprehensions (their macros and `cel.@mapInsert`), the libraries
+/// `engines::kyverno::env` leaves out of both.
+fn removed_from_kubernetes_base() -> Vec<String> {
+    use vapcheck::k8s_env::decls::{AUTHZ, AUTHZ_SELECTORS};
+    let mut out = Vec::new();
+    for variant in ["cluster", "namespaced"] {
+        for row in AUTHZ.iter().chain(AUTHZ_SELECTORS) {
+            out.push(format!(
+                "{variant} removed-overload {} {}",
+                row.function, row.id
+            ));
+        }
+        for id in ["@mapInsert_map_key_value", "@mapInsert_map_map"] {
+            out.push(format!("{variant} removed-overload cel.@mapInsert {id}"));
+        }
+        for m in [
+            "all:3:true",
+            "exists:3:true",
+            "existsOne:3:true",
+            "exists_one:3:true",
+            "transformList:3:true",
+            "transformList:4:true",
+            "transformMap:3:true",
+            "transformMap:4:true",
+            "transformMapEntry:3:true",
+            "transformMapEntry:4:true",
+        ] {
+            out.push(format!("{variant} removed-macro {m}"));
+        }
+    }
+    out
+}
+
+/// Whether a row of [`table_rows`] is the `user` library's (left out of the DeletingPolicy
+/// and GeneratingPolicy environments).
+fn user_library_row(row: &str) -> bool {
+    kv::env::USER_LIBRARY
+        .iter()
+        .any(|name| row.contains(&format!(" {name} ")) || row.contains(&format!(" {name}.")))
+}
+
+/// The DeletingPolicy environment (`kvcheck -decls-dpol`: dpol/compiler `createBaseDpolEnv`)
+/// declares the ValidatingPolicy table without the `user` library and `libs.Exception`'s
+/// fields, `exceptions` of type `compiler.Exception`, and lacks what
+/// [`removed_from_kubernetes_base`] lists.
+#[test]
+fn deleting_declarations_equal_kyvernos() {
+    let Some(oracle) = oracle_path() else {
+        return;
+    };
+    let want = oracle_rows(&oracle, "-decls-dpol");
+    let mut got: Vec<String> = table_rows()
+        .into_iter()
+        .filter(|r| !user_library_row(r) && !r.contains(" field libs.Exception."))
+        .map(|r| {
+            r.replace(
+                "variable exceptions : libs.Exception",
+                "variable exceptions : compiler.Exception",
+            )
+        })
+        .collect();
+    got.extend(removed_from_kubernetes_base());
+    // createBaseDpolEnv declares `resource` itself, beside the resource library's own
+    // declaration of it: `Variables()` lists both.
+    for variant in ["cluster", "namespaced"] {
+        got.push(format!(
+            "{variant} variable resource : opaque:resource.Context"
+        ));
+    }
+    assert_same_rows(got, want, "deleting");
+}
+
+/// The GeneratingPolicy environment (`kvcheck -decls-gpol`: gpol/compiler
+/// `createBaseGpolEnv`) declares the ValidatingPolicy table without the `user` library, plus
+/// the generator library (`engines::kyverno::env::GENERATOR_*`), and lacks what
+/// [`removed_from_kubernetes_base`] lists.
+#[test]
+fn generating_declarations_equal_kyvernos() {
+    let Some(oracle) = oracle_path() else {
+        return;
+    };
+    let want = oracle_rows(&oracle, "-decls-gpol");
+    let mut got: Vec<String> = table_rows()
+        .into_iter()
+        .filter(|r| !user_library_row(r))
+        .collect();
+    let (name, ty) = kv::env::GENERATOR_VARIABLE;
+    for (variant, v) in [
+        ("cluster", kv::decls::Variant::Cluster),
+        ("namespaced", kv::decls::Variant::Namespaced),
+    ] {
+        got.push(format!("{variant} variable {name} : {ty}"));
+        for o in kv::env::GENERATOR_OVERLOADS
+            .iter()
+            .filter(|o| o.variant.holds(v))
+        {
+            got.push(format!(
+                "{variant} overload {} {} member={} ({}) -> {}",
+                o.function,
+                o.id,
+                o.member,
+                o.args.join(", "),
+                o.result
+            ));
+        }
+    }
+    got.extend(removed_from_kubernetes_base());
+    assert_same_rows(got, want, "generating");
+}
+
+/// `got` and `want` hold the same rows (as multisets); else the rows only one side has.
+fn assert_same_rows(mut got: Vec<String>, mut want: Vec<String>, what: &str) {
+    got.sort();
+    want.sort();
+    if got != want {
+        let extra: Vec<&String> = got.iter().filter(|r| !want.contains(r)).collect();
+        let missing: Vec<&String> = want.iter().filter(|r| !got.contains(r)).collect();
+        panic!(
+            "{what}: vapcheck's rows differ from Kyverno's ({} against {}):\nonly vapcheck's: {extra:#?}\nonly Kyverno's: {missing:#?}",
+            got.len(),
+            want.len()
+        );
+    }
+    eprintln!("kyverno {what} declarations: {} rows equal", want.len());
+}
+
 fn row_text(v: &Value) -> String {
     let s = |k: &str| v[k].as_str().unwrap_or_default().to_owned();
     match v["what"].as_str() {
+        Some("removed-overload") => {
+            format!(
+                "{} removed-overload {} {}",
+                s("variant"),
+                s("name"),
+                s("id")
+            )
+        }
+        Some("removed-macro") => format!("{} removed-macro {}", s("variant"), s("name")),
         Some("variable") => format!("{} variable {} : {}", s("variant"), s("name"), s("result")),
         Some("field") => format!(
             "{} field {}.{} : {}",
@@ -526,7 +701,7 @@ fn corpus_findings_are_the_reviewed_ones() {
     assert_eq!(out.status.code(), Some(3));
     let v: Value = serde_json::from_slice(&out.stdout).expect("JSON");
     let all = v.as_array().expect("list");
-    assert_eq!(all.len(), 206 + 98);
+    assert_eq!(all.len(), 206 + 98 + 14 + 80);
     let entries: Vec<&Value> = all
         .iter()
         .filter(|e| kv::VALIDATING_KINDS.contains(&e["kind"].as_str().unwrap_or("")))
@@ -762,4 +937,124 @@ fn corpus_mutating_findings_are_the_reviewed_ones() {
         counts.values().sum::<usize>()
     );
     assert_eq!((warnings, policies, not_typed), (21, 11, 0));
+}
+
+/// The typed findings of `vapcheck check -o json ../shared/corpus/kyverno` on the entries of
+/// `kinds`: how many entries, (policy name, message) → number of error blocks, warnings, and
+/// policies with a warning.
+fn corpus_findings(kinds: &[&str]) -> (usize, BTreeMap<(String, String), usize>, usize, usize) {
+    let out = Command::new(env!("CARGO_BIN_EXE_vapcheck"))
+        .args(["check", "-o", "json"])
+        .arg(corpus_dir())
+        .output()
+        .expect("run vapcheck");
+    assert_eq!(out.status.code(), Some(3));
+    let v: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let entries: Vec<&Value> = v
+        .as_array()
+        .expect("list")
+        .iter()
+        .filter(|e| kinds.contains(&e["kind"].as_str().unwrap_or("")))
+        .collect();
+    let mut counts: BTreeMap<(String, String), usize> = BTreeMap::new();
+    let (mut warnings, mut policies) = (0, 0);
+    for e in &entries {
+        let ws = e["status"]["typeChecking"]["expressionWarnings"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        warnings += ws.len();
+        policies += usize::from(!ws.is_empty());
+        for w in ws {
+            for block in w["warning"].as_str().expect("warning").lines() {
+                let Some(at) = block.find("ERROR: <input>:") else {
+                    continue;
+                };
+                let rest = &block[at + "ERROR: <input>:".len()..];
+                let message = rest.splitn(3, ':').nth(2).unwrap_or_default().trim();
+                *counts
+                    .entry((
+                        e["name"].as_str().expect("name").to_owned(),
+                        message.to_owned(),
+                    ))
+                    .or_default() += 1;
+            }
+        }
+    }
+    (entries.len(), counts, warnings, policies)
+}
+
+fn reviewed(rows: &[(&str, &str, usize)]) -> BTreeMap<(String, String), usize> {
+    rows.iter()
+        .map(|(n, m, k)| ((n.to_string(), m.to_string()), *k))
+        .collect()
+}
+
+/// Every typed finding on the corpus's deleting policies; each class is reviewed in
+/// docs/engines.md.
+const REVIEWED_DELETING: [(&str, &str, usize); 3] = [
+    (
+        "cleanup-jobs",
+        "found no matching overload for '_==_' applied to '(optional_type(string), string)'",
+        1,
+    ),
+    (
+        "cleanup-jobs",
+        "found no matching overload for '_==_' applied to '(type(type), string)'",
+        1,
+    ),
+    (
+        "cleanup-old-test-pods",
+        "undeclared reference to 'now' (in container '')",
+        1,
+    ),
+];
+
+#[test]
+fn corpus_deleting_findings_are_the_reviewed_ones() {
+    let (entries, counts, warnings, policies) = corpus_findings(kv::deleting::DELETING_KINDS);
+    assert_eq!(entries, 14);
+    assert_eq!(counts, reviewed(&REVIEWED_DELETING));
+    eprintln!(
+        "kyverno corpus: {warnings} warnings on {policies} of 14 deleting policies, {} error blocks",
+        counts.values().sum::<usize>()
+    );
+    assert_eq!((warnings, policies), (2, 2));
+}
+
+/// Every typed finding on the corpus's generating policies; each class is reviewed in
+/// docs/engines.md.
+const REVIEWED_GENERATING: [(&str, &str, usize); 4] = [
+    (
+        "clone-secret",
+        "found no matching overload for 'Apply' applied to 'generator.Context.(string, list(dyn))'",
+        1,
+    ),
+    (
+        "clone-secret",
+        "found no matching overload for 'Get' applied to 'resource.Context.(string, string, string, string)'",
+        1,
+    ),
+    (
+        "cross-ns-escalate",
+        "found no matching overload for 'apply' applied to 'generator.Context.(string, list(map(string, dyn)))'",
+        1,
+    ),
+    (
+        "zk-kafka-address",
+        "found no matching overload for 'apply' applied to 'generator.Context.(list(map(string, dyn)))'",
+        1,
+    ),
+];
+
+#[test]
+fn corpus_generating_findings_are_the_reviewed_ones() {
+    let (entries, counts, warnings, policies) = corpus_findings(kv::generating::GENERATING_KINDS);
+    assert_eq!(entries, 80);
+    assert_eq!(counts, reviewed(&REVIEWED_GENERATING));
+    eprintln!(
+        "kyverno corpus: {warnings} warnings on {policies} of 80 generating policies, {} error blocks",
+        counts.values().sum::<usize>()
+    );
+    assert_eq!((warnings, policies), (4, 3));
 }

@@ -1,5 +1,5 @@
-//! `vapcheck check` and Kyverno's ValidatingPolicies, MutatingPolicies and their namespaced
-//! variants (`policies.kyverno.io` v1alpha1, v1beta1, v1): what Kyverno's policy webhook answers when
+//! `vapcheck check` and Kyverno's ValidatingPolicies, MutatingPolicies, DeletingPolicies and
+//! their namespaced variants (`policies.kyverno.io` v1alpha1, v1beta1, v1): what Kyverno's policy webhook answers when
 //! the policy is created (the `apiServer` block, its causes being Kyverno's errors) and
 //! vapcheck's type checking of its CEL (the `status`), by [`crate::engines::kyverno`];
 //! docs/engines.md.
@@ -8,6 +8,8 @@
 //! ([`super::gatekeeper`]).
 
 use crate::apiserver::Server;
+use crate::engines::kyverno::deleting::{self, DeletingPolicy};
+use crate::engines::kyverno::generating::{self, GeneratingPolicy};
 use crate::engines::kyverno::mutating::{self, MutatingPolicy};
 use crate::engines::kyverno::{self, ValidatingPolicy};
 
@@ -16,7 +18,10 @@ use super::input::{InputOther, Sourced, Undecoded, decode_others};
 
 /// Whether `kind` is one this module reports (for the text output's "REJECTED by Kyverno").
 pub fn is_kind(kind: &str) -> bool {
-    kyverno::VALIDATING_KINDS.contains(&kind) || mutating::MUTATING_KINDS.contains(&kind)
+    kyverno::VALIDATING_KINDS.contains(&kind)
+        || mutating::MUTATING_KINDS.contains(&kind)
+        || deleting::DELETING_KINDS.contains(&kind)
+        || generating::GENERATING_KINDS.contains(&kind)
 }
 
 /// A Kyverno policy of a kind vapcheck reads.
@@ -26,6 +31,10 @@ pub enum KyvernoPolicy {
     Validating(Box<ValidatingPolicy>),
     /// A MutatingPolicy or NamespacedMutatingPolicy.
     Mutating(Box<MutatingPolicy>),
+    /// A DeletingPolicy or NamespacedDeletingPolicy.
+    Deleting(Box<DeletingPolicy>),
+    /// A GeneratingPolicy or NamespacedGeneratingPolicy.
+    Generating(Box<GeneratingPolicy>),
 }
 
 /// A Kyverno policy, with where it came from.
@@ -39,12 +48,18 @@ pub fn read_lenient(others: &[InputOther]) -> (Vec<PolicyObject>, Vec<Undecoded>
         |o| {
             kyverno::is_validating_policy(o.api_version(), o.kind())
                 || mutating::is_mutating_policy(o.api_version(), o.kind())
+                || deleting::is_deleting_policy(o.api_version(), o.kind())
+                || generating::is_generating_policy(o.api_version(), o.kind())
         },
         |v| {
-            if mutating::MUTATING_KINDS
-                .contains(&v.get("kind").and_then(|k| k.as_str()).unwrap_or(""))
-            {
+            let kind = v.get("kind").and_then(|k| k.as_str()).unwrap_or("");
+            if mutating::MUTATING_KINDS.contains(&kind) {
                 mutating::read_mutating_policy(v).map(|p| KyvernoPolicy::Mutating(Box::new(p)))
+            } else if deleting::DELETING_KINDS.contains(&kind) {
+                deleting::read_deleting_policy(v).map(|p| KyvernoPolicy::Deleting(Box::new(p)))
+            } else if generating::GENERATING_KINDS.contains(&kind) {
+                generating::read_generating_policy(v)
+                    .map(|p| KyvernoPolicy::Generating(Box::new(p)))
             } else {
                 kyverno::read_validating_policy(v).map(|p| KyvernoPolicy::Validating(Box::new(p)))
             }
@@ -72,6 +87,18 @@ pub fn check(
             &p.name,
             mutating::validate_causes(p),
             backends.map(|b| mutating::type_check(p, options, b)),
+        ),
+        KyvernoPolicy::Deleting(p) => (
+            p.kind,
+            &p.name,
+            deleting::validate_causes(p),
+            backends.map(|b| deleting::type_check(p, options, b)),
+        ),
+        KyvernoPolicy::Generating(p) => (
+            p.kind,
+            &p.name,
+            generating::validate_causes(p),
+            backends.map(|b| generating::type_check(p, options, b)),
         ),
     };
     CheckedPolicy::new(

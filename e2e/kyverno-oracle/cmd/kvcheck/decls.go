@@ -21,6 +21,7 @@ import (
 	"github.com/google/cel-go/ext"
 	"github.com/kyverno/kyverno/pkg/cel/compiler"
 	"github.com/kyverno/kyverno/pkg/cel/libs"
+	"github.com/kyverno/sdk/extensions/cel/libs/generator"
 	"github.com/kyverno/sdk/extensions/cel/libs/globalcontext"
 	"github.com/kyverno/sdk/extensions/cel/libs/gzip"
 	"github.com/kyverno/sdk/extensions/cel/libs/hash"
@@ -179,6 +180,170 @@ func mpolEnv(namespace string) (*cel.Env, error) {
 		return nil, err
 	}
 	return extended.Env(environment.StoredExpressions)
+}
+
+// dpolEnv builds the environment of pkg/cel/policies/dpol/compiler/compiler.go,
+// (*compilerImpl).createBaseDpolEnv (unexported there; its steps repeated from the same
+// exported pieces, in its order): cel.NewEnv() extended, not Kubernetes' base environment set.
+func dpolEnv(namespace string) (*cel.Env, error) {
+	libsctx := libs.GetLibsCtx()
+	baseOpts := compiler.DefaultEnvOptionsWithCompat()
+	baseOpts = append(baseOpts,
+		cel.Variable(compiler.NamespaceObjectKey, compiler.NamespaceType.CelType()),
+		cel.Variable(compiler.ObjectKey, cel.DynType),
+		cel.Variable(compiler.OldObjectKey, cel.DynType),
+		cel.Variable(compiler.RequestKey, compiler.RequestType.CelType()),
+		cel.Types(compiler.NamespaceType.CelType()),
+		cel.Types(compiler.RequestType.CelType()),
+		cel.Variable(compiler.ResourceKey, resource.ContextType),
+		cel.Variable(compiler.VariablesKey, compiler.VariablesType),
+		cel.Variable(compiler.ExceptionsKey, types.NewObjectType("compiler.Exception")),
+	)
+	env, err := cel.NewEnv()
+	if err != nil {
+		return nil, err
+	}
+	variablesProvider := compiler.NewVariablesProvider(env.CELTypeProvider())
+	declProvider := apiservercel.NewDeclTypeProvider(compiler.NamespaceType, compiler.RequestType)
+	declOptions, err := declProvider.EnvOptions(variablesProvider)
+	if err != nil {
+		return nil, err
+	}
+	baseOpts = append(baseOpts, declOptions...)
+	baseOpts = append(baseOpts, common.ResolverEnvOption(&mutation.DynamicTypeResolver{}))
+	v := compiler.KyvernoVersion
+	libEnvOpts := []cel.EnvOption{
+		globalcontext.Lib(globalcontext.Context{ContextInterface: compiler.ConfineGlobalContext(libsctx, namespace)}, v),
+		image.Lib(v),
+		imagedata.Lib(imagedata.Context{ContextInterface: libsctx}, v, nil),
+		resource.Lib(resource.Context{ContextInterface: libsctx}, namespace, v),
+		hash.Lib(v),
+		math.Lib(v),
+		kjson.Lib(&kjson.JsonImpl{}, v),
+		yaml.Lib(&yaml.YamlImpl{}, v),
+		random.Lib(v),
+		x509.Lib(v),
+		ktime.Lib(v),
+		transform.Lib(v),
+		gzip.Lib(v),
+		http.Lib(http.Context{ContextInterface: libs.NewMockAwareHTTPContext(compiler.NewLazyCELHTTPContext(namespace), libsctx.GetHTTPMocks())}, v),
+	}
+	return env.Extend(append(baseOpts, libEnvOpts...)...)
+}
+
+// gpolEnv builds the environment of pkg/cel/policies/gpol/compiler/compiler.go,
+// (*compilerImpl).createBaseGpolEnv (unexported there; its steps repeated from the same
+// exported pieces, in its order): cel.NewEnv with DynamicResourceEnvOptionsWithCompat.
+func gpolEnv(namespace string) (*cel.Env, error) {
+	libsctx := libs.GetLibsCtx()
+	baseOpts := compiler.DynamicResourceEnvOptionsWithCompat()
+	baseOpts = append(baseOpts,
+		cel.Variable(compiler.NamespaceObjectKey, compiler.NamespaceType.CelType()),
+		cel.Variable(compiler.ObjectKey, cel.DynType),
+		cel.Variable(compiler.OldObjectKey, cel.DynType),
+		cel.Variable(compiler.RequestKey, compiler.RequestType.CelType()),
+		cel.Types(compiler.NamespaceType.CelType()),
+		cel.Types(compiler.RequestType.CelType()),
+		cel.Variable(compiler.VariablesKey, compiler.VariablesType),
+	)
+	baseEnv, err := cel.NewEnv(baseOpts...)
+	if err != nil {
+		return nil, err
+	}
+	variablesProvider := compiler.NewVariablesProvider(baseEnv.CELTypeProvider())
+	declProvider := apiservercel.NewDeclTypeProvider(compiler.NamespaceType, compiler.RequestType)
+	declOptions, err := declProvider.EnvOptions(variablesProvider)
+	if err != nil {
+		return nil, err
+	}
+	baseOpts = append(baseOpts, declOptions...)
+	libEnvOpts := []cel.EnvOption{
+		ext.NativeTypes(reflect.TypeFor[libs.Exception](), ext.ParseStructTags(true)),
+		cel.Variable(compiler.ExceptionsKey, types.NewObjectType("libs.Exception")),
+		generator.Lib(generator.Context{ContextInterface: libsctx}, namespace, generator.Latest()),
+		globalcontext.Lib(globalcontext.Context{ContextInterface: compiler.ConfineGlobalContext(libsctx, namespace)}, globalcontext.Latest()),
+		resource.Lib(resource.Context{ContextInterface: libsctx}, namespace, resource.Latest()),
+		image.Lib(image.Latest()),
+		imagedata.Lib(imagedata.Context{ContextInterface: libsctx}, imagedata.Latest(), nil),
+		hash.Lib(hash.Latest()),
+		math.Lib(math.Latest()),
+		kjson.Lib(&kjson.JsonImpl{}, kjson.Latest()),
+		yaml.Lib(&yaml.YamlImpl{}, yaml.Latest()),
+		random.Lib(random.Latest()),
+		x509.Lib(x509.Latest()),
+		ktime.Lib(ktime.Latest()),
+		transform.Lib(transform.Latest()),
+		gzip.Lib(gzip.Latest()),
+		http.Lib(http.Context{ContextInterface: libs.NewMockAwareHTTPContext(compiler.NewLazyCELHTTPContext(namespace), libsctx.GetHTTPMocks())}, http.Latest()),
+	}
+	return cel.NewEnv(append(baseOpts, libEnvOpts...)...)
+}
+
+// dumpGpolDecls is `kvcheck -decls-gpol`: as dumpDpolDecls, for the GeneratingPolicy
+// environment (gpolEnv; vapcheck: generating_base_env).
+func dumpGpolDecls() {
+	dumpRows(append(collectDecls(gpolEnv), collectRemoved(gpolEnv)...))
+}
+
+// dumpDpolDecls is `kvcheck -decls-dpol`: the rows of the DeletingPolicy environment
+// (dpolEnv) as collectDecls reads them, plus what it lacks of Kubernetes' base environment
+// (collectRemoved), which vapcheck builds without the libraries concerned
+// (crates/core/src/engines/kyverno/env.rs, deleting_base_env).
+func dumpDpolDecls() {
+	dumpRows(append(collectDecls(dpolEnv), collectRemoved(dpolEnv)...))
+}
+
+// collectRemoved lists, for both variants of the environment envOf builds, the overloads and
+// macros of Kubernetes' base environment (StoredExpressions) it does not declare.
+func collectRemoved(envOf func(namespace string) (*cel.Env, error)) []declRow {
+	base, err := environment.MustBaseEnvSet(version.MajorMinor(1, 0)).Env(environment.StoredExpressions)
+	if err != nil {
+		fail(err)
+	}
+	out := []declRow{}
+	for _, variant := range []struct{ name, ns string }{{"cluster", ""}, {"namespaced", "default"}} {
+		env, err := envOf(variant.ns)
+		if err != nil {
+			fail(err)
+		}
+		envFns := env.Functions()
+		for name, fn := range base.Functions() {
+			known := map[string]bool{}
+			if e, ok := envFns[name]; ok {
+				for _, o := range e.OverloadDecls() {
+					known[o.ID()] = true
+				}
+			}
+			for _, o := range fn.OverloadDecls() {
+				if !known[o.ID()] {
+					out = append(out, declRow{Variant: variant.name, What: "removed-overload", Name: name, ID: o.ID()})
+				}
+			}
+		}
+		envMacros := map[string]bool{}
+		for _, m := range env.Macros() {
+			envMacros[m.MacroKey()] = true
+		}
+		for _, m := range base.Macros() {
+			if !envMacros[m.MacroKey()] {
+				out = append(out, declRow{Variant: variant.name, What: "removed-macro", Name: m.MacroKey()})
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		if a.Variant != b.Variant {
+			return a.Variant < b.Variant
+		}
+		if a.What != b.What {
+			return a.What < b.What
+		}
+		if a.Name != b.Name {
+			return a.Name < b.Name
+		}
+		return a.ID < b.ID
+	})
+	return out
 }
 
 // typeText writes t in the syntax of vapcheck's tables (cel-go's type syntax, opaque types

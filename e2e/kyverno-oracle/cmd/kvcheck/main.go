@@ -60,6 +60,14 @@ func main() {
 		dumpMpolDecls()
 		return
 	}
+	if len(os.Args) == 2 && os.Args[1] == "-decls-dpol" {
+		dumpDpolDecls()
+		return
+	}
+	if len(os.Args) == 2 && os.Args[1] == "-decls-gpol" {
+		dumpGpolDecls()
+		return
+	}
 	if len(os.Args) == 2 && os.Args[1] == "-decls-rust" {
 		dumpRust()
 		return

@@ -87,21 +87,212 @@ pub fn checker(namespaced: bool) -> Result<crate::engine::KubeChecker, EnvError>
 
 /// Builds (without caching) [`base_env`].
 pub fn build_base_env(namespaced: bool) -> Result<Env, EnvError> {
+    build_env(namespaced, Flavor::Validating)
+}
+
+/// Which of Kyverno's compilers an environment is built as.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Flavor {
+    /// `createBaseVpolEnv` (and `newExtendedEnv`'s base): Kubernetes' base environment set
+    /// extended.
+    Validating,
+    /// `pkg/cel/policies/dpol/compiler/compiler.go` `(*compilerImpl).createBaseDpolEnv`.
+    Deleting,
+    /// `pkg/cel/policies/gpol/compiler/compiler.go` `(*compilerImpl).createBaseGpolEnv`.
+    Generating,
+}
+
+static GENERATING_ENVS: [OnceLock<Result<Arc<Env>, EnvError>>; 2] = [const { OnceLock::new() }; 2];
+
+/// The base environment of a GeneratingPolicy (`createBaseGpolEnv`, cluster-wide or
+/// namespaced policy), built once and cached: as [`deleting_base_env`] (`cel.NewEnv`, not
+/// Kubernetes' base environment set; no `user` library) but
+///
+/// - `DynamicResourceEnvOptionsWithCompat`: no `HomogeneousAggregateLiterals`, so a list or
+///   map literal may mix value types;
+/// - `exceptions` is `libs.Exception` with its fields (`ext.NativeTypes`), as for a
+///   ValidatingPolicy; no `mutation.DynamicTypeResolver`;
+/// - the generator library (github.com/kyverno/sdk `extensions/cel/libs/generator/lib.go`):
+///   `generator` and its `Apply`/`apply` ([`GENERATOR_OVERLOADS`]).
+pub fn generating_base_env(namespaced: bool) -> Result<Arc<Env>, EnvError> {
+    GENERATING_ENVS[usize::from(namespaced)]
+        .get_or_init(|| build_env(namespaced, Flavor::Generating).map(Arc::new))
+        .clone()
+}
+
+/// The environment a GeneratingPolicy's verdict compiles in: [`generating_base_env`] with
+/// `object` and `oldObject` `dyn` and no `params`.
+pub fn generating_verdict_env(namespaced: bool) -> Result<PolicyEnv, EnvError> {
+    PolicyEnv::with_base(
+        target()?,
+        &generating_base_env(namespaced)?,
+        KindDecls::untyped(Params::Absent),
+    )
+}
+
+/// The checker backend of vapcheck's typed check of a GeneratingPolicy.
+pub fn generating_checker(namespaced: bool) -> Result<crate::engine::KubeChecker, EnvError> {
+    Ok(crate::engine::KubeChecker::with_base(
+        target()?,
+        generating_base_env(namespaced)?,
+    ))
+}
+
+/// The generator library's variable (`cel.Variable("generator", ContextType)`,
+/// `ContextType = types.NewOpaqueType("generator.Context")`).
+pub const GENERATOR_VARIABLE: (&str, &str) = ("generator", "opaque:generator.Context");
+
+/// The generator library's overloads (`clusterEnv`: a namespace and the resources;
+/// `namespacedEnv`: the resources only, generated in the policy's namespace), `apply` beside
+/// `Apply` from library version 1.18.
+pub const GENERATOR_OVERLOADS: &[decls::OverloadRow] = &[
+    decls::OverloadRow {
+        variant: Variant::Cluster,
+        function: "Apply",
+        id: "generator_apply_string_list_pascal",
+        member: true,
+        args: &[
+            "opaque:generator.Context",
+            "string",
+            "list(map(string, any))",
+        ],
+        result: "bool",
+    },
+    decls::OverloadRow {
+        variant: Variant::Cluster,
+        function: "apply",
+        id: "generator_apply_string_list_camel",
+        member: true,
+        args: &[
+            "opaque:generator.Context",
+            "string",
+            "list(map(string, any))",
+        ],
+        result: "bool",
+    },
+    decls::OverloadRow {
+        variant: Variant::Namespaced,
+        function: "Apply",
+        id: "generator_apply_list_pascal",
+        member: true,
+        args: &["opaque:generator.Context", "list(map(string, any))"],
+        result: "bool",
+    },
+    decls::OverloadRow {
+        variant: Variant::Namespaced,
+        function: "apply",
+        id: "generator_apply_list_camel",
+        member: true,
+        args: &["opaque:generator.Context", "list(map(string, any))"],
+        result: "bool",
+    },
+];
+
+static DELETING_ENVS: [OnceLock<Result<Arc<Env>, EnvError>>; 2] = [const { OnceLock::new() }; 2];
+
+/// The base environment of a DeletingPolicy (`createBaseDpolEnv`, cluster-wide or namespaced
+/// policy), built once and cached. Unlike [`base_env`] it does not extend Kubernetes' base
+/// environment set: `cel.NewEnv()` extended with `DefaultEnvOptionsWithCompat` only, so
+///
+/// - the Kubernetes libraries are the ones `defaultEnvOptionsWithHomogeneousAggregateEnforcement`
+///   lists: no `authz` and `authzSelectors` libraries, no two-variable comprehensions
+///   (`ext.TwoVarComprehensions`), and none of base.go's AST validators (a bad `duration`,
+///   `timestamp` or regular expression literal is not refused at compile);
+/// - Kyverno's libraries are those of [`base_env`] but `user` (not in `libEnvOpts`), at
+///   `compiler.KyvernoVersion` (1.18, what `Latest()` is for each of them);
+/// - `exceptions` is of type `compiler.Exception`, an object type no provider knows (no
+///   `ext.NativeTypes`), `resource` is declared as the resource library declares it;
+/// - `mutation.DynamicTypeResolver` resolves `Object`, `Object.<field>...` and `JSONPatch`
+///   (`common.ResolverEnvOption`), without `jsonpatch.escapeKey`.
+pub fn deleting_base_env(namespaced: bool) -> Result<Arc<Env>, EnvError> {
+    DELETING_ENVS[usize::from(namespaced)]
+        .get_or_init(|| build_env(namespaced, Flavor::Deleting).map(Arc::new))
+        .clone()
+}
+
+/// The environment a DeletingPolicy's verdict compiles in: [`deleting_base_env`] with
+/// `object` and `oldObject` `dyn` and no `params`.
+pub fn deleting_verdict_env(namespaced: bool) -> Result<PolicyEnv, EnvError> {
+    PolicyEnv::with_base(
+        target()?,
+        &deleting_base_env(namespaced)?,
+        KindDecls::untyped(Params::Absent),
+    )
+}
+
+/// The checker backend of vapcheck's typed check of a DeletingPolicy.
+pub fn deleting_checker(namespaced: bool) -> Result<crate::engine::KubeChecker, EnvError> {
+    Ok(crate::engine::KubeChecker::with_base(
+        target()?,
+        deleting_base_env(namespaced)?,
+    ))
+}
+
+/// Whether the rows of the table for a function or an object type's fields are left out of
+/// the flavor's environment: the `user` library's (its functions and `user.ServiceAccount`'s
+/// fields) in the DeletingPolicy and GeneratingPolicy environments, and `libs.Exception`'s
+/// fields in the DeletingPolicy one.
+fn leaves_out(flavor: Flavor, function_or_object: &str) -> bool {
+    match flavor {
+        Flavor::Validating => false,
+        Flavor::Deleting => {
+            USER_LIBRARY.contains(&function_or_object) || function_or_object == "libs.Exception"
+        }
+        Flavor::Generating => USER_LIBRARY.contains(&function_or_object),
+    }
+}
+
+/// The functions and object type of the `user` library (github.com/kyverno/sdk
+/// `extensions/cel/libs/user/lib.go`), which only the ValidatingPolicy and MutatingPolicy
+/// environments have.
+pub const USER_LIBRARY: &[&str] = &[
+    "parseServiceAccount",
+    "user.parseServiceAccount",
+    "user.ServiceAccount",
+];
+
+/// The type of `exceptions` in a DeletingPolicy's environment.
+pub const DELETING_EXCEPTION_TYPE: &str = "compiler.Exception";
+
+fn build_env(namespaced: bool, flavor: Flavor) -> Result<Env, EnvError> {
     let version = target()?.version;
-    let mut b = EnvBuilder::standard(EnvOptions::kubernetes());
-    libraries::add_libraries(
-        &mut b,
-        libraries::LibrarySelection {
-            minor: version.minor(),
-        },
-    )?;
+    let deleting = flavor == Flavor::Deleting;
+    // Both build on `cel.NewEnv()`, not on Kubernetes' base environment set.
+    let own = flavor != Flavor::Validating;
+    let options = if own {
+        EnvOptions {
+            validate_duration_literals: false,
+            validate_timestamp_literals: false,
+            validate_regex_literals: false,
+            homogeneous_aggregate_literals: flavor != Flavor::Generating,
+            ..EnvOptions::kubernetes()
+        }
+    } else {
+        EnvOptions::kubernetes()
+    };
+    let mut b = EnvBuilder::standard(options);
+    let selection = libraries::LibrarySelection {
+        minor: version.minor(),
+    };
+    for lib in selection.ordered() {
+        use crate::k8s_env::decls::Library;
+        if own
+            && matches!(
+                lib,
+                Library::Authz | Library::AuthzSelectors | Library::TwoVarComprehensions
+            )
+        {
+            continue;
+        }
+        libraries::add_library(&mut b, lib, version.minor())?;
+    }
     let variant = if namespaced {
         Variant::Namespaced
     } else {
         Variant::Cluster
     };
     // admission::add_request_and_namespace, with Kyverno's request type and object types.
-    b.add_provider(Arc::new(KyvernoTypes::new(variant)?));
+    b.add_provider(Arc::new(KyvernoTypes::new(variant, flavor)?));
     b.add_variable(
         admission::NAMESPACE_VAR,
         Type::object(admission::NAMESPACE_TYPE),
@@ -111,13 +302,31 @@ pub fn build_base_env(namespaced: bool) -> Result<Env, EnvError> {
         Type::object(admission::REQUEST_TYPE),
     )?;
     for v in decls::VARIABLES.iter().filter(|v| v.variant.holds(variant)) {
-        b.add_variable(v.name, table_type(v.ty)?)?;
+        let ty = if deleting && v.name == "exceptions" {
+            Type::object(DELETING_EXCEPTION_TYPE)
+        } else {
+            table_type(v.ty)?
+        };
+        b.add_variable(v.name, ty)?;
+    }
+    if deleting {
+        b.add_provider(Arc::new(crate::k8s_env::mutation::PatchTypes));
+    }
+    let generating = flavor == Flavor::Generating;
+    if generating {
+        b.add_variable(GENERATOR_VARIABLE.0, table_type(GENERATOR_VARIABLE.1)?)?;
     }
     libraries::add_grouped(
         &mut b,
         decls::OVERLOADS
             .iter()
             .filter(|r| r.variant.holds(variant))
+            .filter(|r| !(own && leaves_out(flavor, r.function)))
+            .chain(
+                GENERATOR_OVERLOADS
+                    .iter()
+                    .filter(|r| generating && r.variant.holds(variant)),
+            )
             .map(|row| {
                 let decl =
                     libraries::decl_of(row.id, row.member, row.args, row.result, table_type)?;
@@ -180,10 +389,12 @@ struct KyvernoTypes {
 }
 
 impl KyvernoTypes {
-    fn new(variant: Variant) -> Result<Self, EnvError> {
+    /// Without the fields the flavor leaves out ([`leaves_out`]).
+    fn new(variant: Variant, flavor: Flavor) -> Result<Self, EnvError> {
         let fields = decls::FIELDS
             .iter()
             .filter(|f| f.variant.holds(variant))
+            .filter(|f| !leaves_out(flavor, f.object))
             .map(|f| Ok((f.object, f.field, table_type(f.ty)?)))
             .collect::<Result<Vec<_>, EnvError>>()?;
         Ok(Self {

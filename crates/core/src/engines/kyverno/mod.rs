@@ -2,7 +2,8 @@
 //! policy validation webhook answers when a ValidatingPolicy or NamespacedValidatingPolicy is
 //! created, and vapcheck's type checking of its CEL against the kinds its `matchConstraints`
 //! select, in Kyverno's CEL environment ([`env`]). Pure: no I/O (docs/engines.md).
-//! MutatingPolicies and NamespacedMutatingPolicies: [`mutating`].
+//! MutatingPolicies and NamespacedMutatingPolicies: [`mutating`]; DeletingPolicies and
+//! NamespacedDeletingPolicies: [`deleting`].
 //!
 //! Upstream: github.com/kyverno/kyverno v1.19.1 (pinned in `e2e/kyverno-oracle/go.mod`, with
 //! github.com/kyverno/api and github.com/kyverno/sdk at the versions its go.mod requires):
@@ -23,8 +24,11 @@
 //!   or `null` exactly (`IsExactType`: `dyn` is refused, unlike kube-apiserver). `object` and
 //!   `oldObject` are `dyn`.
 
+pub mod cron;
 pub mod decls;
+pub mod deleting;
 pub mod env;
+pub mod generating;
 pub mod mutating;
 
 use k8s_openapi::api::admissionregistration::v1::{
@@ -459,6 +463,49 @@ fn compile_site(
     Some(FieldError::invalid(field, text, message).cause())
 }
 
+/// `pkg/cel/compiler/compiler.go` `CompileVariables` (the mpol and dpol compilers): every
+/// variable compiled, the errors of all; `CompileVariable` registers a variable's type only
+/// when it compiles, so a later variable reading one that failed gets `undefined field`
+/// (Kubernetes would declare it `dyn`): a failing variable is not added.
+pub(super) fn compile_variables(
+    env: &mut crate::k8s_env::PolicyEnv,
+    variables: &[Variable],
+) -> Vec<Cause> {
+    let mut errors = Vec::new();
+    for (i, v) in variables.iter().enumerate() {
+        match env.compile(&v.expression) {
+            Ok(_) => {
+                env.add_variable(&v.name, &v.expression);
+            }
+            Err(issues) => {
+                let field = format!("spec.variables[{i}].expression");
+                errors.push(
+                    FieldError::invalid(field, &v.expression, issues.to_display_string())
+                        .with_cel(CelPos::first_of(&issues))
+                        .cause(),
+                );
+            }
+        }
+    }
+    errors
+}
+
+/// `CompileMatchConditions` over the list `spec.<at>`: each condition compiled (exactly
+/// `bool`), the errors of all.
+pub(super) fn compile_conditions(
+    env: &crate::k8s_env::PolicyEnv,
+    list: &[MatchCondition],
+    at: &str,
+) -> Vec<Cause> {
+    list.iter()
+        .enumerate()
+        .filter_map(|(i, m)| {
+            let field = format!("spec.{at}[{i}].expression");
+            compile_site(env, field, &m.expression, Output::Bool)
+        })
+        .collect()
+}
+
 /// The compile errors of `(*compilerImpl).Compile`: none, or the placeholder (Kubernetes
 /// mode) and the first error.
 pub fn compile(policy: &ValidatingPolicy) -> Vec<Cause> {
@@ -575,7 +622,7 @@ pub fn type_check(
 ) -> crate::policy::PolicyStatus {
     let vap = as_admission_policy(policy);
     typed_status(
-        policy.namespaced(),
+        env::checker(policy.namespaced()),
         not_checked_reason(policy).map(|r| ("spec.evaluation.mode".to_owned(), r)),
         options,
         backends,
@@ -585,11 +632,11 @@ pub fn type_check(
 }
 
 /// The typed check of a Kyverno policy by `check` (the analysis of the Kubernetes policy it
-/// resembles) with Kyverno's checker in place of `backends.checker` and no cost estimates;
-/// or, with `not_checked`, the field and the reason it is not checked. The findings' fields are
-/// moved to the policy's by `remap`.
+/// resembles) with Kyverno's checker (`checker`, of the policy kind's environment) in place
+/// of `backends.checker` and no cost estimates; or, with `not_checked`, the field and the
+/// reason it is not checked. The findings' fields are moved to the policy's by `remap`.
 fn typed_status(
-    namespaced: bool,
+    checker: Result<crate::engine::KubeChecker, crate::cel::EnvError>,
     not_checked: Option<(String, String)>,
     options: &crate::policy::CheckOptions,
     backends: &crate::policy::Backends<'_>,
@@ -616,7 +663,7 @@ fn typed_status(
             ..Default::default()
         };
     }
-    let checker = match env::checker(namespaced) {
+    let checker = match checker {
         Ok(c) => c,
         Err(e) => {
             return PolicyStatus {

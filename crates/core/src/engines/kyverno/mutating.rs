@@ -30,12 +30,12 @@ use k8s_openapi::api::admissionregistration::v1::{
 };
 use serde_json::Value;
 
+use crate::apiserver::field::Cause;
 use crate::apiserver::field::FieldError;
-use crate::apiserver::field::{Cause, CelPos};
 
 use super::{
-    Output, compile_site, entries, entry_text, env, mode_not_checked, namespaced_rules, text,
-    typed_status, uses_ident,
+    Output, compile_conditions, compile_site, compile_variables, entries, entry_text, env,
+    mode_not_checked, namespaced_rules, text, typed_status, uses_ident,
 };
 
 /// The mutating kinds `vapcheck check` reads.
@@ -297,37 +297,11 @@ pub fn compile(policy: &MutatingPolicy) -> Vec<Cause> {
             return errors;
         }
     }
-    let mut errors = Vec::new();
-    // `CompileVariable` registers a variable's type only when it compiles, so a later
-    // variable reading one that failed gets `undefined field` (Kubernetes would declare it
-    // `dyn`): a failing variable is not added.
-    for (i, v) in policy.variables.iter().enumerate() {
-        match env.compile(&v.expression) {
-            Ok(_) => {
-                env.add_variable(&v.name, &v.expression);
-            }
-            Err(issues) => {
-                let field = format!("spec.variables[{i}].expression");
-                errors.push(
-                    FieldError::invalid(field, &v.expression, issues.to_display_string())
-                        .with_cel(CelPos::first_of(&issues))
-                        .cause(),
-                );
-            }
-        }
-    }
+    let errors = compile_variables(&mut env, &policy.variables);
     if !errors.is_empty() {
         return errors;
     }
-    let conditions = |list: &[MatchCondition], at: &str| -> Vec<Cause> {
-        list.iter()
-            .enumerate()
-            .filter_map(|(i, m)| {
-                let field = format!("spec.{at}[{i}].expression");
-                compile_site(&env, field, &m.expression, Output::Bool)
-            })
-            .collect()
-    };
+    let conditions = |list: &[MatchCondition], at: &str| compile_conditions(&env, list, at);
     let errors = conditions(&policy.match_conditions, "matchConditions");
     if !errors.is_empty() {
         return errors;
@@ -468,7 +442,7 @@ pub fn type_check(
         })
     };
     typed_status(
-        policy.namespaced(),
+        env::checker(policy.namespaced()),
         not_checked_reason(policy),
         options,
         backends,
